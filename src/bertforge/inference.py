@@ -1,0 +1,150 @@
+"""Question a pre-trained model: fill in blanks, judge sentence pairs, embed text, show attention.
+
+    import bertforge
+    bert = bertforge.load("runs/mini")          # a run directory or a model directory
+    bert.fill_mask("the cat sat on the [MASK].")
+    bert.nsp("The cat sat down.", "It purred.")   # {"is_next_prob": ..., "label": "IsNext"}
+    bert.embed(["a sentence", "another"])         # (2, H) numpy array
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from .errors import UserError
+from .model import BertForPreTraining
+from .tokenizer import MASK, load_tokenizer, special_ids
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A run directory holds its final model in model/; a model directory is itself."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    if (path / "config.json").is_file() and ((path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()):
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    raise UserError(f"{path}: neither a model directory (config.json + model.safetensors) nor a run directory with model/")
+
+
+def check_vocab_match(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
+    """A tokenizer that emits ids beyond the model's table would index out of range."""
+    if tokenizer.get_vocab_size() > vocab_size:
+        raise UserError(
+            f"{where}: tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocabulary has {vocab_size}; "
+            "they were not trained together"
+        )
+
+
+class Bert:
+    """A pre-trained model with its tokenizer, ready to answer questions."""
+
+    def __init__(self, model: BertForPreTraining, tokenizer: Tokenizer, device: str = "cpu"):
+        self.model = model.to(device).eval()
+        self.tokenizer = tokenizer
+        self.device = device
+        self.ids = special_ids(tokenizer)
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> "Bert":
+        directory = resolve_model_dir(path)
+        model = BertForPreTraining.from_pretrained(directory, trust_pickle=trust_pickle)
+        tokenizer = load_tokenizer(directory)
+        check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+        return cls(model, tokenizer, device)
+
+    def _encode(self, text: str, pair: str | None = None):
+        encoding = self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)
+        limit = self.model.config.max_position_embeddings
+        if len(encoding.ids) > limit:
+            raise UserError(f"input is {len(encoding.ids)} tokens but the model reads at most {limit}")
+        input_ids = torch.tensor([encoding.ids], device=self.device)  # (1, T)
+        token_type_ids = torch.tensor([encoding.type_ids], device=self.device)  # (1, T)
+        return encoding, input_ids, token_type_ids
+
+    @torch.inference_mode()
+    def fill_mask(self, text: str, top_k: int = 5, targets: list[str] | None = None) -> dict:
+        """Top-k predictions for every [MASK] in `text`, each position scored on its own."""
+        if MASK not in text:
+            raise UserError(f"the text has no {MASK} to fill: {text!r}")
+        encoding, input_ids, token_type_ids = self._encode(text)
+        positions = [i for i, token_id in enumerate(encoding.ids) if token_id == self.ids.mask]
+        logits = self.model(input_ids, token_type_ids).mlm_logits[0, positions]  # (M, V)
+        probs = logits.float().softmax(dim=-1)  # (M, V)
+        if targets:
+            candidates = torch.tensor([self._target_id(word) for word in targets], device=self.device)
+        else:
+            candidates = torch.arange(probs.shape[-1], device=self.device)
+        k = min(top_k, len(candidates))
+        scores, order = probs[:, candidates].topk(k, dim=-1)  # (M, k)
+        masks = []
+        for position, row_scores, row_order in zip(positions, scores.tolist(), order.tolist()):
+            predictions = []
+            for score, index in zip(row_scores, row_order):
+                token_id = int(candidates[index])
+                filled = [token_id if i == position else t for i, t in enumerate(encoding.ids)]
+                predictions.append({
+                    "token": self.tokenizer.id_to_token(token_id),
+                    "token_id": token_id,
+                    "score": score,
+                    "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
+                })
+            masks.append({"position": position, "predictions": predictions})
+        return {"text": text, "masks": masks}
+
+    def _target_id(self, word: str) -> int:
+        pieces = self.tokenizer.encode(word, add_special_tokens=False).ids
+        if not pieces:
+            raise UserError(f"target {word!r} produces no token")
+        return pieces[0]  # as `transformers` does: a multi-piece target is scored by its first piece
+
+    @torch.inference_mode()
+    def nsp(self, sentence_a: str, sentence_b: str) -> dict:
+        """Probability that B really follows A (NSP class 0 = IsNext)."""
+        _, input_ids, token_type_ids = self._encode(sentence_a, sentence_b)
+        nsp_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)
+        is_next_prob = float(nsp_logits.float().softmax(-1)[0, 0])
+        return {"a": sentence_a, "b": sentence_b, "is_next_prob": is_next_prob, "label": "IsNext" if is_next_prob >= 0.5 else "NotNext"}
+
+    @torch.inference_mode()
+    def embed(self, texts: list[str], pooling: str = "cls", layer: int = -1, batch_size: int = 64) -> np.ndarray:
+        """One vector per text, (len(texts), H). Texts are sorted by length so batches carry little padding."""
+        if pooling not in ("cls", "mean"):
+            raise UserError(f"pooling must be cls or mean, not {pooling!r}")
+        limit = self.model.config.max_position_embeddings
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            batch = [encodings[i].ids[:limit] for i in chunk]
+            width = max(len(ids) for ids in batch)
+            input_ids = torch.tensor([ids + [self.ids.pad] * (width - len(ids)) for ids in batch], device=self.device)  # (b, T)
+            attention_mask = (input_ids != self.ids.pad).long()  # (b, T)
+            encoded = self.model.bert(input_ids, None, attention_mask, output_hidden_states=layer != -1)
+            hidden = encoded.sequence_output if layer == -1 else encoded.hidden_states[layer]  # (b, T, H)
+            if pooling == "cls":
+                vectors = hidden[:, 0]  # (b, H)
+            else:
+                weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
+                vectors = (hidden * weights).sum(1) / weights.sum(1)  # (b, H)
+            out[chunk] = vectors.float().cpu().numpy()
+        return out
+
+    @torch.inference_mode()
+    def attention(self, text: str, pair: str | None = None) -> tuple[list[str], torch.Tensor]:
+        """Tokens and attention probabilities, (L, nh, T, T), for plots."""
+        encoding, input_ids, token_type_ids = self._encode(text, pair)
+        encoded = self.model.bert(input_ids, token_type_ids, output_attentions=True)
+        return encoding.tokens, torch.stack([a[0] for a in encoded.attentions]).float().cpu()
+
+
+def load(path: str | Path, device: str = "cpu") -> Bert:
+    """Load a run or model directory for inference."""
+    return Bert.load(path, device)
+

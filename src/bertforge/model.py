@@ -1,0 +1,327 @@
+"""BERT, top to bottom as in the paper (Devlin et al. 2019).
+
+    input ids ─► Embeddings (token + segment + position) ─► N × EncoderLayer ─► sequence output
+                                                                                 │
+                      MLM head (masked positions only) ◄──────────────────────────┤
+                      NSP head ◄── Pooler (dense + tanh on [CLS]) ◄───────────────┘
+
+Shapes: B batch, T sequence length, H hidden size, nh heads, hs = H / nh,
+N number of predicted (masked) positions, V vocabulary size.
+
+Parallelism, compilation and device placement live in the trainer, not here.
+Loading and saving in the Hugging Face layout lives in `hf.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ModelConfig
+
+IGNORE_INDEX = -100  # label meaning "no MLM prediction at this position"
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
+    """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims."""
+    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
+    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
+    return table  # (P, dim)
+
+
+class Embeddings(nn.Module):
+    """BERT's input representation: token + segment + position, then LayerNorm and dropout."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.token = nn.Embedding(config.padded_vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        if config.position_embedding == "learned":
+            self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        else:
+            self.register_buffer("sinusoid", sinusoidal_table(config.max_position_embeddings, config.hidden_size), persistent=False)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def position_vectors(self, seq_len: int) -> torch.Tensor:
+        if hasattr(self, "position"):
+            return self.position.weight[:seq_len]  # (T, H)
+        return self.sinusoid[:seq_len]  # (T, H)
+
+    def parts(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The three summands, before LayerNorm: each (B, T, H)."""
+        seq_len = input_ids.shape[1]
+        token = self.token(input_ids)
+        segment = self.segment(token_type_ids)
+        position = self.position_vectors(seq_len).unsqueeze(0).expand_as(token)
+        return token, segment, position
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        token, segment, position = self.parts(input_ids, token_type_ids)
+        return self.dropout(self.norm(token + segment + position))  # (B, T, H)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused QKV projection."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.num_heads = config.num_heads
+        self.head_size = config.hidden_size // config.num_heads
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_dropout
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, need_weights: bool = False):
+        """x (B, T, H); key_mask (B, 1, 1, T) bool, True = a real key, or None when nothing is padded.
+
+        Returns the output (B, T, H) and, only if `need_weights`, the
+        attention probabilities (B, nh, T, T), whose rows sum to 1 and are zero on padding keys.
+        """
+        B, T, H = x.shape
+        q, k, v = self.qkv(x).split(H, dim=2)  # 3 × (B, T, H)
+        q = q.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        dropout_p = self.dropout_p if self.training else 0.0
+        probs = None
+        if need_weights:
+            # The explicit form, only for plots: softmax(q kᵀ / √hs) v.
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, nh, T, T)
+            if key_mask is not None:
+                scores = scores.masked_fill(~key_mask, float("-inf"))
+            probs = scores.softmax(dim=-1)  # (B, nh, T, T)
+            y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H): heads side by side again
+        return self.out(y), probs
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward: H -> intermediate -> H."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.act(self.up(x)))  # (B, T, H)
+
+
+class EncoderLayer(nn.Module):
+    """One Transformer block: attention and feed-forward, each with residual, dropout and LayerNorm.
+
+    post-LN (BERT):  x = LN(x + drop(attn(x)));   x = LN(x + drop(ffn(x)))
+    pre-LN:          x = x + drop(attn(LN(x)));   x = x + drop(ffn(LN(x)))
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.pre_norm = config.norm_style == "pre"
+        self.attention = SelfAttention(config)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ffn = FeedForward(config)
+        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, need_weights: bool = False):
+        if self.pre_norm:
+            attended, probs = self.attention(self.attention_norm(x), key_mask, need_weights)
+            x = x + self.dropout(attended)
+            x = x + self.dropout(self.ffn(self.ffn_norm(x)))
+        else:
+            attended, probs = self.attention(x, key_mask, need_weights)
+            x = self.attention_norm(x + self.dropout(attended))
+            x = self.ffn_norm(x + self.dropout(self.ffn(x)))
+        return x, probs  # (B, T, H), (B, nh, T, T) or None
+
+
+@dataclass
+class EncoderOutput:
+    sequence_output: torch.Tensor  # (B, T, H) last layer
+    pooled_output: torch.Tensor  # (B, H) tanh(dense([CLS]))
+    hidden_states: list[torch.Tensor] | None = None  # L + 1 × (B, T, H): embeddings, then each layer
+    attentions: list[torch.Tensor] | None = None  # L × (B, nh, T, T)
+
+
+class BertModel(nn.Module):
+    """Embeddings, the encoder stack and the pooler: the body every head sits on."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
+        # Pre-LN leaves the residual stream unnormalised, so it needs one LayerNorm at the top.
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> EncoderOutput:
+        """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 on real tokens, 0 on padding."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        key_mask = None
+        # With no padding the mask is dropped, which lets SDPA pick its fastest (flash) kernel.
+        if attention_mask is not None and not bool(attention_mask.all()):
+            key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for layer in self.layers:
+            x, probs = layer(x, key_mask, output_attentions)
+            if output_hidden_states:
+                hidden_states.append(x)
+            if output_attentions:
+                attentions.append(probs)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+            if output_hidden_states:
+                hidden_states[-1] = x
+        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, H): the [CLS] summary
+        return EncoderOutput(x, pooled, hidden_states, attentions)
+
+
+class MaskedLMHead(nn.Module):
+    """dense -> activation -> LayerNorm -> decoder (tied to the token embeddings) + bias."""
+
+    def __init__(self, config: ModelConfig, token_embedding: nn.Embedding):
+        super().__init__()
+        self.vocab_size = config.vocab_size
+        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        if config.tie_word_embeddings:
+            self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
+        else:
+            self.decoder_weight = nn.Parameter(torch.empty_like(token_embedding.weight).normal_(0.0, config.initializer_range))
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (..., H) -> logits (..., V), exactly V columns even when the table is padded."""
+        h = self.norm(self.act(self.transform(hidden)))
+        # The matmul runs on the padded table (aligned to 64 rows); the pad columns are then cut.
+        return F.linear(h, self.decoder_weight)[..., : self.vocab_size] + self.bias
+
+
+@dataclass
+class PreTrainingOutput:
+    loss: torch.Tensor | None  # mlm_loss + nsp_loss (or mlm_loss alone without NSP labels)
+    mlm_loss: torch.Tensor | None
+    nsp_loss: torch.Tensor | None
+    mlm_logits: torch.Tensor  # (N, V) at labelled positions when labels are given, else (B, T, V)
+    nsp_logits: torch.Tensor  # (B, 2): column 0 = IsNext, 1 = NotNext
+    mlm_targets: torch.Tensor | None = None  # (N,) the labels matching mlm_logits rows
+
+    def mlm_correct(self) -> torch.Tensor:
+        """Number of correct MLM predictions, a 0-d tensor (no host sync)."""
+        return (self.mlm_logits.argmax(-1) == self.mlm_targets).sum()
+
+
+class BertForPreTraining(nn.Module):
+    """The BERT pre-training model: encoder + masked-LM head + next-sentence head."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.mlm_head = MaskedLMHead(config, self.bert.embeddings.token)
+        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        mlm_labels: torch.Tensor | None = None,
+        nsp_labels: torch.Tensor | None = None,
+    ) -> PreTrainingOutput:
+        """mlm_labels (B, T): the original id where a prediction is due, -100 elsewhere.
+        nsp_labels (B,): 0 = IsNext, 1 = NotNext; omit them to train MLM only."""
+        encoded = self.bert(input_ids, token_type_ids, attention_mask)
+        nsp_logits = self.nsp_head(encoded.pooled_output)  # (B, 2)
+        if mlm_labels is None:
+            return PreTrainingOutput(None, None, None, self.mlm_head(encoded.sequence_output), nsp_logits)
+
+        # Gather first: the decoder (H x V, the largest matmul) runs only where a label is.
+        predict_here = mlm_labels != IGNORE_INDEX  # (B, T)
+        mlm_targets = mlm_labels[predict_here]  # (N,)
+        mlm_logits = self.mlm_head(encoded.sequence_output[predict_here])  # (N, V)
+        mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets) if mlm_targets.numel() else mlm_logits.sum() * 0.0
+        nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels) if nsp_labels is not None else None
+        loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, mlm_targets)
+
+    def num_parameters(self, non_embedding: bool = False) -> int:
+        total = sum(p.numel() for p in self.parameters())
+        if non_embedding:
+            embeddings = self.bert.embeddings
+            total -= embeddings.token.weight.numel() + embeddings.segment.weight.numel()
+            if hasattr(embeddings, "position"):
+                total -= embeddings.position.weight.numel()
+        return total
+
+    def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
+        from .hf import save_model_dir
+
+        save_model_dir(self, directory, tokenizer)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, trust_pickle: bool = False) -> "BertForPreTraining":
+        from .hf import load_model
+
+        return load_model(cls, directory, trust_pickle=trust_pickle)
+
+
+class BertForSequenceClassification(nn.Module):
+    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels."""
+
+    def __init__(self, config: ModelConfig, num_labels: int):
+        super().__init__()
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """Returns (logits (B, num_labels), loss or None)."""
+        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooled_output  # (B, H)
+        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return logits, loss
+
+
+def init_weights(module: nn.Module, config: ModelConfig) -> None:
+    """BERT's init: weights ~ N(0, 0.02), biases zero, LayerNorm (1, 0), [PAD] row zero."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, 0.0, config.initializer_range)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, config.initializer_range)
+        if module.padding_idx is not None:
+            with torch.no_grad():
+                module.weight[module.padding_idx].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)

@@ -1,0 +1,162 @@
+"""The strongest correctness test: the same weights in bertforge and in `transformers` give the same outputs.
+
+`transformers` is the reference implementation of BERT. Random-weight models
+are built there, saved, loaded here (and the reverse), and every output is
+compared in fp32 eval mode, with padded batches.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
+from bertforge.errors import UserError  # noqa: E402
+from bertforge.tokenizer import save_tokenizer  # noqa: E402
+
+HF_CONFIGS = [
+    dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+    dict(vocab_size=97, hidden_size=48, num_hidden_layers=1, num_attention_heads=4, intermediate_size=80, hidden_act="relu"),
+    dict(vocab_size=130, hidden_size=64, num_hidden_layers=3, num_attention_heads=8, intermediate_size=128, tie_word_embeddings=False, layer_norm_eps=1e-6),
+]
+
+
+def hf_model(config_kwargs: dict, seed: int = 0, attn: str = "sdpa"):
+    torch.manual_seed(seed)
+    config = transformers.BertConfig(**config_kwargs, attn_implementation=attn)
+    model = transformers.BertForPreTraining(config)
+    with torch.no_grad():  # every parameter random, biases and LayerNorms included, so nothing matches by accident
+        for p in model.parameters():
+            p.normal_(0.0, 0.2)
+    return model.eval()
+
+
+def padded_batch(vocab: int, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    B, T = 3, 14
+    input_ids = torch.randint(5, vocab, (B, T), generator=g)
+    attention_mask = torch.ones(B, T, dtype=torch.long)
+    attention_mask[1, 9:] = 0
+    attention_mask[2, 5:] = 0
+    input_ids[attention_mask == 0] = 0
+    token_type_ids = torch.zeros(B, T, dtype=torch.long)
+    token_type_ids[:, 7:] = 1
+    token_type_ids[attention_mask == 0] = 0
+    labels = torch.full((B, T), -100)
+    chosen = (torch.rand(B, T, generator=g) < 0.4) & (attention_mask == 1)
+    labels[chosen] = torch.randint(5, vocab, (int(chosen.sum()),), generator=g)
+    nsp = torch.tensor([0, 1, 0])
+    return input_ids, token_type_ids, attention_mask, labels, nsp
+
+
+def assert_same_outputs(ours, theirs, vocab: int):
+    input_ids, token_type_ids, attention_mask, labels, nsp = padded_batch(vocab)
+    with torch.no_grad():
+        a = ours(input_ids, token_type_ids, attention_mask)
+        b = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        real = attention_mask.bool()
+        torch.testing.assert_close(a.mlm_logits[real], b.prediction_logits[real], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(a.nsp_logits, b.seq_relationship_logits, rtol=1e-5, atol=1e-5)
+        a_loss = ours(input_ids, token_type_ids, attention_mask, mlm_labels=labels, nsp_labels=nsp).loss
+        b_loss = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                        labels=labels, next_sentence_label=nsp).loss
+        torch.testing.assert_close(a_loss, b_loss, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("config_kwargs", HF_CONFIGS)
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_transformers_weights_give_the_same_outputs_in_bertforge(config_kwargs, attn, tmp_path):
+    theirs = hf_model(config_kwargs, attn=attn)
+    theirs.save_pretrained(tmp_path)
+    ours = BertForPreTraining.from_pretrained(tmp_path)
+    assert_same_outputs(ours, theirs, config_kwargs["vocab_size"])
+
+
+@pytest.mark.parametrize("config_kwargs", HF_CONFIGS)
+def test_bertforge_weights_give_the_same_outputs_in_transformers(config_kwargs, tmp_path):
+    ours = BertForPreTraining.from_pretrained(_saved(hf_model(config_kwargs, seed=3), tmp_path / "src"))
+    ours.save_pretrained(tmp_path / "ours")
+    theirs = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "ours", attn_implementation="sdpa").eval()
+    assert_same_outputs(ours, theirs, config_kwargs["vocab_size"])
+
+
+def _saved(model, path):
+    model.save_pretrained(path)
+    return path
+
+
+def test_our_random_init_round_trips_through_transformers(tmp_path):
+    torch.manual_seed(0)
+    ours = BertForPreTraining(ModelConfig(vocab_size=150, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)).eval()
+    ours.save_pretrained(tmp_path)
+    theirs = transformers.BertForPreTraining.from_pretrained(tmp_path).eval()
+    assert_same_outputs(ours, theirs, 150)
+    masked = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    ids = torch.randint(5, 150, (2, 9))
+    torch.testing.assert_close(masked(input_ids=ids).logits, ours(ids).mlm_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
+    torch.manual_seed(0)
+    config = transformers.BertConfig(**HF_CONFIGS[0])
+    theirs = transformers.BertForMaskedLM(config).eval()
+    theirs.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="nsp_head"):
+        ours = BertForPreTraining.from_pretrained(tmp_path)
+    ids = torch.randint(5, 120, (2, 9))
+    torch.testing.assert_close(ours(ids).mlm_logits, theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [{"norm_style": "pre"}, {"position_embedding": "sinusoidal"}])
+def test_variants_transformers_cannot_express_are_refused_loudly(variant, tmp_path):
+    torch.manual_seed(0)
+    ours = BertForPreTraining(ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, **variant)).eval()
+    ours.save_pretrained(tmp_path)
+    ids = torch.randint(5, 100, (2, 7))
+    torch.testing.assert_close(BertForPreTraining.from_pretrained(tmp_path)(ids).mlm_logits, ours(ids).mlm_logits)
+    with pytest.raises((ValueError, KeyError)):
+        transformers.AutoModelForPreTraining.from_pretrained(tmp_path)
+
+
+def test_pickle_only_directory_is_refused(tmp_path):
+    theirs = hf_model(HF_CONFIGS[0])
+    theirs.save_pretrained(tmp_path)
+    state = {k: v for k, v in theirs.state_dict().items()}
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    (tmp_path / "model.safetensors").unlink()
+    with pytest.raises(UserError, match="pickle"):
+        BertForPreTraining.from_pretrained(tmp_path)
+
+
+def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tmp_path):
+    """Same directory, same text: the same top-k tokens with the same scores."""
+    vocab = wordpiece_tokenizer.get_vocab_size()
+    theirs = hf_model(dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+    theirs.save_pretrained(tmp_path)
+    save_tokenizer(wordpiece_tokenizer, tmp_path)
+    text = "the cat [MASK] on the [MASK]."
+    done = subprocess.run([sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--top-k", "5", "--json"],
+                          capture_output=True, text=True, check=True)
+    ours = json.loads(done.stdout)
+    assert ours["text"] == text and len(ours["masks"]) == 2
+    pipe = transformers.pipeline("fill-mask", model=str(tmp_path), top_k=5)
+    reference = pipe(text)
+    for mask, expected in zip(ours["masks"], reference):
+        assert [p["token_id"] for p in mask["predictions"]] == [e["token"] for e in expected]
+        assert [p["score"] for p in mask["predictions"]] == pytest.approx([e["score"] for e in expected], abs=1e-5)
+
+
+def test_fill_mask_without_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_path):
+    torch.manual_seed(0)
+    BertForPreTraining(ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1,
+                                   num_heads=2, intermediate_size=64)).save_pretrained(tmp_path, wordpiece_tokenizer)
+    done = subprocess.run([sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), "no blank here"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "[MASK]" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,171 @@
+"""The network on its own: the gathered head, gradients, padding, overfitting, variants."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertforge import BertForPreTraining, ModelConfig
+from bertforge.model import IGNORE_INDEX
+
+
+def small_config(**overrides) -> ModelConfig:
+    values = dict(vocab_size=90, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+                  max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)
+    values.update(overrides)
+    return ModelConfig(**values)
+
+
+def random_batch(vocab: int = 90, B: int = 4, T: int = 16, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(5, vocab, (B, T), generator=g)
+    token_type_ids = (torch.arange(T) >= T // 2).long().expand(B, T).clone()
+    labels = torch.full((B, T), IGNORE_INDEX)
+    chosen = torch.rand(B, T, generator=g) < 0.3
+    chosen[:, 1] = True
+    labels[chosen] = input_ids[chosen]
+    nsp = torch.randint(0, 2, (B,), generator=g)
+    return input_ids, token_type_ids, labels, nsp
+
+
+def test_presets_have_the_paper_shapes():
+    expected = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8), "base": (12, 768, 12), "large": (24, 1024, 16)}
+    for name, (layers, hidden, heads) in expected.items():
+        c = ModelConfig.preset(name)
+        assert (c.num_layers, c.hidden_size, c.num_heads, c.intermediate_size) == (layers, hidden, heads, 4 * hidden)
+    assert ModelConfig.preset("mini", num_layers=2).num_layers == 2
+
+
+def test_init_follows_bert():
+    torch.manual_seed(0)
+    model = BertForPreTraining(ModelConfig.preset("mini", vocab_size=1000))
+    token = model.bert.embeddings.token.weight
+    assert torch.all(token[0] == 0)  # [PAD] row
+    assert abs(token[1:1000].std().item() - 0.02) < 0.002
+    assert torch.all(model.bert.layers[0].attention.qkv.bias == 0)
+    assert torch.all(model.bert.layers[0].ffn_norm.weight == 1)
+    assert model.mlm_head.decoder_weight is model.bert.embeddings.token.weight  # tied
+
+
+def test_padded_vocab_outputs_exactly_vocab_size_columns():
+    config = small_config(vocab_size=90)
+    assert config.padded_vocab_size == 128
+    model = BertForPreTraining(config).eval()
+    ids, types, labels, nsp = random_batch()
+    assert model(ids, types).mlm_logits.shape == (4, 16, 90)
+    out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    assert out.mlm_logits.shape == (int((labels != IGNORE_INDEX).sum()), 90)
+
+
+def test_gathered_head_equals_dense_head_at_labelled_positions():
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config()).eval()
+    ids, types, labels, nsp = random_batch()
+    dense = model(ids, types).mlm_logits  # (B, T, V)
+    gathered = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    where = labels != IGNORE_INDEX
+    torch.testing.assert_close(gathered.mlm_logits, dense[where], rtol=1e-5, atol=1e-5)
+    expected = torch.nn.functional.cross_entropy(dense.reshape(-1, 90), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(gathered.mlm_loss, expected)
+
+
+def test_unlabelled_positions_cannot_change_the_loss():
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config()).eval()
+    ids, types, labels, nsp = random_batch()
+    base = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    unlabelled = labels == IGNORE_INDEX
+    unlabelled[:, 0] = False  # [CLS] feeds NSP, so leave it alone
+
+    def scramble_unlabelled(module, inputs, output):
+        noisy = output.sequence_output.clone()
+        noisy[unlabelled] = torch.randn_like(noisy[unlabelled]) * 100
+        output.sequence_output = noisy
+        return output
+
+    model.bert.register_forward_hook(scramble_unlabelled)
+    scrambled = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    torch.testing.assert_close(scrambled.mlm_loss, base.mlm_loss)
+    # The dense head, by contrast, does see the change: the hook really took effect.
+    assert not torch.allclose(model(ids, types).mlm_logits[unlabelled], model.mlm_head(base_hidden(model, ids, types))[unlabelled])
+
+
+def base_hidden(model, ids, types):
+    with torch.no_grad():
+        handles = list(model.bert._forward_hooks)
+        hooks = {h: model.bert._forward_hooks.pop(h) for h in handles}
+        try:
+            return model.bert(ids, types).sequence_output
+        finally:
+            model.bert._forward_hooks.update(hooks)
+
+
+def test_every_parameter_gets_a_finite_nonzero_gradient():
+    torch.manual_seed(0)
+    for config in (small_config(), small_config(norm_style="pre"), small_config(tie_word_embeddings=False)):
+        model = BertForPreTraining(config)
+        ids, types, labels, nsp = random_batch()
+        model(ids, types, mlm_labels=labels, nsp_labels=nsp).loss.backward()
+        for name, p in model.named_parameters():
+            assert p.grad is not None, name
+            assert torch.isfinite(p.grad).all(), name
+            assert p.grad.abs().sum() > 0, name
+
+
+def test_padding_does_not_change_real_positions():
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config()).eval()
+    ids, types, _, _ = random_batch(B=2, T=10)
+    plain = model(ids, types, attention_mask=torch.ones_like(ids))
+    padded_ids = torch.cat([ids, torch.zeros(2, 6, dtype=torch.long)], dim=1)
+    padded_types = torch.cat([types, torch.zeros(2, 6, dtype=torch.long)], dim=1)
+    mask = torch.cat([torch.ones(2, 10), torch.zeros(2, 6)], dim=1).long()
+    padded = model(padded_ids, padded_types, attention_mask=mask)
+    torch.testing.assert_close(padded.mlm_logits[:, :10], plain.mlm_logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(padded.nsp_logits, plain.nsp_logits, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_probabilities_sum_to_one_and_skip_padding():
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config()).eval()
+    ids, types, _, _ = random_batch(B=2, T=12)
+    mask = torch.ones_like(ids)
+    mask[0, 8:] = 0
+    encoded = model.bert(ids, types, mask, output_attentions=True)
+    assert len(encoded.attentions) == 2
+    probs = encoded.attentions[0]  # (B, nh, T, T)
+    assert probs.shape == (2, 4, 12, 12)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 12))
+    assert torch.all(probs[0, :, :, 8:] == 0)
+    # The explicit path and the SDPA path give the same hidden states.
+    torch.testing.assert_close(encoded.sequence_output, model.bert(ids, types, mask).sequence_output, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [{}, {"norm_style": "pre"}, {"position_embedding": "sinusoidal"}, {"hidden_act": "relu"}])
+def test_overfits_one_batch_and_variants_round_trip(variant, tmp_path):
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config(**variant))
+    ids, types, labels, nsp = random_batch(B=8, T=12, seed=1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+    model.eval()
+    out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    assert out.mlm_correct().item() == out.mlm_targets.numel()  # 100% MLM accuracy
+    assert torch.equal(out.nsp_logits.argmax(-1), nsp)  # 100% NSP accuracy
+    model.save_pretrained(tmp_path / "m")
+    loaded = BertForPreTraining.from_pretrained(tmp_path / "m")
+    assert loaded.config == model.config
+    again = loaded(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    torch.testing.assert_close(again.loss, out.loss)
+
+
+def test_mlm_only_without_nsp_labels():
+    model = BertForPreTraining(small_config())
+    ids, types, labels, _ = random_batch()
+    out = model(ids, types, mlm_labels=labels)
+    assert out.nsp_loss is None
+    torch.testing.assert_close(out.loss, out.mlm_loss)
