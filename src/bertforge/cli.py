@@ -41,6 +41,64 @@ def dataclass_overrides(args: argparse.Namespace, cls) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k in names}
 
 
+# ---------------------------------------------------------------- data
+
+
+def _corpus_options(args: argparse.Namespace):
+    from .corpus import CorpusOptions
+
+    return CorpusOptions(field=args.field, doc_field=args.doc_field, column=args.column, clean=args.clean,
+                         split_sentences=args.split_sentences, on_error=args.on_error)
+
+
+def cmd_tokenizer_train(args: argparse.Namespace) -> None:
+    from .corpus import read_paragraphs
+    from .tokenizer import save_tokenizer, train_tokenizer
+
+    texts = (p.text for p in read_paragraphs(args.corpus, _corpus_options(args)))
+    tokenizer = train_tokenizer(texts, kind=args.kind, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
+                                lowercase=args.lowercase, strip_accents=args.strip_accents)
+    save_tokenizer(tokenizer, args.out)
+    print(f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens -> {args.out}", file=sys.stderr)
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    from .data import prepare, prepare_pairs
+
+    if args.pairs:
+        if len(args.corpus) != 1:
+            raise UserError("--pairs takes exactly one file")
+        columns = tuple(args.pairs.split(","))
+        if len(columns) != 2:
+            raise UserError(f"--pairs takes two columns, like --pairs 0,1 or --pairs question,answer; got {args.pairs!r}")
+        meta = prepare_pairs(args.corpus[0], args.tokenizer, args.out, columns, args.valid_fraction)
+    else:
+        meta = prepare(args.corpus, args.tokenizer, args.out, valid_fraction=args.valid_fraction, valid_files=args.valid,
+                       options=_corpus_options(args), workers=args.workers)
+    splits = meta["splits"]
+    print(f"prepared {splits['train']['tokens']:,} train and {splits['valid']['tokens']:,} held-out tokens "
+          f"({splits['train']['documents']:,} + {splits['valid']['documents']:,} documents) -> {args.out}", file=sys.stderr)
+
+
+def cmd_data_show(args: argparse.Namespace) -> None:
+    from .show import show_instances
+
+    show_instances(args.data, n=args.n, seed=args.seed, as_jsonl=args.jsonl, seq_len=args.seq_len,
+                   mask_prob=args.mask_prob, whole_word_mask=args.whole_word_mask)
+
+
+def cmd_data_stats(args: argparse.Namespace) -> None:
+    from .data import data_stats
+
+    stats = data_stats(args.data)
+    if args.json:
+        _print_json(stats)
+        return
+    for split, s in stats.items():
+        print(f"{split:5s}  documents {s['documents']:>9,}  sentences {s['sentences']:>10,}  tokens {s['tokens']:>12,}  "
+              f"mean sentence {s['mean_sentence_tokens']:6.2f} tokens  [UNK] rate {s['unk_rate']:.4%}")
+
+
 # ---------------------------------------------------------------- inference
 
 
@@ -108,6 +166,53 @@ def build_parser() -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(func=func)
         return sub
+
+    def corpus_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("corpus", nargs="+", help="text files or directories (.txt, .jsonl, .csv, .tsv, optionally .gz)")
+        p.add_argument("--field", default="text", help="JSONL key holding the text")
+        p.add_argument("--doc-field", help="JSONL key whose change starts a new document")
+        p.add_argument("--column", help="CSV/TSV column holding the text (name, or index for headerless files)")
+        p.add_argument("--clean", choices=["html"], help="strip HTML tags, entities, URLs and control characters")
+        p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=True,
+                       help="split paragraphs into sentences (--no-split-sentences if lines are sentences already)")
+        p.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="what to do with broken JSONL lines")
+
+    tokenizer_verbs = verbs.add_parser("tokenizer", help="train a tokenizer").add_subparsers(dest="tokenizer_verb", required=True)
+    p = tokenizer_verbs.add_parser("train", help="train a WordPiece or word-level tokenizer on a corpus")
+    p.set_defaults(func=cmd_tokenizer_train)
+    corpus_flags(p)
+    p.add_argument("--out", required=True, help="directory for the Hugging Face tokenizer files")
+    p.add_argument("--kind", choices=["wordpiece", "word"], default="wordpiece")
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--min-frequency", type=int, default=2)
+    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True, help="--no-lowercase (or --cased) keeps case")
+    p.add_argument("--cased", dest="lowercase", action="store_false", help="same as --no-lowercase")
+    p.add_argument("--strip-accents", dest="strip_accents", action="store_true", default=None)
+    p.add_argument("--keep-accents", dest="strip_accents", action="store_false", help="keep diacritics (default: strip when lowercasing, as BERT)")
+
+    p = verb("prepare", cmd_prepare, "tokenise a corpus into a data directory (token memmap + sentence/document index)")
+    corpus_flags(p)
+    p.add_argument("--tokenizer", required=True, help="tokenizer directory")
+    p.add_argument("--out", required=True, help="data directory to write")
+    p.add_argument("--valid-fraction", type=float, default=0.01, help="share of tokens held out, as whole documents")
+    p.add_argument("--valid", nargs="+", help="held-out files (instead of --valid-fraction)")
+    p.add_argument("--workers", type=int, default=1, help="tokenising processes; output is identical for any number")
+    p.add_argument("--pairs", metavar="A,B", help="the file holds explicit pairs: two columns (names or indexes) or JSONL keys")
+
+    data_verbs = verbs.add_parser("data", help="look at prepared data").add_subparsers(dest="data_verb", required=True)
+    p = data_verbs.add_parser("show", help="print training instances as the model sees them")
+    p.set_defaults(func=cmd_data_show)
+    p.add_argument("data")
+    p.add_argument("--n", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--mask-prob", type=float, default=0.15)
+    p.add_argument("--whole-word-mask", action="store_true")
+    p.add_argument("--jsonl", action="store_true", help="one JSON object per instance")
+    p = data_verbs.add_parser("stats", help="documents, sentences, tokens, [UNK] rate")
+    p.set_defaults(func=cmd_data_stats)
+    p.add_argument("data")
+    p.add_argument("--json", action="store_true")
 
     p = verb("fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     p.add_argument("model", help="run directory or model directory")

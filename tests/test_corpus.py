@@ -1,0 +1,120 @@
+"""Reading corpora: formats, encodings, cleaning and sentence splitting."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from bertforge.corpus import CorpusOptions, ReadStats, clean_text, read_paragraphs, split_sentences
+from bertforge.errors import UserError
+
+
+def documents_of(paragraphs):
+    docs = []
+    for p in paragraphs:
+        if p.new_document:
+            docs.append([])
+        docs[-1].append(p.text)
+    return docs
+
+
+def test_txt_blank_lines_separate_documents(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("one.\ntwo.\n\n\nthree.\n", encoding="utf-8")
+    assert documents_of(read_paragraphs([path])) == [["one.", "two."], ["three."]]
+
+
+def test_jsonl_field_and_doc_field(tmp_path):
+    path = tmp_path / "a.jsonl"
+    rows = [{"text": "a1", "doc": 1}, {"text": "a2", "doc": 1}, {"text": "b1", "doc": 2}]
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    assert documents_of(read_paragraphs([path], CorpusOptions(doc_field="doc"))) == [["a1", "a2"], ["b1"]]
+    assert documents_of(read_paragraphs([path])) == [["a1"], ["a2"], ["b1"]]
+
+
+def test_jsonl_broken_lines_fail_with_the_line_number_or_are_skipped(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": "fine"}\n{broken\n{"text": "also fine"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.jsonl:2"):
+        list(read_paragraphs([path]))
+    stats = ReadStats()
+    texts = [p.text for p in read_paragraphs([path], CorpusOptions(on_error="skip"), stats)]
+    assert texts == ["fine", "also fine"] and stats.skipped_lines == 1
+
+
+def test_csv_and_tsv_columns_and_gzip(tmp_path):
+    csv_path = tmp_path / "a.csv.gz"
+    with gzip.open(csv_path, "wt", encoding="utf-8") as f:
+        f.write('id,body\n1,"first, with a comma"\n2,second\n')
+    assert [p.text for p in read_paragraphs([csv_path], CorpusOptions(column="body"))] == ["first, with a comma", "second"]
+    tsv_path = tmp_path / "b.tsv"
+    tsv_path.write_text("\ufeffsentence\tlabel\nhello there\t1\n", encoding="utf-8")  # with a byte-order mark
+    assert [p.text for p in read_paragraphs([tsv_path], CorpusOptions(column="sentence"))] == ["hello there"]
+    with pytest.raises(UserError, match="no column 'text'"):
+        list(read_paragraphs([tsv_path], CorpusOptions(column="text")))
+
+
+def test_directories_are_read_recursively(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.txt").write_text("deep.\n", encoding="utf-8")
+    (tmp_path / "y.txt").write_text("shallow.\n", encoding="utf-8")
+    (tmp_path / "ignored.bin").write_bytes(b"\x00\x01")
+    assert sorted(p.text for p in read_paragraphs([tmp_path])) == ["deep.", "shallow."]
+
+
+def test_invalid_utf8_is_replaced_and_counted_with_one_warning(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"caf\xe9 ok.\n\xff\xfe broken.\n")
+    stats = ReadStats()
+    with pytest.warns(UserWarning, match="3 invalid UTF-8") as caught:  # \xe9, \xff, \xfe
+        texts = [p.text for p in read_paragraphs([path], stats=stats)]
+    assert len(caught) == 1
+    assert texts == ["caf\ufffd ok.", "\ufffd\ufffd broken."]
+    assert stats.invalid_utf8 == 3
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n   \n"])
+def test_empty_corpus_is_a_clear_error_naming_the_path(tmp_path, content):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match="empty.txt"):
+        list(read_paragraphs([path]))
+
+
+def test_missing_path_binary_file_and_empty_directory(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        list(read_paragraphs([tmp_path / "nope.txt"]))
+    (tmp_path / "bin.txt").write_bytes(b"\x00\x01\x02binary")
+    with pytest.raises(UserError, match="binary"):
+        list(read_paragraphs([tmp_path / "bin.txt"]))
+    (tmp_path / "empty_dir").mkdir()
+    with pytest.raises(UserError, match="no text files"):
+        list(read_paragraphs([tmp_path / "empty_dir"]))
+
+
+def test_html_cleaning():
+    raw = '<p>Hello&nbsp;<b>world</b> &amp; friends.</p><script>var x = 1;</script> See https://example.com/page now.\x07'
+    assert clean_text(raw, "html") == "Hello world & friends. See now."
+    assert clean_text("tab\tand\x00nul") == "tab and nul"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Mr. Smith arrived. He sat down.", ["Mr. Smith arrived.", "He sat down."]),
+        ("The U.S. economy grew. Prices rose.", ["The U.S. economy grew.", "Prices rose."]),
+        ("Use tools, e.g. hammers. They help.", ["Use tools, e.g. hammers.", "They help."]),
+        ("Pi is 3.14159 roughly. Yes.", ["Pi is 3.14159 roughly.", "Yes."]),
+        ("He waited... Then he left.", ["He waited...", "Then he left."]),
+        ("Well... maybe not.", ["Well... maybe not."]),
+        ('"Is it?" she asked. "Yes!" He nodded.', ['"Is it?" she asked.', '"Yes!"', "He nodded."]),
+        ("J. R. R. Tolkien wrote it. It is long.", ["J. R. R. Tolkien wrote it.", "It is long."]),
+        ("It costs $5.50 today! Buy it.", ["It costs $5.50 today!", "Buy it."]),
+        ("我爱北京。天安门很大！", ["我爱北京。", "天安门很大！"]),
+        ("no terminal punctuation", ["no terminal punctuation"]),
+    ],
+)
+def test_sentence_splitting_tricky_cases(text, expected):
+    assert split_sentences(text) == expected
