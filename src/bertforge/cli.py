@@ -19,6 +19,20 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def parse_duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "1.5h"."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use 90s, 30m or 1.5h)") from None
+
+
+FLAG_TYPES = {"time_budget": parse_duration}
+
+
 def add_dataclass_flags(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
     """One flag per dataclass field (`num_layers` -> `--num-layers`), help from its docstring.
 
@@ -33,7 +47,8 @@ def add_dataclass_flags(parser: argparse.ArgumentParser, cls, skip: tuple[str, .
         if isinstance(f.default, bool):
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
         else:
-            group.add_argument(flag, dest=f.name, type=type(f.default), default=argparse.SUPPRESS, help=help_text, metavar=f.name.upper())
+            group.add_argument(flag, dest=f.name, type=FLAG_TYPES.get(f.name, type(f.default)), default=argparse.SUPPRESS,
+                               help=help_text, metavar=f.name.upper())
 
 
 def dataclass_overrides(args: argparse.Namespace, cls) -> dict[str, Any]:
@@ -97,6 +112,61 @@ def cmd_data_stats(args: argparse.Namespace) -> None:
     for split, s in stats.items():
         print(f"{split:5s}  documents {s['documents']:>9,}  sentences {s['sentences']:>10,}  tokens {s['tokens']:>12,}  "
               f"mean sentence {s['mean_sentence_tokens']:6.2f} tokens  [UNK] rate {s['unk_rate']:.4%}")
+
+
+# ---------------------------------------------------------------- training
+
+
+def resolve_run_configs(args: argparse.Namespace):
+    """Model and train configs: the preset (or, on --resume, the saved run) with the given flags on top."""
+    from .config import ModelConfig, TrainConfig
+    from .data import read_meta
+    from .train import run_configs
+
+    model_overrides = dataclass_overrides(args, ModelConfig)
+    train_overrides = dataclass_overrides(args, TrainConfig)
+    saved = run_configs(Path(args.out)) if args.resume else None
+    if saved is not None and args.preset is None:
+        model = ModelConfig.from_dict({**saved["model"], **model_overrides})
+        train = TrainConfig.from_dict({**saved["train"], **train_overrides})
+    else:
+        model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
+        model = ModelConfig.preset(args.preset or "mini", **model_overrides)
+        train = TrainConfig(**train_overrides)
+    return model, train
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from .train import pretrain
+
+    model_config, train_config = resolve_run_configs(args)
+    result = pretrain(args.data, args.out, model_config, train_config, resume=args.resume, overwrite=args.overwrite,
+                      progress=not args.quiet, tensorboard=args.tensorboard)
+    if result.interrupted:
+        return 128 + result.interrupted
+    print(f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
+          f"model in {Path(args.out) / 'model'}", file=sys.stderr)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from .evaluate import evaluate_model
+
+    result = evaluate_model(args.model, args.data, batch_size=args.batch_size, seq_len=args.seq_len, max_batches=args.max_batches)
+    if args.json:
+        _print_json(result)
+        return
+    print(f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity {result['perplexity']:.2f}  "
+          f"(unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)")
+    print(f"NSP loss {result['nsp_loss']:.4f}  accuracy {result['nsp_acc']:.4f}")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from .plots import plot_training_curves
+
+    run_dir = Path(args.run_dir)
+    out = Path(args.out) if args.out else run_dir / "plots" / f"training_curves.{args.format}"
+    print(plot_training_curves(run_dir / "metrics.jsonl", out))
 
 
 # ---------------------------------------------------------------- inference
@@ -214,6 +284,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data")
     p.add_argument("--json", action="store_true")
 
+    from .config import ModelConfig, TrainConfig
+
+    p = verb("pretrain", cmd_pretrain, "pre-train a BERT with masked LM and next sentence prediction")
+    p.add_argument("--data", required=True, help="prepared data directory (bertforge prepare)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--preset", choices=["tiny", "mini", "small", "medium", "base", "large"], help="model size (default mini)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_dataclass_flags(p, ModelConfig)
+    add_dataclass_flags(p, TrainConfig)
+
+    p = verb("evaluate", cmd_evaluate, "held-out MLM loss, accuracy, perplexity and NSP accuracy")
+    p.add_argument("model", help="run directory or model directory")
+    p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--max-batches", type=int, default=50)
+    p.add_argument("--json", action="store_true")
+
+    p = verb("plot", cmd_plot, "draw a run's training curves (also while it is running)")
+    p.add_argument("run_dir")
+    p.add_argument("--out", help="output file (default RUN_DIR/plots/training_curves.png)")
+    p.add_argument("--format", choices=["png", "svg"], default="png")
+
     p = verb("fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     p.add_argument("model", help="run directory or model directory")
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
@@ -245,14 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        return args.func(args) or 0
     except UserError as e:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

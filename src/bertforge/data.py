@@ -386,7 +386,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         self.cls_id, self.sep_id = cls_id, sep_id
         self.pairs = bool(self.meta.get("pairs"))
         self.epoch = 0
-        self._plan: np.ndarray | None = None
+        self._plan: tuple[int, np.ndarray] | None = None
         if self.store.num_documents == 1 and nsp and not self.pairs and split == "train":
             warnings.warn("the corpus has one document: NotNext examples come from distant parts of it", stacklevel=2)
 
@@ -394,34 +394,45 @@ class PretrainingDataset(torch.utils.data.Dataset):
         return len(self.plan)
 
     def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self._plan = None
+        """Make plain integer indexing refer to `epoch`."""
+        self.epoch = epoch
+
+    def num_instances(self, epoch: int) -> int:
+        return len(self.plan_for(epoch))
 
     @property
     def plan(self) -> np.ndarray:
-        """(n, 5) int64 rows: A's sentences [a_first, a_end), B's sentences [b_first, b_end), NSP label."""
-        if self._plan is None:
-            self._plan = _build_plan(self.store.sentence_offsets, self.store.document_offsets, self.max_seq_len - 3,
-                                     self.short_seq_prob, self.random_next_prob, self.pairs, self.seed, self.epoch)
-        return self._plan
+        return self.plan_for(self.epoch)
+
+    def plan_for(self, epoch: int) -> np.ndarray:
+        """(n, 5) int64 rows: A's sentences [a_first, a_end), B's sentences [b_first, b_end), NSP label.
+
+        The latest epoch's plan is cached; a loader moving through epochs builds each once.
+        """
+        if self._plan is None or self._plan[0] != epoch:
+            plan = _build_plan(self.store.sentence_offsets, self.store.document_offsets, self.max_seq_len - 3,
+                               self.short_seq_prob, self.random_next_prob, self.pairs, self.seed, epoch)
+            self._plan = (epoch, plan)
+        return self._plan[1]
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_plan"] = None  # rebuilt in each worker: cheaper than pickling it
         return state
 
-    def __getitem__(self, index: int) -> Instance:
-        a_first, a_end, b_first, b_end, label = (int(v) for v in self.plan[index])
+    def __getitem__(self, key: int | tuple[int, int]) -> Instance:
+        """`dataset[i]` in the current epoch, or `dataset[(epoch, i)]`."""
+        epoch, index = key if isinstance(key, tuple) else (self.epoch, key)
+        a_first, a_end, b_first, b_end, label = (int(v) for v in self.plan_for(epoch)[index])
         tokens_a = self.store.sentence_range_tokens(a_first, a_end)
         tokens_b = self.store.sentence_range_tokens(b_first, b_end)
-        rng = random.Random(_mix(self.seed, self.epoch, index, 1))
+        rng = random.Random(_mix(self.seed, epoch, index, 1))
         tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, self.max_seq_len - 3, rng)
         input_ids = np.concatenate([[self.cls_id], tokens_a, [self.sep_id], tokens_b, [self.sep_id]]).astype(np.int64)
         token_type_ids = np.zeros(len(input_ids), dtype=np.int64)
         token_type_ids[len(tokens_a) + 2 :] = 1
         doc_of = self._document_of
-        return Instance(input_ids, token_type_ids, label, index, self.epoch, doc_of(a_first), doc_of(b_first))
+        return Instance(input_ids, token_type_ids, label, index, epoch, doc_of(a_first), doc_of(b_first))
 
     def _document_of(self, sentence: int) -> int:
         return int(np.searchsorted(self.store.document_offsets, sentence, side="right") - 1)

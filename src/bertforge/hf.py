@@ -267,13 +267,18 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False):
     return model.eval()
 
 
-def save_model_dir(model, directory: str | Path, tokenizer=None, extra_config: dict[str, Any] | None = None) -> None:
-    """Write config.json, model.safetensors and the tokenizer files, atomically as one directory."""
+def write_model_files(model, directory: Path, tokenizer=None, extra_config: dict[str, Any] | None = None) -> None:
+    """config.json, model.safetensors and, with a tokenizer, its files, into an existing directory."""
     from .tokenizer import save_tokenizer
 
     architecture = "BertForPreTraining" if hasattr(model, "mlm_head") else "BertForSequenceClassification"
+    write_json(directory / "config.json", config_to_hf(model.config, architecture, extra_config))
+    save_file(to_hf_state_dict(model.state_dict(), model.config), str(directory / "model.safetensors"), metadata={"format": "pt"})
+    if tokenizer is not None:
+        save_tokenizer(tokenizer, directory, model.config.max_position_embeddings)
+
+
+def save_model_dir(model, directory: str | Path, tokenizer=None, extra_config: dict[str, Any] | None = None) -> None:
+    """A Hugging Face model directory, written atomically as a whole."""
     with atomic_directory(directory) as tmp:
-        write_json(tmp / "config.json", config_to_hf(model.config, architecture, extra_config))
-        save_file(to_hf_state_dict(model.state_dict(), model.config), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        if tokenizer is not None:
-            save_tokenizer(tokenizer, tmp)
+        write_model_files(model, tmp, tokenizer, extra_config)

@@ -1,0 +1,65 @@
+"""FLOP accounting for MFU, and measuring what the hardware can actually do.
+
+MFU = achieved useful FLOP/s ÷ measured peak FLOP/s. Useful FLOPs follow the
+PaLM count: 6 FLOPs per parameter per token (forward + backward) for the
+non-embedding parameters, plus attention's 12·L·H·T per token. The MLM head is
+counted only at the positions it actually runs on (the masked ones).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import torch
+
+from .config import ModelConfig
+
+
+def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: float) -> float:
+    """Forward + backward FLOPs per input token of BertForPreTraining."""
+    H, L, I = config.hidden_size, config.num_layers, config.intermediate_size
+    per_layer = 4 * H * H + 2 * H * I  # QKV, attention output, feed-forward (weights only)
+    body = L * per_layer + H * H  # + pooler (on [CLS] only, a rounding error either way)
+    head = (H * H + H * config.vocab_size) * mask_fraction  # transform + decoder, masked positions only
+    attention = 12 * L * H * seq_len  # q·kᵀ and p·v, forward and backward (PaLM appendix B)
+    return 6 * (body + head) + attention
+
+
+def inference_flops_per_token(config: ModelConfig, seq_len: int) -> float:
+    return training_flops_per_token(config, seq_len, 0.0) / 3
+
+
+@functools.lru_cache(maxsize=None)
+def measure_peak_flops(device: str = "cpu", dtype: torch.dtype = torch.float32, seconds: float = 0.5) -> float:
+    """Best sustained dense matmul FLOP/s on this device and dtype, measured now."""
+    size = 2048 if device.startswith("cuda") else 1024
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    for _ in range(3):
+        a @ b  # warm-up
+    while time.perf_counter() < deadline or best == 0.0:
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        _sync(device)
+        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - start))
+    return best
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_has_fast_bf16() -> bool:
+    """Whether bf16 matmuls beat fp32 clearly on this CPU: AMX, or measured (AVX512-BF16 varies by chip)."""
+    if torch.cpu._is_amx_tile_supported():
+        return True
+    if not torch.cpu._is_avx512_bf16_supported():
+        return False
+    return measure_peak_flops("cpu", torch.bfloat16, 0.2) > 1.5 * measure_peak_flops("cpu", torch.float32, 0.2)
