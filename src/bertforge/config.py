@@ -28,8 +28,26 @@ def _doc(text: str, default: Any) -> Any:
     return field(default=default, metadata={"help": text})
 
 
+def _require(checks: list[tuple[bool, str]], what: str) -> None:
+    for ok, message in checks:
+        if not ok:
+            raise UserError(f"invalid {what} config: {message}")
+
+
+class _DictMixin:
+    """Plain-dict round trip for configs saved in JSON; unknown keys (from newer versions) are ignored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]):
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known})
+
+
 @dataclass
-class ModelConfig:
+class ModelConfig(_DictMixin):
     """Shape and variant of a BERT encoder with its pre-training heads."""
 
     vocab_size: int = _doc("number of token ids the tokenizer can produce", 30522)
@@ -54,17 +72,14 @@ class ModelConfig:
         self.validate()
 
     def validate(self) -> None:
-        checks = [
+        _require([
             (self.hidden_size % self.num_heads == 0, f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"),
             (self.hidden_act in ("gelu", "relu"), f"hidden_act must be gelu or relu, not {self.hidden_act!r}"),
             (self.norm_style in ("post", "pre"), f"norm_style must be post or pre, not {self.norm_style!r}"),
             (self.position_embedding in ("learned", "sinusoidal"), f"position_embedding must be learned or sinusoidal, not {self.position_embedding!r}"),
             (self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0, "vocab_size, num_layers and pad_vocab_multiple must be positive"),
             (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(f"invalid model config: {message}")
+        ], "model")
 
     @property
     def padded_vocab_size(self) -> int:
@@ -86,17 +101,10 @@ class ModelConfig:
         values.update(overrides)
         return cls(**values)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ModelConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(_DictMixin):
     """How to pre-train: data, optimisation, schedule, logging and checkpoints."""
 
     seq_len: int = _doc("target length of an instance, [CLS] A [SEP] B [SEP] included", 128)
@@ -132,7 +140,7 @@ class TrainConfig:
     num_workers: int = _doc("data loader worker processes", 1)
 
     def __post_init__(self) -> None:
-        checks = [
+        _require([
             (self.schedule in ("linear", "cosine", "constant"), f"schedule must be linear, cosine or constant, not {self.schedule!r}"),
             (self.precision in ("auto", "fp32", "bf16", "fp16"), f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}"),
             (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"), f"device must be auto, cpu or cuda, not {self.device!r}"),
@@ -141,15 +149,4 @@ class TrainConfig:
             (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
             (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
             (self.max_predictions > 0, "max_predictions must be positive"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(f"invalid train config: {message}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in known})
+        ], "train")

@@ -147,8 +147,7 @@ def prepare(
     """
     options = options or CorpusOptions()
     tokenizer = load_tokenizer(tokenizer_dir)
-    vocab_size = tokenizer.get_vocab_size()
-    dtype = np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
+    dtype = _token_dtype(tokenizer)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     writers = {name: _SplitWriter(out / name, dtype) for name in SPLITS}
@@ -156,7 +155,9 @@ def prepare(
     sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
     total_bytes = sum(p.stat().st_size for _, paths in sources for p in find_files(paths))
     bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5)
-    pool = multiprocessing.get_context("spawn").Pool(workers, _init_worker, (tokenizer.to_str(),)) if workers > 1 else None
+    # fork where the platform has it: spawned workers would re-import torch, seconds each.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    pool = context.Pool(workers, _init_worker, (tokenizer.to_str(),)) if workers > 1 else None
     if pool is None:
         _init_worker(tokenizer.to_str())
     try:
@@ -189,17 +190,27 @@ def prepare(
         raise UserError(f"no tokens produced from {', '.join(map(str, corpus))}")
     if counts["valid"]["documents"] == 0:
         warnings.warn("no held-out documents (the corpus has a single document): evaluation will be skipped", stacklevel=2)
+    return _finish(out, tokenizer, counts, stats, options.split_sentences, pairs=False)
+
+
+def _token_dtype(tokenizer: Tokenizer) -> np.dtype:
+    """uint16 when every id fits (vocabularies up to 65,536): half the disk and page cache."""
+    return np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.uint32)
+
+
+def _finish(out: Path, tokenizer: Tokenizer, counts: dict, stats: ReadStats, split_sentences: bool, pairs: bool) -> dict:
+    """meta.json and a copy of the tokenizer: a data directory is self-describing."""
     meta = {
         "format": "bertforge-data-v1",
         "tokenizer_fingerprint": fingerprint(tokenizer),
-        "vocab_size": vocab_size,
-        "dtype": dtype.name,
+        "vocab_size": tokenizer.get_vocab_size(),
+        "dtype": _token_dtype(tokenizer).name,
         "splits": counts,
         "sources": stats.files,
         "invalid_utf8_replaced": stats.invalid_utf8,
         "skipped_lines": stats.skipped_lines,
-        "split_sentences": options.split_sentences,
-        "pairs": False,
+        "split_sentences": split_sentences,
+        "pairs": pairs,
     }
     write_json(out / "meta.json", meta)
     tokenizer.save(str(out / "tokenizer.json"))
@@ -230,9 +241,8 @@ def prepare_pairs(
     rows = list(_read_pair_rows(path, columns))
     if not rows:
         raise UserError(f"{path}: no pairs found")
-    dtype = np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.uint32)
     out = Path(out)
-    writers = {name: _SplitWriter(out / name, dtype) for name in SPLITS}
+    writers = {name: _SplitWriter(out / name, _token_dtype(tokenizer)) for name in SPLITS}
     valid_every = int(round(1 / valid_fraction)) if valid_fraction > 0 else 0
     for i, (a, b) in enumerate(rows):
         a_ids, b_ids = (e.ids for e in tokenizer.encode_batch([a, b], add_special_tokens=False))
@@ -242,21 +252,7 @@ def prepare_pairs(
         writer.add_sentences(np.array(a_ids + b_ids, dtype=np.uint32), np.array([len(a_ids), len(b_ids)]))
         writer.end_document()
     counts = {name: writer.close() for name, writer in writers.items()}
-    meta = {
-        "format": "bertforge-data-v1",
-        "tokenizer_fingerprint": fingerprint(tokenizer),
-        "vocab_size": tokenizer.get_vocab_size(),
-        "dtype": dtype.name,
-        "splits": counts,
-        "sources": [str(path)],
-        "invalid_utf8_replaced": 0,
-        "skipped_lines": 0,
-        "split_sentences": False,
-        "pairs": True,
-    }
-    write_json(out / "meta.json", meta)
-    tokenizer.save(str(out / "tokenizer.json"))
-    return meta
+    return _finish(out, tokenizer, counts, ReadStats(files=[str(path)]), split_sentences=False, pairs=True)
 
 
 def _read_pair_rows(path: Path, columns: tuple[str, str]) -> Iterator[tuple[str, str]]:

@@ -34,8 +34,9 @@ def inference_flops_per_token(config: ModelConfig, seq_len: int) -> float:
 def measure_peak_flops(device: str = "cpu", dtype: torch.dtype = torch.float32, seconds: float = 0.5) -> float:
     """Best sustained dense matmul FLOP/s on this device and dtype, measured now."""
     size = 2048 if device.startswith("cuda") else 1024
-    a = torch.randn(size, size, device=device, dtype=dtype)
-    b = torch.randn(size, size, device=device, dtype=dtype)
+    generator = torch.Generator().manual_seed(0)  # never the global RNG: a resumed run's dropout must not shift
+    a = torch.randn(size, size, generator=generator).to(device, dtype)
+    b = torch.randn(size, size, generator=generator).to(device, dtype)
     best = 0.0
     deadline = time.perf_counter() + seconds
     for _ in range(3):

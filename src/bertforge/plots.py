@@ -29,17 +29,19 @@ def plot_training_curves(metrics_path: str | Path, out: str | Path, title: str |
         raise UserError(f"{metrics_path}: no metrics to plot")
     fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(15, 4.2))
     steps = [r["step"] for r in train]
-    for key, style in (("loss", "-"), ("mlm_loss", "--"), ("nsp_loss", ":")):
+    # One colour per quantity: the held-out points sit on their training curve's colour.
+    for key, style, color in (("loss", "-", "tab:blue"), ("mlm_loss", "--", "tab:orange"), ("nsp_loss", ":", "tab:green")):
+        label = key.replace("_", " ").replace("mlm", "MLM").replace("nsp", "NSP")
         if train and key in train[0]:
-            ax_loss.plot(steps, [r[key] for r in train], style, label=f"train {key.replace('_', ' ')}")
-    for key, marker in (("mlm_loss", "o"), ("nsp_loss", "s")):
-        if valid and key in valid[0]:
-            ax_loss.plot([r["step"] for r in valid], [r[key] for r in valid], marker, label=f"held-out {key.replace('_', ' ')}")
-    for key, style in (("mlm_acc", "-"), ("nsp_acc", "--")):
+            ax_loss.plot(steps, [r[key] for r in train], style, color=color, label=f"train {label}")
+        if key != "loss" and valid and key in valid[0]:
+            ax_loss.plot([r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {label}")
+    for key, style, color in (("mlm_acc", "-", "tab:orange"), ("nsp_acc", "--", "tab:green")):
+        name = key.replace("_acc", "").upper()
         if train and key in train[0]:
-            ax_acc.plot(steps, [r[key] for r in train], style, label=f"train {key.replace('_acc', '').upper()} accuracy")
+            ax_acc.plot(steps, [r[key] for r in train], style, color=color, label=f"train {name} accuracy")
         if valid and key in valid[0]:
-            ax_acc.plot([r["step"] for r in valid], [r[key] for r in valid], "o", label=f"held-out {key.replace('_acc', '').upper()} accuracy")
+            ax_acc.plot([r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {name} accuracy")
     if train:
         ax_lr.plot(steps, [r["lr"] for r in train], color="tab:purple", label="learning rate")
     for ax, ylabel, name in ((ax_loss, "loss", "Loss"), (ax_acc, "accuracy", "Accuracy"), (ax_lr, "learning rate", "Learning rate")):

@@ -165,6 +165,8 @@ def make_loader(plan: BatchPlan, collator: MaskingCollator, state: TrainerState,
         plan.dataset, batch_sampler=plan.batches(state.epoch, state.epoch_offset), collate_fn=collator,
         num_workers=cfg.num_workers, pin_memory=device.startswith("cuda"),
         prefetch_factor=4 if cfg.num_workers else None,
+        # Its own generator: creating the loader must not draw from the global RNG (dropout) on resume.
+        generator=torch.Generator().manual_seed(cfg.seed),
     )
 
 
