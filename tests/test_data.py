@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from bertforge.data import IS_NEXT, NOT_NEXT, MaskingCollator, MaskingConfig, PretrainingDataset, data_stats, prepare, prepare_pairs
+from bertforge.data import IS_NEXT, NOT_NEXT, MaskingCollator, MaskingConfig, PretrainingDataset
+from bertforge.prepare import data_stats, prepare, prepare_pairs
 from bertforge.model import IGNORE_INDEX
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
@@ -63,7 +64,6 @@ def test_nsp_statistics_and_layout(prepared, wordpiece_tokenizer):
     root, tokenizer = prepared
     dataset = dataset_for(root / "data", tokenizer, max_seq_len=48)
     ids = special_ids(tokenizer)
-    offsets = dataset.store.sentence_offsets
     doc_offsets = dataset.store.document_offsets
     labels = []
     for epoch in range(6):
@@ -227,3 +227,21 @@ def test_data_show_jsonl_from_the_outside(prepared):
     human = subprocess.run([sys.executable, "-m", "bertforge", "data", "show", str(root / "data"), "--n", "2"],
                            capture_output=True, text=True, check=True).stdout
     assert "A: " in human and "B: " in human and "→" in human
+
+
+def test_prepared_tokens_equal_encoding_each_sentence(tmp_path, wordpiece_tokenizer):
+    """prepare encodes whole paragraphs and cuts at sentence offsets: it must equal encoding sentence by sentence."""
+    from bertforge.corpus import split_sentences
+
+    paragraphs = ["Mr. Smith sat on the mat. The dog (a big one) found 3.5 bones!", "我爱北京。天安门很大！ The end.",
+                  "Caf\u00e9 cr\u00e8me... \"Really?\" she asked. Yes."]
+    (tmp_path / "c.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    save_tokenizer(wordpiece_tokenizer, tmp_path / "tok")
+    with pytest.warns(UserWarning, match="no held-out documents"):
+        prepare([tmp_path / "c.txt"], tmp_path / "tok", tmp_path / "data", valid_fraction=0.0, progress=False)
+    sentences = [s for p in paragraphs for s in split_sentences(p)]
+    expected = [wordpiece_tokenizer.encode(s, add_special_tokens=False).ids for s in sentences]
+    expected = [ids for ids in expected if ids]
+    tokens = np.fromfile(tmp_path / "data" / "train" / "tokens.bin", dtype=np.uint16)
+    offsets = np.fromfile(tmp_path / "data" / "train" / "sentence_offsets.bin", dtype=np.int64)
+    assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(offsets) - 1)] == expected

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertforge.checkpoint import checkpoint_dirs, load_checkpoint
+from bertforge.checkpoint import checkpoint_dirs
 from bertforge.config import ModelConfig, TrainConfig
 from bertforge.errors import UserError
 from bertforge.train import Trainer, lr_factor

@@ -1,9 +1,26 @@
-"""bertforge: BERT pre-training from scratch (masked LM + next sentence prediction)."""
+"""bertforge: BERT pre-training from scratch (masked LM + next sentence prediction).
 
-from .config import ModelConfig, TrainConfig
-from .errors import UserError
-from .inference import Bert, load
-from .model import BertForPreTraining, BertForSequenceClassification, BertModel
+The public names are imported on first use, so commands that never touch the
+network (tokenizer training, prepare) start without loading torch.
+"""
 
-__all__ = ["Bert", "BertForPreTraining", "BertForSequenceClassification", "BertModel", "ModelConfig", "TrainConfig", "UserError", "load"]
+from importlib import import_module
+
+_EXPORTS = {
+    "ModelConfig": "config",
+    "TrainConfig": "config",
+    "UserError": "errors",
+    "Bert": "inference",
+    "load": "inference",
+    "BertForPreTraining": "model",
+    "BertForSequenceClassification": "model",
+    "BertModel": "model",
+}
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module 'bertforge' has no attribute {name!r}")

@@ -78,7 +78,7 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from .data import prepare, prepare_pairs
+    from .prepare import prepare, prepare_pairs
 
     if args.pairs:
         if len(args.corpus) != 1:
@@ -103,7 +103,7 @@ def cmd_data_show(args: argparse.Namespace) -> None:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> None:
-    from .data import data_stats
+    from .prepare import data_stats
 
     stats = data_stats(args.data)
     if args.json:
@@ -120,7 +120,7 @@ def cmd_data_stats(args: argparse.Namespace) -> None:
 def resolve_run_configs(args: argparse.Namespace):
     """Model and train configs: the preset (or, on --resume, the saved run) with the given flags on top."""
     from .config import ModelConfig, TrainConfig
-    from .data import read_meta
+    from .prepare import read_meta
     from .train import run_configs
 
     model_overrides = dataclass_overrides(args, ModelConfig)
@@ -188,7 +188,7 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
 
 
 def cmd_nsp(args: argparse.Namespace) -> None:
-    from .data import read_pairs_file
+    from .prepare import read_pairs_file
     from .inference import load
 
     bert = load(args.model)

@@ -1,6 +1,5 @@
-"""From text to training batches: prepare (token memmap), NSP instances, dynamic MLM masking.
+"""From prepared token ids to training batches: NSP instances and dynamic MLM masking.
 
-    prepare             corpus -> DATA_DIR/{train,valid}/ tokens.bin + sentence and document offsets
     PretrainingDataset  [CLS] A [SEP] B [SEP] instances, B the true continuation or from another document
     MaskingCollator     15% of the non-special tokens predicted: 80% [MASK], 10% random, 10% unchanged
 
@@ -11,292 +10,20 @@ the whole batch would be, and a resumed run sees exactly the same data.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import random
 import warnings
-from collections import deque
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer
-from tqdm import tqdm
 
-from .corpus import CorpusOptions, Paragraph, ReadStats, column_index, find_files, read_paragraphs, split_sentences
-from .errors import UserError
-from .fileio import write_json
 from .model import IGNORE_INDEX
-from .tokenizer import fingerprint, load_tokenizer, special_ids
+from .prepare import SPLITS, TokenStore, read_meta
+from .tokenizer import special_ids
 
-SPLITS = ("train", "valid")
-TOKENS, SENTENCES, DOCUMENTS = "tokens.bin", "sentence_offsets.bin", "document_offsets.bin"
-CHUNK_CHARS = 1 << 20  # paragraphs are tokenised in chunks of about 1M characters
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face
-
-
-# ================================================================ prepare
-
-
-class _SplitWriter:
-    """Appends token ids and offsets of one split to flat binary files: memory stays constant."""
-
-    def __init__(self, directory: Path, dtype: np.dtype):
-        directory.mkdir(parents=True, exist_ok=True)
-        self.dtype = dtype
-        self.tokens = open(directory / TOKENS, "wb")
-        self.sentences = open(directory / SENTENCES, "wb")
-        self.documents = open(directory / DOCUMENTS, "wb")
-        self.num_tokens = self.num_sentences = self.num_documents = 0
-        self.sentences.write(np.int64(0).tobytes())
-        self.documents.write(np.int64(0).tobytes())
-        self.open_document = False
-
-    def add_sentences(self, ids: np.ndarray, lengths: np.ndarray) -> None:
-        self.tokens.write(ids.astype(self.dtype, copy=False).tobytes())
-        self.sentences.write((self.num_tokens + np.cumsum(lengths, dtype=np.int64)).tobytes())
-        self.num_tokens += int(lengths.sum())
-        self.num_sentences += len(lengths)
-        self.open_document = True
-
-    def end_document(self) -> None:
-        if self.open_document:
-            self.num_documents += 1
-            self.documents.write(np.int64(self.num_sentences).tobytes())
-            self.open_document = False
-
-    def close(self) -> dict:
-        self.end_document()
-        for f in (self.tokens, self.sentences, self.documents):
-            f.close()
-        return {"documents": self.num_documents, "sentences": self.num_sentences, "tokens": self.num_tokens}
-
-
-_worker_tokenizer: Tokenizer | None = None
-
-
-def _init_worker(tokenizer_json: str) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
-
-
-def _tokenize_chunk(job: tuple[list[str], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Paragraphs -> (all token ids, tokens per sentence, sentences per paragraph)."""
-    paragraphs, split = job
-    sentences_per_paragraph = [split_sentences(p) if split else [p] for p in paragraphs]
-    flat = [s for sentences in sentences_per_paragraph for s in sentences]
-    encodings = _worker_tokenizer.encode_batch(flat, add_special_tokens=False)
-    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-    ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.uint32, count=int(lengths.sum()))
-    counts = np.fromiter((len(s) for s in sentences_per_paragraph), dtype=np.int64, count=len(paragraphs))
-    return ids, lengths, counts
-
-
-def _tokenized(jobs, pool, window: int):
-    """Results in input order, with at most `window` chunks in flight (Pool.imap would read ahead without bound)."""
-    if pool is None:
-        for job, flags in jobs:
-            yield _tokenize_chunk(job), flags
-        return
-    pending: deque = deque()
-    for job, flags in jobs:
-        pending.append((pool.apply_async(_tokenize_chunk, (job,)), flags))
-        if len(pending) >= window:
-            result, flags_out = pending.popleft()
-            yield result.get(), flags_out
-    while pending:
-        result, flags_out = pending.popleft()
-        yield result.get(), flags_out
-
-
-def _chunks(paragraphs: Iterable[Paragraph], split: bool) -> Iterator[tuple[tuple[list[str], bool], list[bool]]]:
-    """Group paragraphs into jobs of ~CHUNK_CHARS, keeping each paragraph's new-document flag."""
-    texts: list[str] = []
-    flags: list[bool] = []
-    size = 0
-    for paragraph in paragraphs:
-        texts.append(paragraph.text)
-        flags.append(paragraph.new_document)
-        size += len(paragraph.text)
-        if size >= CHUNK_CHARS:
-            yield (texts, split), flags
-            texts, flags, size = [], [], 0
-    if texts:
-        yield (texts, split), flags
-
-
-def prepare(
-    corpus: Sequence[str | Path],
-    tokenizer_dir: str | Path,
-    out: str | Path,
-    valid_fraction: float = 0.01,
-    valid_files: Sequence[str | Path] | None = None,
-    options: CorpusOptions | None = None,
-    workers: int = 1,
-    progress: bool = True,
-) -> dict:
-    """Tokenise a corpus into DATA_DIR. The held-out split is whole documents.
-
-    With `valid_files`, those files are the held-out split. Otherwise a document
-    goes to the held-out split whenever that keeps it at or under `valid_fraction`
-    of the tokens seen so far: deterministic, streaming, and always at least one
-    document once there are two.
-    """
-    options = options or CorpusOptions()
-    tokenizer = load_tokenizer(tokenizer_dir)
-    dtype = _token_dtype(tokenizer)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    writers = {name: _SplitWriter(out / name, dtype) for name in SPLITS}
-    stats = ReadStats()
-    sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
-    total_bytes = sum(p.stat().st_size for _, paths in sources for p in find_files(paths))
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5)
-    # fork where the platform has it: spawned workers would re-import torch, seconds each.
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    pool = context.Pool(workers, _init_worker, (tokenizer.to_str(),)) if workers > 1 else None
-    if pool is None:
-        _init_worker(tokenizer.to_str())
-    try:
-        for fixed_split, paths in sources:
-            writer = writers[fixed_split]
-            jobs = _chunks(read_paragraphs(paths, options, stats), options.split_sentences)
-            for (ids, lengths, counts), flags in _tokenized(jobs, pool, window=2 * workers):
-                token_ends = np.cumsum(lengths)
-                sentence_ends = np.cumsum(counts)
-                for p, new_document in enumerate(flags):
-                    if new_document:
-                        writer.end_document()
-                        if not valid_files:
-                            writer = _pick_split(writers, valid_fraction)
-                    first = sentence_ends[p] - counts[p]
-                    if counts[p]:
-                        start = token_ends[first] - lengths[first]
-                        paragraph_lengths = lengths[first : sentence_ends[p]]
-                        nonempty = paragraph_lengths[paragraph_lengths > 0]
-                        if len(nonempty):
-                            writer.add_sentences(ids[start : token_ends[sentence_ends[p] - 1]], nonempty)
-                bar.update(max(0, min(stats.bytes_read, total_bytes) - bar.n))
-    finally:
-        if pool is not None:
-            pool.close()
-            pool.join()
-        bar.close()
-    counts = {name: writer.close() for name, writer in writers.items()}
-    if counts["train"]["tokens"] == 0:
-        raise UserError(f"no tokens produced from {', '.join(map(str, corpus))}")
-    if counts["valid"]["documents"] == 0:
-        warnings.warn("no held-out documents (the corpus has a single document): evaluation will be skipped", stacklevel=2)
-    return _finish(out, tokenizer, counts, stats, options.split_sentences, pairs=False)
-
-
-def _token_dtype(tokenizer: Tokenizer) -> np.dtype:
-    """uint16 when every id fits (vocabularies up to 65,536): half the disk and page cache."""
-    return np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.uint32)
-
-
-def _finish(out: Path, tokenizer: Tokenizer, counts: dict, stats: ReadStats, split_sentences: bool, pairs: bool) -> dict:
-    """meta.json and a copy of the tokenizer: a data directory is self-describing."""
-    meta = {
-        "format": "bertforge-data-v1",
-        "tokenizer_fingerprint": fingerprint(tokenizer),
-        "vocab_size": tokenizer.get_vocab_size(),
-        "dtype": _token_dtype(tokenizer).name,
-        "splits": counts,
-        "sources": stats.files,
-        "invalid_utf8_replaced": stats.invalid_utf8,
-        "skipped_lines": stats.skipped_lines,
-        "split_sentences": split_sentences,
-        "pairs": pairs,
-    }
-    write_json(out / "meta.json", meta)
-    tokenizer.save(str(out / "tokenizer.json"))
-    return meta
-
-
-def _pick_split(writers: dict[str, _SplitWriter], valid_fraction: float) -> _SplitWriter:
-    train, valid = writers["train"], writers["valid"]
-    seen = train.num_tokens + valid.num_tokens
-    if valid_fraction > 0 and seen > 0 and valid.num_tokens < valid_fraction * seen:
-        return valid
-    return train
-
-
-def prepare_pairs(
-    path: str | Path,
-    tokenizer_dir: str | Path,
-    out: str | Path,
-    columns: tuple[str, str] = ("0", "1"),
-    valid_fraction: float = 0.01,
-) -> dict:
-    """Explicit pairs (question/answer, dialogue turns, A<TAB>B lines): each row is a two-sentence document.
-
-    IsNext uses the row's own B; NotNext takes B from another row.
-    """
-    path = Path(path)
-    tokenizer = load_tokenizer(tokenizer_dir)
-    rows = list(_read_pair_rows(path, columns))
-    if not rows:
-        raise UserError(f"{path}: no pairs found")
-    out = Path(out)
-    writers = {name: _SplitWriter(out / name, _token_dtype(tokenizer)) for name in SPLITS}
-    valid_every = int(round(1 / valid_fraction)) if valid_fraction > 0 else 0
-    for i, (a, b) in enumerate(rows):
-        a_ids, b_ids = (e.ids for e in tokenizer.encode_batch([a, b], add_special_tokens=False))
-        if not a_ids or not b_ids:
-            continue
-        writer = writers["valid" if valid_every and i % valid_every == valid_every - 1 else "train"]
-        writer.add_sentences(np.array(a_ids + b_ids, dtype=np.uint32), np.array([len(a_ids), len(b_ids)]))
-        writer.end_document()
-    counts = {name: writer.close() for name, writer in writers.items()}
-    return _finish(out, tokenizer, counts, ReadStats(files=[str(path)]), split_sentences=False, pairs=True)
-
-
-def _read_pair_rows(path: Path, columns: tuple[str, str]) -> Iterator[tuple[str, str]]:
-    """Two text fields per row from a TSV/CSV (names or indexes) or a JSONL (keys)."""
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                    yield str(row[columns[0]]), str(row[columns[1]])
-                except (json.JSONDecodeError, KeyError) as e:
-                    raise UserError(f"{path}:{number}: cannot read pair ({e})") from None
-        return
-    delimiter = "," if path.suffix == ".csv" else "\t"
-    lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
-    rows = [line.split(delimiter) for line in lines if line.strip()]
-    if not rows:
-        return
-    has_header = not all(c.isdigit() for c in columns)
-    header = rows[0] if has_header else []
-    first, second = (column_index(header, c, path) for c in columns)
-    for number, row in enumerate(rows[1:] if has_header else rows, 2 if has_header else 1):
-        if max(first, second) >= len(row):
-            raise UserError(f"{path}:{number}: expected at least {max(first, second) + 1} columns, found {len(row)}")
-        yield row[first].strip(), row[second].strip()
-
-
-def read_pairs_file(path: str | Path) -> list[tuple[str, str]]:
-    """A<TAB>B per line, for scoring pairs with NSP."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    pairs = list(_read_pair_rows(path, ("0", "1")))
-    if not pairs:
-        raise UserError(f"{path}: empty file")
-    return pairs
-
-
-def read_meta(data_dir: str | Path) -> dict:
-    data_dir = Path(data_dir)
-    path = data_dir / "meta.json"
-    if not path.is_file():
-        raise UserError(f"{data_dir}: not a prepared data directory (no meta.json); run `bertforge prepare` first")
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 # ================================================================ NSP instances
@@ -313,47 +40,6 @@ class Instance:
     epoch: int
     a_doc: int
     b_doc: int
-
-
-class TokenStore:
-    """Read-only view of one split: token ids plus sentence and document offsets (memory-mapped)."""
-
-    def __init__(self, directory: Path, dtype: str):
-        self.directory = directory
-        self.dtype = dtype
-        self._arrays = None
-
-    def _open(self):
-        # Opened lazily, so the object pickles cheaply into data-loader workers.
-        if self._arrays is None:
-            d = self.directory
-            tokens = np.memmap(d / TOKENS, dtype=self.dtype, mode="r") if (d / TOKENS).stat().st_size else np.zeros(0, self.dtype)
-            self._arrays = (tokens, np.fromfile(d / SENTENCES, dtype=np.int64), np.fromfile(d / DOCUMENTS, dtype=np.int64))
-        return self._arrays
-
-    def __getstate__(self):
-        return {"directory": self.directory, "dtype": self.dtype, "_arrays": None}
-
-    @property
-    def tokens(self) -> np.ndarray:
-        return self._open()[0]
-
-    @property
-    def sentence_offsets(self) -> np.ndarray:
-        return self._open()[1]  # (S + 1,)
-
-    @property
-    def document_offsets(self) -> np.ndarray:
-        return self._open()[2]  # (D + 1,)
-
-    @property
-    def num_documents(self) -> int:
-        return len(self.document_offsets) - 1
-
-    def sentence_range_tokens(self, first: int, last: int) -> np.ndarray:
-        """Tokens of sentences first..last-1, concatenated."""
-        offsets = self.sentence_offsets
-        return np.asarray(self.tokens[offsets[first] : offsets[last]], dtype=np.int64)
 
 
 class PretrainingDataset(torch.utils.data.Dataset):
@@ -422,7 +108,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         a_first, a_end, b_first, b_end, label = (int(v) for v in self.plan_for(epoch)[index])
         tokens_a = self.store.sentence_range_tokens(a_first, a_end)
         tokens_b = self.store.sentence_range_tokens(b_first, b_end)
-        rng = random.Random(_mix(self.seed, epoch, index, 1))
+        rng = random.Random(mix_seed(self.seed, epoch, index, 1))
         tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, self.max_seq_len - 3, rng)
         input_ids = np.concatenate([[self.cls_id], tokens_a, [self.sep_id], tokens_b, [self.sep_id]]).astype(np.int64)
         token_type_ids = np.zeros(len(input_ids), dtype=np.int64)
@@ -434,7 +120,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         return int(np.searchsorted(self.store.document_offsets, sentence, side="right") - 1)
 
 
-def _mix(*values: int) -> int:
+def mix_seed(*values: int) -> int:
     """A well-spread 63-bit seed from several integers (order matters)."""
     return int(np.random.SeedSequence([v & 0xFFFFFFFF for v in values]).generate_state(2, np.uint64)[0] >> 1)
 
@@ -462,7 +148,7 @@ def _build_plan(sentence_offsets: np.ndarray, document_offsets: np.ndarray, max_
     One deviation: the short target length is drawn per chunk rather than per
     document, because a document here may be a whole book.
     """
-    rng = random.Random(_mix(seed, epoch, 0))
+    rng = random.Random(mix_seed(seed, epoch, 0))
     lengths = np.diff(sentence_offsets).tolist()
     doc_starts = document_offsets.tolist()
     num_docs = len(doc_starts) - 1
@@ -620,7 +306,7 @@ class MaskingCollator:
         mlm_labels = np.full((B, width), IGNORE_INDEX, dtype=np.int64)
         for row, x in enumerate(instances):
             n = len(x.input_ids)
-            masked, labels = self.mask(x.input_ids, _mix(self.seed, x.epoch, x.index, 2))
+            masked, labels = self.mask(x.input_ids, mix_seed(self.seed, x.epoch, x.index, 2))
             input_ids[row, :n] = masked
             token_type_ids[row, :n] = x.token_type_ids
             attention_mask[row, :n] = 1
@@ -640,25 +326,3 @@ def _continuation_table(tokenizer: Tokenizer) -> np.ndarray:
     for token, token_id in tokenizer.get_vocab().items():
         table[token_id] = token.startswith("##")
     return table
-
-
-def data_stats(data_dir: str | Path) -> dict:
-    """Documents, sentences, tokens, mean sentence length and [UNK] rate per split."""
-    data_dir = Path(data_dir)
-    meta = read_meta(data_dir)
-    tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
-    unk = special_ids(tokenizer).unk
-    out = {}
-    for split in SPLITS:
-        store = TokenStore(data_dir / split, meta["dtype"])
-        tokens = store.tokens
-        unk_count = sum(int((tokens[i : i + (1 << 22)] == unk).sum()) for i in range(0, len(tokens), 1 << 22))
-        sentences = len(store.sentence_offsets) - 1
-        out[split] = {
-            "documents": store.num_documents,
-            "sentences": sentences,
-            "tokens": len(tokens),
-            "mean_sentence_tokens": round(len(tokens) / sentences, 2) if sentences else 0.0,
-            "unk_rate": round(unk_count / len(tokens), 5) if len(tokens) else 0.0,
-        }
-    return out

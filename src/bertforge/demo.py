@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .config import ModelConfig, TrainConfig
 from .corpus import read_paragraphs
-from .data import prepare
+from .prepare import prepare
 from .evaluate import evaluate_model
 from .inference import load
 from .tokenizer import save_tokenizer, train_tokenizer

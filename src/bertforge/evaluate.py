@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import MaskingCollator, MaskingConfig, PretrainingDataset, _mix, prepare, read_meta
+from .data import MaskingCollator, MaskingConfig, PretrainingDataset, mix_seed
+from .prepare import prepare, read_meta
 from .errors import UserError
 from .inference import check_vocab_match, resolve_model_dir
 from .model import BertForPreTraining
@@ -26,7 +27,7 @@ EVAL_SEED = 1234
 def fixed_eval_batches(dataset: PretrainingDataset, collator: MaskingCollator, batch_size: int, max_batches: int) -> list[dict]:
     """Up to `max_batches` batches from epoch 0, in a fixed shuffled order (not just the first documents)."""
     n = dataset.num_instances(0)
-    order = np.random.default_rng(_mix(dataset.seed, 0, 4)).permutation(n)[: batch_size * max_batches]
+    order = np.random.default_rng(mix_seed(dataset.seed, 0, 4)).permutation(n)[: batch_size * max_batches]
     return [collator([dataset[(0, int(i))] for i in order[s : s + batch_size]]) for s in range(0, len(order), batch_size)]
 
 

@@ -74,7 +74,8 @@ class Bert:
             raise UserError(f"the text has no {MASK} to fill: {text!r}")
         encoding, input_ids, token_type_ids = self._encode(text)
         positions = [i for i, token_id in enumerate(encoding.ids) if token_id == self.ids.mask]
-        logits = self.model(input_ids, token_type_ids).mlm_logits[0, positions]  # (M, V)
+        hidden = self.model.bert(input_ids, token_type_ids).sequence_output[0, positions]  # (M, H)
+        logits = self.model.mlm_head(hidden)  # (M, V): the decoder only where a mask is
         probs = logits.float().softmax(dim=-1)  # (M, V)
         if targets:
             candidates = torch.tensor([self._target_id(word) for word in targets], device=self.device)

@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from .checkpoint import TrainerState, checkpoint_dirs, load_checkpoint, read_trainer_state, save_checkpoint
 from .config import ModelConfig, TrainConfig
-from .data import MaskingCollator, MaskingConfig, PretrainingDataset, _mix, read_meta
+from .data import MaskingCollator, MaskingConfig, PretrainingDataset, mix_seed
+from .prepare import read_meta
 from .errors import UserError
 from .evaluate import evaluate_batches, fixed_eval_batches
 from .fileio import write_json
@@ -152,7 +153,7 @@ class BatchPlan:
             if n < G:
                 raise UserError(f"the training split has {n} instances, fewer than one global batch of {G}; "
                                 "lower --batch-size or add text")
-            order = np.random.default_rng(_mix(self.seed, epoch, 3)).permutation(n)
+            order = np.random.default_rng(mix_seed(self.seed, epoch, 3)).permutation(n)
             for start in range(offset, n - G + 1, G):
                 mine = order[start + self.dist.rank * B : start + (self.dist.rank + 1) * B]
                 self.positions.append((epoch, start + G))
