@@ -169,3 +169,26 @@ def test_mlm_only_without_nsp_labels():
     out = model(ids, types, mlm_labels=labels)
     assert out.nsp_loss is None
     torch.testing.assert_close(out.loss, out.mlm_loss)
+
+
+def test_mask_is_dropped_when_nothing_is_padded(monkeypatch):
+    """Without padding, SDPA gets no mask, so on CUDA it may take the flash kernel."""
+    import torch.nn.functional as F
+
+    seen = []
+    original = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("attn_mask"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    model = BertForPreTraining(small_config()).eval()
+    ids, types, _, _ = random_batch(B=2, T=8)
+    model(ids, types, attention_mask=torch.ones_like(ids))
+    assert seen and all(mask is None for mask in seen)
+    seen.clear()
+    mask = torch.ones_like(ids)
+    mask[0, 6:] = 0
+    model(ids, types, attention_mask=mask)
+    assert seen and all(m is not None and m.shape == (2, 1, 1, 8) for m in seen)
