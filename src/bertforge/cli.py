@@ -165,8 +165,22 @@ def cmd_plot(args: argparse.Namespace) -> None:
     from .plots import plot_training_curves
 
     run_dir = Path(args.run_dir)
-    out = Path(args.out) if args.out else run_dir / "plots" / f"training_curves.{args.format}"
+    out = _with_format(args.out, args.format) if args.out else run_dir / "plots" / f"training_curves.{args.format or 'png'}"
     print(plot_training_curves(run_dir / "metrics.jsonl", out))
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from .config import ModelConfig, TrainConfig
+    from .sweep import parse_grid, run_sweep
+
+    axes = parse_grid(args.grid)
+    fixed = {**dataclass_overrides(args, ModelConfig), **dataclass_overrides(args, TrainConfig)}
+    clash = sorted(set(axes) & set(fixed))
+    if clash:
+        raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
+    rows = run_sweep(args.data, args.out, args.preset, axes, fixed, parallel=args.parallel)
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+    print(f"{len(rows)} runs; table in {Path(args.out) / 'results.md'}, figure in {Path(args.out) / 'curves.png'}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- inference
@@ -178,6 +192,10 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
     bert = load(args.model)
     targets = [t for t in args.targets.split(",") if t] if args.targets else None
     result = bert.fill_mask(args.text, top_k=args.top_k, targets=targets)
+    if args.plot:
+        from .plots import plot_fill_mask
+
+        print(f"wrote {plot_fill_mask(result, args.plot, args.answer)}", file=sys.stderr)
     if args.json:
         _print_json(result)
         return
@@ -199,11 +217,38 @@ def cmd_nsp(args: argparse.Namespace) -> None:
     else:
         raise UserError("give two sentences, or --input FILE with A<TAB>B per line")
     results = [bert.nsp(a, b) for a, b in pairs]
+    if args.plot:
+        from .plots import plot_nsp
+
+        print(f"wrote {plot_nsp(results, args.plot)}", file=sys.stderr)
     if args.json:
         _print_json(results if args.input else results[0])
         return
     for r in results:
         print(f"is_next_prob={r['is_next_prob']:.3f}  {r['label']:<8} A: {r['a']!r}  B: {r['b']!r}")
+
+
+def cmd_plot_embeddings(args: argparse.Namespace) -> None:
+    from .inference import load
+    from .plots import plot_embeddings
+
+    print(plot_embeddings(load(args.model), args.sentence_a, args.sentence_b, _with_format(args.out, args.format)))
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from .inference import load
+    from .plots import plot_attention, shorten
+
+    bert = load(args.model)
+    tokens, attention = bert.attention(args.text, args.pair)
+    title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
+    print(plot_attention(tokens, attention, _with_format(args.out, args.format), args.layer, args.head, shorten(title, 110)))
+
+
+def _with_format(out: str, fmt: str | None) -> Path:
+    """--format svg turns plot.png into plot.svg; without it the file's own suffix decides."""
+    path = Path(out)
+    return path.with_suffix(f".{fmt}") if fmt else path
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -217,6 +262,41 @@ def cmd_embed(args: argparse.Namespace) -> None:
     vectors = bert.embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
     np.save(args.out, vectors)
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
+
+
+def cmd_finetune(args: argparse.Namespace) -> None:
+    from .finetune import FinetuneConfig, finetune
+
+    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
+                         warmup=args.warmup, seed=args.seed, from_scratch=args.from_scratch, device=args.device)
+    summary = finetune(args.model, args.train, args.dev, args.text_column, args.label_column, args.out, args.pair_column, cfg,
+                       progress=not args.quiet)
+    if args.json:
+        _print_json(summary)
+        return
+    best = summary["best"]
+    print(f"best epoch {best['epoch']}: dev accuracy {best['dev_accuracy']:.4f}, macro-F1 {best['dev_macro_f1']:.4f}"
+          + (f", MCC {best['dev_mcc']:.4f}" if "dev_mcc" in best else "") + f"; model in {Path(args.out) / 'model'}")
+
+
+def cmd_classify(args: argparse.Namespace) -> None:
+    from .corpus import read_lines
+    from .finetune import Classifier
+
+    classifier = Classifier(args.model)
+    if args.input:
+        rows = [line.split("\t", 1) for line in read_lines(args.input)]
+        results = classifier.classify([r[0] for r in rows], [r[1] if len(r) > 1 else "" for r in rows] if args.pairs else None)
+    elif args.text is not None:
+        results = classifier.classify([args.text], [args.pair] if args.pair is not None else None)
+    else:
+        raise UserError("give a text, or --input FILE")
+    if args.json:
+        _print_json(results if args.input else results[0])
+        return
+    for r in results:
+        probabilities = "  ".join(f"{label}={p:.3f}" for label, p in r["probabilities"].items())
+        print(f"{r['label']:<12} {probabilities}  {r['text']!r}" + (f" / {r['pair']!r}" if "pair" in r else ""))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -297,6 +377,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataclass_flags(p, ModelConfig)
     add_dataclass_flags(p, TrainConfig)
 
+    p = verb("sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results")
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True, help="sweep directory")
+    p.add_argument("--preset", default="mini", choices=["tiny", "mini", "small", "medium", "base", "large"])
+    p.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting")
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
+    add_dataclass_flags(p, ModelConfig)
+    add_dataclass_flags(p, TrainConfig)
+
     p = verb("evaluate", cmd_evaluate, "held-out MLM loss, accuracy, perplexity and NSP accuracy")
     p.add_argument("model", help="run directory or model directory")
     p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
@@ -308,13 +397,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("plot", cmd_plot, "draw a run's training curves (also while it is running)")
     p.add_argument("run_dir")
     p.add_argument("--out", help="output file (default RUN_DIR/plots/training_curves.png)")
-    p.add_argument("--format", choices=["png", "svg"], default="png")
+    p.add_argument("--format", choices=["png", "svg"])
 
     p = verb("fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     p.add_argument("model", help="run directory or model directory")
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
+    p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
+    p.add_argument("--answer", help="with --plot: highlight this word")
     p.add_argument("--json", action="store_true")
 
     p = verb("nsp", cmd_nsp, "probability that sentence B follows sentence A")
@@ -322,7 +413,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sentence_a", nargs="?")
     p.add_argument("sentence_b", nargs="?")
     p.add_argument("--input", help="TSV file of A<TAB>B pairs, one per line")
+    p.add_argument("--plot", help="also draw is_next_prob per pair into this file (.png or .svg)")
     p.add_argument("--json", action="store_true")
+
+    p = verb("plot-embeddings", cmd_plot_embeddings, "heatmaps of the token, segment and position embeddings and their sum")
+    p.add_argument("model")
+    p.add_argument("sentence_a")
+    p.add_argument("sentence_b", nargs="?")
+    p.add_argument("--out", required=True)
+    p.add_argument("--format", choices=["png", "svg"])
+
+    p = verb("attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
+    p.add_argument("model")
+    p.add_argument("text")
+    p.add_argument("--pair", help="second sentence, as segment B")
+    p.add_argument("--layer", type=int, default=-1, help="layer index (negative counts from the top)")
+    p.add_argument("--head", type=int, help="one head; all heads of the layer when omitted")
+    p.add_argument("--out", required=True)
+    p.add_argument("--format", choices=["png", "svg"])
 
     p = verb("embed", cmd_embed, "sentence embeddings for each line of a file")
     p.add_argument("model")
@@ -331,6 +439,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=int, default=64)
+
+    p = verb("finetune", cmd_finetune, "fine-tune for sentence or sentence-pair classification")
+    p.add_argument("model", help="run directory or model directory (pre-trained)")
+    p.add_argument("--train", required=True, help="TSV, CSV or JSONL")
+    p.add_argument("--dev", required=True, help="TSV, CSV or JSONL, same columns")
+    p.add_argument("--text-column", required=True, help="name, or index for headerless files")
+    p.add_argument("--pair-column", help="second text of a sentence pair")
+    p.add_argument("--label-column", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--warmup", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--from-scratch", action="store_true", help="same architecture, random init: the baseline")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = verb("classify", cmd_classify, "label texts with a fine-tuned model")
+    p.add_argument("model")
+    p.add_argument("text", nargs="?")
+    p.add_argument("--pair", help="second text of a pair")
+    p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pairs)")
+    p.add_argument("--pairs", action="store_true", help="lines of --input are TEXT<TAB>PAIR")
+    p.add_argument("--json", action="store_true")
 
     p = verb("demo", cmd_demo, "train tokenizers and tiny BERTs on the bundled corpora, then question them")
     p.add_argument("--out", default="demo_runs")

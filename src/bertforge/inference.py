@@ -58,7 +58,8 @@ class Bert:
         check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
         return cls(model, tokenizer, device)
 
-    def _encode(self, text: str, pair: str | None = None):
+    def encode(self, text: str, pair: str | None = None):
+        """(tokenizers Encoding, input_ids (1, T), token_type_ids (1, T)); too long an input is a user error."""
         encoding = self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)
         limit = self.model.config.max_position_embeddings
         if len(encoding.ids) > limit:
@@ -72,7 +73,7 @@ class Bert:
         """Top-k predictions for every [MASK] in `text`, each position scored on its own."""
         if MASK not in text:
             raise UserError(f"the text has no {MASK} to fill: {text!r}")
-        encoding, input_ids, token_type_ids = self._encode(text)
+        encoding, input_ids, token_type_ids = self.encode(text)
         positions = [i for i, token_id in enumerate(encoding.ids) if token_id == self.ids.mask]
         hidden = self.model.bert(input_ids, token_type_ids).sequence_output[0, positions]  # (M, H)
         logits = self.model.mlm_head(hidden)  # (M, V): the decoder only where a mask is
@@ -107,7 +108,7 @@ class Bert:
     @torch.inference_mode()
     def nsp(self, sentence_a: str, sentence_b: str) -> dict:
         """Probability that B really follows A (NSP class 0 = IsNext)."""
-        _, input_ids, token_type_ids = self._encode(sentence_a, sentence_b)
+        _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
         nsp_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)
         is_next_prob = float(nsp_logits.float().softmax(-1)[0, 0])
         return {"a": sentence_a, "b": sentence_b, "is_next_prob": is_next_prob, "label": "IsNext" if is_next_prob >= 0.5 else "NotNext"}
@@ -140,7 +141,7 @@ class Bert:
     @torch.inference_mode()
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], torch.Tensor]:
         """Tokens and attention probabilities, (L, nh, T, T), for plots."""
-        encoding, input_ids, token_type_ids = self._encode(text, pair)
+        encoding, input_ids, token_type_ids = self.encode(text, pair)
         encoded = self.model.bert(input_ids, token_type_ids, output_attentions=True)
         return encoding.tokens, torch.stack([a[0] for a in encoded.attentions]).float().cpu()
 

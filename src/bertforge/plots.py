@@ -9,6 +9,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from .errors import UserError  # noqa: E402
 
@@ -53,8 +54,130 @@ def plot_training_curves(metrics_path: str | Path, out: str | Path, title: str |
             ax.legend(fontsize=8)
     fig.suptitle(title or f"Pre-training curves: {Path(metrics_path).parent.name}")
     fig.tight_layout()
+    return save_figure(fig, out)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """Long labels end in an ellipsis instead of overlapping their neighbours."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _token_fontsize(n: int) -> float:
+    return max(4.0, min(10.0, 240.0 / max(n, 1)))
+
+
+def save_figure(fig, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")  # the suffix picks the format: .png or .svg
     plt.close(fig)
     return out
+
+
+# ---------------------------------------------------------------- input representation
+
+
+def embedding_parts(bert, sentence_a: str, sentence_b: str | None = None) -> dict:
+    """The data behind the embeddings figure: each summand (T, H) and their sum, before LayerNorm."""
+    import torch
+
+    encoding, input_ids, token_type_ids = bert.encode(sentence_a, sentence_b)
+    with torch.no_grad():
+        token, segment, position = (x[0].float().cpu().numpy() for x in bert.model.bert.embeddings.parts(input_ids, token_type_ids))
+    return {"tokens": encoding.tokens, "token": token, "segment": segment, "position": position, "sum": token + segment + position}
+
+
+def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Path) -> Path:
+    """The classic figure: token, segment and position embeddings of the input, and their sum."""
+    parts = embedding_parts(bert, sentence_a, sentence_b)
+    tokens = parts["tokens"]
+    panels = [("token embeddings", "token"), ("segment embeddings", "segment"), ("position embeddings", "position"),
+              ("input representation = sum", "sum")]
+    fig, axes = plt.subplots(1, 4, figsize=(max(14, 0.9 * len(tokens) * 4 * 0.35), 4.8), sharey=True)
+    limit = max(abs(parts[key]).max() for _, key in panels)
+    for ax, (title, key) in zip(axes, panels):
+        image = ax.imshow(parts[key].T, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
+        ax.set_title(title)
+        ax.set_xticks(range(len(tokens)))
+        ax.set_xticklabels([shorten(t, 12) for t in tokens], rotation=90, fontsize=_token_fontsize(len(tokens)))
+        ax.set_xlabel("input token")
+    axes[0].set_ylabel("hidden dimension")
+    fig.colorbar(image, ax=axes, shrink=0.8, label="value")
+    pair = f" / {shorten(sentence_b, 40)}" if sentence_b else ""
+    fig.suptitle(f"BERT input representation: {shorten(sentence_a, 40)}{pair}")
+    return save_figure(fig, out)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def plot_attention(tokens: list[str], attention, out: str | Path, layer: int, head: int | None = None, title: str = "") -> Path:
+    """One head's attention map, or a grid with every head of `layer`. attention: (L, nh, T, T)."""
+    num_layers, num_heads = attention.shape[:2]
+    if not -num_layers <= layer < num_layers:
+        raise UserError(f"--layer {layer} is out of range: the model has {num_layers} layers")
+    heads = [head] if head is not None else list(range(num_heads))
+    if head is not None and not 0 <= head < num_heads:
+        raise UserError(f"--head {head} is out of range: each layer has {num_heads} heads")
+    columns = min(4, len(heads))
+    rows = -(-len(heads) // columns)
+    size = max(3.5, 0.28 * len(tokens))
+    fig, axes = plt.subplots(rows, columns, figsize=(size * columns + 1.5, size * rows + 0.8), squeeze=False, layout="constrained")
+    labels = [shorten(t, 12) for t in tokens]
+    fontsize = _token_fontsize(len(tokens))
+    for ax in axes.flat[len(heads):]:
+        ax.axis("off")
+    for i, (ax, h) in enumerate(zip(axes.flat, heads)):
+        image = ax.imshow(attention[layer, h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        ax.set_title(f"layer {layer % num_layers}, head {h}")
+        ax.set_xticks(range(len(tokens)))
+        ax.set_yticks(range(len(tokens)))
+        ax.set_xticklabels(labels, rotation=90, fontsize=fontsize)
+        ax.set_yticklabels(labels if i % columns == 0 else [], fontsize=fontsize)  # token names once per row
+        ax.set_xlabel("attended token (key)")
+        if i % columns == 0:
+            ax.set_ylabel("attending token (query)")
+    fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
+    fig.suptitle(title or "Self-attention")
+    return save_figure(fig, out)
+
+
+# ---------------------------------------------------------------- answers
+
+
+def plot_fill_mask(result: dict, out: str | Path, answer: str | None = None) -> Path:
+    """Top-k predictions per [MASK] as bars; the correct word, if given, in another colour."""
+    masks = result["masks"]
+    fig, axes = plt.subplots(1, len(masks), figsize=(5.5 * len(masks), 3.8), squeeze=False)
+    for ax, mask in zip(axes[0], masks):
+        predictions = mask["predictions"][::-1]  # best on top
+        names = [shorten(p["token"], 20) for p in predictions]
+        colors = ["tab:green" if answer is not None and p["token"] == answer else "tab:blue" for p in predictions]
+        ax.barh(names, [p["score"] for p in predictions], color=colors)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("probability")
+        ax.set_ylabel("predicted token")
+        ax.set_title(f"[MASK] at token {mask['position']}")
+    if answer is not None:
+        axes[0][-1].legend(handles=[Patch(color="tab:green", label=f"answer: {answer}"), Patch(color="tab:blue", label="other")],
+                           loc="lower right", fontsize=8)
+    fig.suptitle(f"fill-mask: {shorten(result['text'], 80)}")
+    return save_figure(fig, out)
+
+
+def plot_nsp(results: list[dict], out: str | Path) -> Path:
+    """is_next_prob per sentence pair, with the 0.5 decision line."""
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(results) + 1.8))
+    names = [f"{shorten(r['a'], 35)}  →  {shorten(r['b'], 35)}" for r in results][::-1]
+    probabilities = [r["is_next_prob"] for r in results][::-1]
+    ax.barh(names, probabilities, color=["tab:green" if p >= 0.5 else "tab:red" for p in probabilities])
+    ax.axvline(0.5, color="gray", linestyle="--", label="decision threshold")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("is_next_prob (B follows A)")
+    ax.set_ylabel("sentence pair (A → B)")
+    ax.set_title("Next sentence prediction")
+    ax.legend(loc="lower right", fontsize=8)
+    return save_figure(fig, out)

@@ -1,0 +1,335 @@
+"""Fine-tuning for sequence and sentence-pair classification, and its metrics.
+
+    bertforge finetune runs/mini --train train.tsv --dev dev.tsv --text-column sentence --label-column label --out sst2
+    bertforge finetune runs/mini --train train.tsv --dev dev.tsv --text-column "#1 String" --pair-column "#2 String" \
+        --label-column Quality --out mrpc
+
+Single sentences are encoded as [CLS] text [SEP], pairs as [CLS] a [SEP] b [SEP]
+with segment ids 0 and 1. The output directory is a Hugging Face
+BertForSequenceClassification directory: `transformers.pipeline("text-classification")`
+loads it as it is.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+import sys
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from .config import TrainConfig
+from .errors import UserError
+from .fileio import atomic_directory, write_json
+from .hf import config_from_hf, load_model, read_config, write_model_files
+from .inference import check_vocab_match, resolve_model_dir
+from .model import BertForSequenceClassification
+from .tokenizer import load_tokenizer, special_ids
+from .train import autocast, build_optimizer, lr_factor, resolve_device, resolve_precision
+
+
+@dataclass
+class FinetuneConfig:
+    epochs: int = 3
+    lr: float = 5e-5
+    batch_size: int = 32
+    max_seq_len: int = 128
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    seed: int = 0
+    from_scratch: bool = False
+    device: str = "auto"
+    precision: str = "fp32"
+
+
+@dataclass
+class Example:
+    text: str
+    pair: str | None
+    label: str
+
+
+# ---------------------------------------------------------------- reading labelled files
+
+
+def read_examples(path: str | Path, text_column: str, label_column: str, pair_column: str | None = None) -> list[Example]:
+    """Rows of a TSV, CSV or JSONL file. Numeric column names index a headerless table."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    columns = [text_column, label_column] + ([pair_column] if pair_column else [])
+    if path.suffix == ".jsonl":
+        rows = _jsonl_rows(path)
+    else:
+        rows = _table_rows(path, columns)
+    examples = []
+    for number, row in rows:
+        missing = [c for c in columns if c not in row]
+        if missing:
+            raise UserError(f"{path}:{number}: no column {missing[0]!r}; the row has {', '.join(repr(k) for k in row)}")
+        examples.append(Example(row[text_column], row[pair_column] if pair_column else None, str(row[label_column]).strip()))
+    if not examples:
+        raise UserError(f"{path}: no examples (empty file)")
+    return examples
+
+
+def _jsonl_rows(path: Path):
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{path}:{number}: not JSON ({e.msg})") from None
+
+
+def _table_rows(path: Path, columns: list[str]):
+    delimiter = "," if path.suffix == ".csv" else "\t"
+    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
+    headerless = all(c.isdigit() for c in columns)
+    with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops a byte-order mark
+        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
+        header = None if headerless else next(reader, None)
+        if header is not None:
+            header = [h.strip() for h in header]
+        for number, cells in enumerate(reader, start=1 if headerless else 2):
+            if not any(c.strip() for c in cells):
+                continue
+            keys = header if header is not None else [str(i) for i in range(len(cells))]
+            yield number, dict(zip(keys, cells))
+
+
+def label_mapping(train: list[Example], dev: list[Example], dev_path: str) -> list[str]:
+    """Labels sorted (numbers numerically), so the mapping is stable; dev may not add labels."""
+    labels = sorted({e.label for e in train}, key=lambda x: (not _is_number(x), float(x) if _is_number(x) else 0.0, x))
+    if len(labels) < 2:
+        raise UserError(f"the training file has {len(labels)} distinct label(s); classification needs at least 2")
+    unknown = sorted({e.label for e in dev} - set(labels))
+    if unknown:
+        raise UserError(f"{dev_path}: label {unknown[0]!r} does not occur in the training file")
+    return labels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------- batches
+
+
+class Encoder:
+    """Tokenises examples once and builds padded batches from them."""
+
+    def __init__(self, tokenizer: Tokenizer, max_seq_len: int):
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
+        self.tokenizer.enable_truncation(max_seq_len)  # longest-first, as BERT's fine-tuning code
+        self.pad = special_ids(tokenizer).pad
+
+    def encode(self, examples: list[Example]) -> list[tuple[list[int], list[int]]]:
+        if all(e.pair is None for e in examples):
+            encodings = self.tokenizer.encode_batch([e.text for e in examples])
+        else:
+            encodings = self.tokenizer.encode_batch([(e.text, e.pair or "") for e in examples])
+        return [(e.ids, e.type_ids) for e in encodings]
+
+    def batch(self, encoded: list[tuple[list[int], list[int]]], indices) -> dict[str, torch.Tensor]:
+        width = max(len(encoded[i][0]) for i in indices)
+        input_ids = np.full((len(indices), width), self.pad, dtype=np.int64)
+        token_type_ids = np.zeros((len(indices), width), dtype=np.int64)
+        for row, i in enumerate(indices):
+            ids, types = encoded[i]
+            input_ids[row, : len(ids)] = ids
+            token_type_ids[row, : len(types)] = types
+        input_ids = torch.from_numpy(input_ids)
+        return {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_type_ids), "attention_mask": (input_ids != self.pad).long()}
+
+
+def length_buckets(encoded, batch_size: int) -> list[list[int]]:
+    """Indices sorted by length, cut into batches: little padding at evaluation and inference."""
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+def shuffled_buckets(encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[list[int]]:
+    """Training batches of similar lengths, in random order.
+
+    Shuffle, sort within pools of `pool` batches by length, cut, then shuffle the
+    batches: randomness for SGD, little padding for speed.
+    """
+    order = rng.permutation(len(encoded)).tolist()
+    batches = []
+    for start in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[start : start + batch_size * pool], key=lambda i: len(encoded[i][0]))
+        batches += [chunk[s : s + batch_size] for s in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def classification_metrics(predictions: np.ndarray, labels: np.ndarray, num_labels: int) -> dict[str, float]:
+    """Accuracy and macro-F1; Matthews correlation too for binary tasks."""
+    result = {"accuracy": float((predictions == labels).mean())}
+    f1s = []
+    for c in range(num_labels):
+        tp = float(((predictions == c) & (labels == c)).sum())
+        fp = float(((predictions == c) & (labels != c)).sum())
+        fn = float(((predictions != c) & (labels == c)).sum())
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
+    result["macro_f1"] = float(np.mean(f1s))
+    if num_labels == 2:
+        tp = float(((predictions == 1) & (labels == 1)).sum())
+        tn = float(((predictions == 0) & (labels == 0)).sum())
+        fp = float(((predictions == 1) & (labels == 0)).sum())
+        fn = float(((predictions == 0) & (labels == 1)).sum())
+        denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+        result["mcc"] = (tp * tn - fp * fn) / denominator if denominator else 0.0
+        result["f1"] = f1s[1]  # F1 of the positive class (label id 1), as GLUE reports it
+    return result
+
+
+@torch.no_grad()
+def predict(model: BertForSequenceClassification, encoder: Encoder, encoded, device: str, precision: str = "fp32",
+            batch_size: int = 64) -> np.ndarray:
+    """Class probabilities (n, num_labels), in input order."""
+    model.eval()
+    out = np.zeros((len(encoded), model.num_labels), dtype=np.float32)
+    for indices in length_buckets(encoded, batch_size):
+        batch = {k: v.to(device) for k, v in encoder.batch(encoded, indices).items()}
+        with autocast(device, precision):
+            logits, _ = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        out[indices] = logits.float().softmax(-1).cpu().numpy()
+    return out
+
+
+# ---------------------------------------------------------------- fine-tuning
+
+
+def load_classifier(model_path: str | Path, num_labels: int, from_scratch: bool):
+    """A classifier on top of a pre-trained encoder, or the same architecture freshly initialised."""
+    directory = resolve_model_dir(model_path)
+    tokenizer = load_tokenizer(directory)
+    if from_scratch:
+        config = config_from_hf(read_config(directory), str(directory / "config.json"))
+        model = BertForSequenceClassification(config, num_labels)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the classifier is new by design
+            model = load_model(BertForSequenceClassification, directory)
+        if model.num_labels != num_labels:
+            model.num_labels = num_labels
+            model.classifier = torch.nn.Linear(model.config.hidden_size, num_labels)
+            model.classifier.weight.data.normal_(0.0, model.config.initializer_range)
+            model.classifier.bias.data.zero_()
+    check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+    return model, tokenizer
+
+
+def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column: str, label_column: str, out: str | Path,
+             pair_column: str | None = None, cfg: FinetuneConfig = FinetuneConfig(), progress: bool = True) -> dict[str, Any]:
+    """Fine-tune, evaluate on dev after every epoch, keep the best epoch in `out`."""
+    train = read_examples(train_path, text_column, label_column, pair_column)
+    dev = read_examples(dev_path, text_column, label_column, pair_column)
+    labels = label_mapping(train, dev, dev_path)
+    label_id = {label: i for i, label in enumerate(labels)}
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    model, tokenizer = load_classifier(model_path, len(labels), cfg.from_scratch)
+    device = resolve_device(cfg.device)
+    precision = resolve_precision(cfg.precision, device)
+    model.to(device)
+    encoder = Encoder(tokenizer, min(cfg.max_seq_len, model.config.max_position_embeddings))
+    train_encoded, dev_encoded = encoder.encode(train), encoder.encode(dev)
+    train_labels = torch.tensor([label_id[e.label] for e in train])
+    dev_labels = np.array([label_id[e.label] for e in dev])
+    schedule = TrainConfig(lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, schedule="linear")
+    optimizer = build_optimizer(model, schedule, device)
+    steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+    total_steps = steps_per_epoch * cfg.epochs
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_path = out / "metrics.jsonl"
+    metrics_path.write_text("", encoding="utf-8")
+    best: dict[str, Any] = {}
+    rng = np.random.default_rng(cfg.seed)
+    step = 0
+    started = time.perf_counter()
+    for epoch in range(1, cfg.epochs + 1):
+        model.train()
+        batches = shuffled_buckets(train_encoded, cfg.batch_size, rng)
+        bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr)
+        train_loss = 0.0
+        for b, indices in enumerate(bar):
+            batch = {k: v.to(device) for k, v in encoder.batch(train_encoded, indices).items()}
+            for group in optimizer.param_groups:
+                group["lr"] = cfg.lr * lr_factor((step + 1) / total_steps, schedule)
+            with autocast(device, precision):
+                _, loss = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], train_labels[indices].to(device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            train_loss += float(loss.detach())
+            bar.set_postfix(loss=f"{train_loss / (b + 1):.4f}", refresh=False)
+        probabilities = predict(model, encoder, dev_encoded, device, precision)
+        record = {"epoch": epoch, "step": step, "train_loss": train_loss / steps_per_epoch, "elapsed": time.perf_counter() - started,
+                  **{f"dev_{k}": v for k, v in classification_metrics(probabilities.argmax(-1), dev_labels, len(labels)).items()}}
+        with open(metrics_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        tqdm.write(f"epoch {epoch}: dev accuracy {record['dev_accuracy']:.4f}, macro-F1 {record['dev_macro_f1']:.4f}"
+                   + (f", MCC {record['dev_mcc']:.4f}" if "dev_mcc" in record else ""), file=sys.stderr)
+        if not best or record["dev_accuracy"] > best["dev_accuracy"]:
+            best = record
+            save_classifier(model, tokenizer, labels, out / "model", {"finetune": asdict(cfg), "best_epoch": epoch})
+    summary = {"labels": labels, "best": best, "train_examples": len(train), "dev_examples": len(dev)}
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def save_classifier(model: BertForSequenceClassification, tokenizer: Tokenizer, labels: list[str], directory: Path,
+                    extra: dict[str, Any]) -> None:
+    """A transformers BertForSequenceClassification directory, with the label mapping."""
+    extra_config = {
+        "id2label": {str(i): label for i, label in enumerate(labels)},
+        "label2id": {label: i for i, label in enumerate(labels)},
+        "problem_type": "single_label_classification",
+        "bertforge_finetune": extra,
+    }
+    with atomic_directory(directory) as tmp:
+        write_model_files(model, tmp, tokenizer, extra_config)
+
+
+class Classifier:
+    """A fine-tuned model with its tokenizer and label names."""
+
+    def __init__(self, path: str | Path, device: str = "cpu"):
+        directory = resolve_model_dir(path)
+        config = read_config(directory)
+        if "id2label" not in config:
+            raise UserError(f"{directory}: not a classification model (no id2label in config.json)")
+        self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+        self.model = load_model(BertForSequenceClassification, directory).to(device)
+        tokenizer = load_tokenizer(directory)
+        check_vocab_match(tokenizer, self.model.config.vocab_size, str(directory))
+        self.encoder = Encoder(tokenizer, self.model.config.max_position_embeddings)
+        self.device = device
+
+    def classify(self, texts: list[str], pairs: list[str] | None = None) -> list[dict[str, Any]]:
+        examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
+        probabilities = predict(self.model, self.encoder, self.encoder.encode(examples), self.device)
+        return [{"text": e.text, **({"pair": e.pair} if e.pair is not None else {}), "label": self.labels[int(p.argmax())],
+                 "probabilities": {label: float(q) for label, q in zip(self.labels, p)}} for e, p in zip(examples, probabilities)]

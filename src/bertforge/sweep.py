@@ -1,0 +1,183 @@
+"""Ablation sweeps: every combination of a grid, with the same seed and data, into one results table.
+
+    bertforge sweep --data data --out sweep --preset mini --grid mask_prob=0.15,0.2 --grid num_layers=2,4 --max-steps 500
+
+Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
+so it is resumable on its own: a finished run (it has model/) is skipped, an
+interrupted one continues from its last checkpoint. The sweep writes
+results.csv, results.md and curves.png.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import ModelConfig, TrainConfig
+from .errors import UserError
+from .plots import plt, read_metrics, save_figure, shorten
+
+FIELDS = {f.name: f for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)}
+
+
+def parse_value(name: str, text: str) -> Any:
+    default = FIELDS[name].default
+    if isinstance(default, bool):
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise UserError(f"--grid {name}: {text!r} is not true or false")
+    try:
+        return type(default)(text)
+    except ValueError:
+        raise UserError(f"--grid {name}: {text!r} is not a valid {type(default).__name__}") from None
+
+
+def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
+    """["mask_prob=0.15,0.2", "num_layers=2,4"] -> {"mask_prob": [0.15, 0.2], "num_layers": [2, 4]}."""
+    axes: dict[str, list[Any]] = {}
+    for spec in specs:
+        name, _, values = spec.partition("=")
+        name = name.strip().replace("-", "_")
+        if name not in FIELDS:
+            raise UserError(f"--grid {spec!r}: {name!r} is not a model or training setting")
+        if not values:
+            raise UserError(f"--grid {spec!r}: give values, like {name}=a,b")
+        axes[name] = [parse_value(name, v.strip()) for v in values.split(",") if v.strip()]
+    if not axes:
+        raise UserError("give at least one --grid FIELD=V1,V2")
+    return axes
+
+
+def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    return [dict(zip(axes, values)) for values in itertools.product(*axes.values())]
+
+
+def run_name(point: dict[str, Any]) -> str:
+    return "__".join(f"{k}-{v}" for k, v in point.items())
+
+
+def as_flags(settings: dict[str, Any]) -> list[str]:
+    flags = []
+    for name, value in settings.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else "--no-" + name.replace("_", "-"))
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, list[Any]], fixed: dict[str, Any],
+              parallel: int = 1) -> list[dict[str, Any]]:
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    points = grid_points(axes)
+    threads = max(1, (os.cpu_count() or 1) // parallel)
+    pending = []
+    for point in points:
+        run_dir = out / "runs" / run_name(point)
+        if (run_dir / "model" / "config.json").is_file():
+            print(f"skip (finished): {run_dir.name}", file=sys.stderr)
+            continue
+        command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(data), "--out", str(run_dir), "--preset", preset,
+                   *as_flags({**fixed, **point}), "--quiet"]
+        if (run_dir / "config.json").is_file():
+            command.append("--resume")  # an interrupted run continues where it stopped
+        pending.append((run_dir, command))
+    running: list[tuple[Path, subprocess.Popen, Any]] = []
+    failures = []
+    while pending or running:
+        while pending and len(running) < parallel:
+            run_dir, command = pending.pop(0)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            log = open(run_dir / "sweep.log", "a", encoding="utf-8")
+            print(f"run: {run_dir.name}", file=sys.stderr)
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+            running.append((run_dir, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+        time.sleep(0.2)
+        for item in [r for r in running if r[1].poll() is not None]:
+            running.remove(item)
+            item[2].close()
+            if item[1].returncode != 0:
+                failures.append(f"{item[0].name} (exit {item[1].returncode}, see {item[0] / 'sweep.log'})")
+    if failures:
+        raise UserError(f"{len(failures)} run(s) failed: {'; '.join(failures)}")
+    rows = [summarise(out / "runs" / run_name(point), point) for point in points]
+    write_results(out, rows, list(axes))
+    return rows
+
+
+def count_parameters(model_config: dict[str, Any]) -> int:
+    import torch
+
+    from .model import BertForPreTraining
+
+    with torch.device("meta"):  # shapes only, no memory
+        model = BertForPreTraining(ModelConfig.from_dict(model_config))
+    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+
+
+def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
+    train, valid = read_metrics(run_dir / "metrics.jsonl")
+    config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    last, held_out = (train[-1] if train else {}), (valid[-1] if valid else {})
+    return {
+        "run": run_dir.name, **point,
+        "final_train_loss": last.get("loss"), "valid_mlm_acc": held_out.get("mlm_acc"), "valid_mlm_loss": held_out.get("mlm_loss"),
+        "valid_nsp_acc": held_out.get("nsp_acc"), "parameters": count_parameters(config["model"]),
+        "wall_s": last.get("elapsed"), "tokens_per_s": last["tokens"] / last["elapsed"] if last.get("elapsed") else None,
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, int) and value >= 10_000:
+        return f"{value:,}"
+    return str(value)
+
+
+def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> None:
+    columns = ["run", *axes, "final_train_loss", "valid_mlm_acc", "valid_mlm_loss", "valid_nsp_acc", "parameters", "wall_s", "tokens_per_s"]
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows({c: r.get(c) for c in columns} for r in rows)
+    shown = columns[1:]
+    lines = ["| " + " | ".join(shown) + " |", "|" + "|".join("---:" for _ in shown) + "|"]
+    lines += ["| " + " | ".join(_cell(r.get(c)) for c in shown) + " |" for r in rows]
+    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plot_sweep(out, rows)
+
+
+def plot_sweep(out: Path, rows: list[dict[str, Any]]) -> Path:
+    """Training loss and held-out MLM accuracy of every run, overlaid."""
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(13, 4.5))
+    for row in rows:
+        train, valid = read_metrics(out / "runs" / row["run"] / "metrics.jsonl")
+        label = shorten(row["run"].replace("__", ", ").replace("-", "="), 45)
+        line = ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)[0]
+        if valid:
+            ax_acc.plot([r["step"] for r in valid], [r["mlm_acc"] for r in valid], "o-", color=line.get_color(), label=label)
+        else:
+            ax_acc.plot([r["step"] for r in train], [r["mlm_acc"] for r in train], color=line.get_color(), label=f"{label} (train)")
+    ax_loss.set(title="Training loss (MLM + NSP)", xlabel="optimizer step", ylabel="loss")
+    ax_acc.set(title="Held-out MLM accuracy", xlabel="optimizer step", ylabel="accuracy")
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Sweep: {out.name}")
+    fig.tight_layout()
+    return save_figure(fig, out / "curves.png")
