@@ -144,8 +144,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
                       progress=not args.quiet, tensorboard=args.tensorboard)
     if result.interrupted:
         return 128 + result.interrupted
-    print(f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
-          f"model in {Path(args.out) / 'model'}", file=sys.stderr)
+    if result.is_main:
+            print(f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
+              f"model in {Path(args.out) / 'model'}", file=sys.stderr)
     return 0
 
 

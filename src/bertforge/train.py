@@ -13,6 +13,7 @@ as one process with the full batch.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import os
@@ -179,6 +180,7 @@ class RunResult:
     state: TrainerState
     interrupted: int = 0  # the signal that stopped the run, 0 if it finished
     final_eval: dict[str, Any] = field(default_factory=dict)
+    is_main: bool = True  # rank 0, the process that reports
 
 
 def run_configs(run_dir: Path) -> dict[str, Any] | None:
@@ -259,6 +261,8 @@ class Trainer:
             differences = config_differences(saved["model"], self.configs["model"])
             if differences:
                 raise UserError(f"--resume with a changed model config is refused: {'; '.join(differences)}")
+        if self.dist.world > 1:
+            dist.barrier()  # every rank has checked the directory before rank 0 writes to it
         if not self.dist.is_main:
             return
         if saved is not None and overwrite and not resume:
@@ -269,11 +273,16 @@ class Trainer:
         write_json(self.run_dir / "config.json", self.configs)
 
     def _truncate_metrics(self, step: int) -> None:
-        """Drop lines logged after the checkpoint: the resumed run writes them again."""
+        """Drop lines logged after the checkpoint (the resumed run writes them again), and a line torn by a kill."""
         path = self.run_dir / METRICS
         if self.dist.is_main and path.is_file():
-            lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-            kept = [line for line in lines if json.loads(line)["step"] <= step]
+            kept = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    if json.loads(line)["step"] <= step:
+                        kept.append(line)
+                except (json.JSONDecodeError, KeyError):
+                    continue
             path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def _open_tensorboard(self):
@@ -309,11 +318,15 @@ class Trainer:
         previous_handlers = self._install_signal_handlers()
         self.model.train()
         bad_streak = 0
+        stopped = False
         try:
-            while not self.finished(time.perf_counter() - started) and not self.stop_signal:
+            while True:
+                elapsed, stopped = self._agree(time.perf_counter() - started)
+                if stopped or self.finished(elapsed):
+                    break
                 micro_batches = [next(batches) for _ in range(cfg.grad_accum)]
                 self.state.epoch, self.state.epoch_offset = [plan.positions.popleft() for _ in micro_batches][-1]
-                lr = cfg.lr * lr_factor(self.progress_fraction(time.perf_counter() - started), cfg)
+                lr = cfg.lr * lr_factor(self.progress_fraction(elapsed), cfg)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
                 grad_norm, tokens = self._step(micro_batches)
@@ -345,23 +358,39 @@ class Trainer:
             if bar is not None:
                 bar.close()
         self.save()
-        if self.stop_signal:
-            self._log(f"stopped by signal {self.stop_signal} at step {self.state.step}; checkpoint saved. Resume with:\n"
+        if stopped:
+            signum = self.stop_signal or signal.SIGTERM  # another process may have been the one signalled
+            self._log(f"stopped by signal {signum} at step {self.state.step}; checkpoint saved. Resume with:\n"
                       f"  bertforge pretrain --data {self.data_dir} --out {self.run_dir} --resume")
-            return RunResult(self.state, interrupted=self.stop_signal)
+            return RunResult(self.state, interrupted=signum, is_main=self.dist.is_main)
         final = self.last_eval if self.last_eval.get("step") == self.state.step else self.evaluate()
         self.finish()
-        return RunResult(self.state, final_eval=final)
+        return RunResult(self.state, final_eval=final, is_main=self.dist.is_main)
+
+    def _agree(self, elapsed: float) -> tuple[float, bool]:
+        """All processes take the same clock (the slowest one's) and stop together if any was signalled.
+
+        Without this, a time budget or a signal could stop one rank a step before
+        the others (a deadlock), and ranks would set slightly different lrs.
+        """
+        if self.dist.world == 1:
+            return elapsed, bool(self.stop_signal)
+        flags = torch.tensor([elapsed, float(bool(self.stop_signal))], dtype=torch.float64, device=self.device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return float(flags[0]), bool(flags[1])
 
     def _step(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, int]:
-        """Forward and backward over the micro-batches, then one optimizer update. Returns (grad norm, tokens)."""
-        masked = torch.tensor(float(sum(int((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in micro_batches)))
-        sequences = torch.tensor(float(sum(len(b["input_ids"]) for b in micro_batches)))
+        """Forward and backward over the micro-batches, then one optimizer update. Returns (grad norm, tokens, all ranks)."""
+        counts = torch.tensor([
+            sum(int((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in micro_batches),  # masked tokens
+            sum(len(b["input_ids"]) for b in micro_batches),  # sequences
+            sum(int(b["attention_mask"].sum()) for b in micro_batches),  # real tokens
+        ], dtype=torch.float64)
         if self.dist.world > 1:
-            totals = torch.stack([masked, sequences]).to(self.device)
-            dist.all_reduce(totals)
-            masked, sequences = totals[0].cpu(), totals[1].cpu()
-        tokens = sum(int(b["attention_mask"].sum()) for b in micro_batches)
+            counts = counts.to(self.device)
+            dist.all_reduce(counts)
+            counts = counts.cpu()
+        masked, sequences, tokens = counts.tolist()
         for i, batch in enumerate(micro_batches):
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             last = i == len(micro_batches) - 1
@@ -372,9 +401,9 @@ class Trainer:
                                           batch["mlm_labels"], batch["nsp_labels"] if self.cfg.nsp else None)
                 n_masked = out.mlm_targets.numel()
                 # Sums over this micro-batch, divided by the whole step's counts; × world undoes DDP's averaging.
-                loss = out.mlm_loss * (n_masked / max(masked.item(), 1.0))
+                loss = out.mlm_loss * (n_masked / max(masked, 1.0))
                 if self.cfg.nsp:
-                    loss = loss + out.nsp_loss * (len(batch["input_ids"]) / sequences.item())
+                    loss = loss + out.nsp_loss * (len(batch["input_ids"]) / sequences)
                 loss = loss * self.dist.world
                 (self.scaler.scale(loss) if self.scaler else loss).backward()
             self._accumulate(out, batch, n_masked)
@@ -389,7 +418,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.window["grad_norm"] = self.window["grad_norm"] + grad_norm.detach()
         self.window["steps"] += 1
-        return grad_norm, tokens * self.dist.world
+        return grad_norm, int(tokens)
 
     def _accumulate(self, out, batch: dict[str, torch.Tensor], n_masked: int) -> None:
         """Running sums for the log line, kept on the device (no sync until it is written)."""
@@ -504,7 +533,14 @@ def pretrain(data_dir, run_dir, model_config: ModelConfig, cfg: TrainConfig, **o
     """Pre-train a BERT on a prepared data directory; see the module docstring."""
     trainer = Trainer(data_dir, run_dir, model_config, cfg, **options)
     try:
-        return trainer.train()
+        result = trainer.train()
+        if dist.is_initialized():
+            dist.barrier()  # rank 0 may still be saving; tearing down under it aborts the other processes
+        return result
     finally:
         if dist.is_initialized():
+            # The DDP wrapper holds the process group; freed only at interpreter exit, Gloo's pending
+            # work would need the GIL during finalisation and abort. Release it while Python is alive.
+            trainer.step_model = None
+            gc.collect()
             dist.destroy_process_group()

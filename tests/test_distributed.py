@@ -1,0 +1,77 @@
+"""Several processes (torchrun + DDP, gloo on CPU) train exactly like one process with the whole batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_documents, write_corpus
+
+COMMON = ["--preset", "tiny", "--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "2",
+          "--max-position-embeddings", "64", "--seq-len", "64", "--precision", "fp32", "--num-workers", "0",
+          "--hidden-dropout", "0", "--attention-dropout", "0", "--eval-every", "0", "--log-every", "1", "--quiet"]
+KEYS = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "grad_norm", "lr", "tokens")
+
+
+def run(nproc: int, *args) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if nproc == 1:
+        command = [sys.executable, "-m", "bertforge", "pretrain", *map(str, args)]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                   "-m", "bertforge", "pretrain", *map(str, args)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def train_metrics(run_dir):
+    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["split"] == "train"]
+
+
+def assert_same_trajectory(a, b):
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for x, y in zip(a, b):
+        for key in KEYS:
+            assert x[key] == pytest.approx(y[key], rel=1e-5, abs=1e-5), (x["step"], key, x[key], y[key])
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp")
+    write_corpus(root / "corpus.txt", make_documents(n_docs=60, sentences=8, seed=11))
+    subprocess.run([sys.executable, "-m", "bertforge", "tokenizer", "train", root / "corpus.txt", "--out", root / "tok",
+                    "--vocab-size", "120", "--min-frequency", "1"], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "bertforge", "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data"],
+                   check=True, capture_output=True)
+    return root
+
+
+def test_two_processes_with_batch_b_match_one_process_with_batch_2b_and_resume_across_world_sizes(data_dir):
+    data = data_dir / "data"
+    one = data_dir / "one"
+    two = data_dir / "two"
+    run(1, "--data", data, "--out", one, *COMMON, "--batch-size", "16", "--max-steps", "8", "--save-every", "4")
+    run(2, "--data", data, "--out", two, *COMMON, "--batch-size", "8", "--max-steps", "8", "--save-every", "4")
+    assert_same_trajectory(train_metrics(one), train_metrics(two))
+    assert (two / "model" / "model.safetensors").is_file()  # rank 0 wrote the final model
+
+    # A checkpoint written by two processes continues in one (per-process batch doubled: same global batch).
+    resumed = data_dir / "resumed"
+    shutil.copytree(two, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000008")
+    shutil.rmtree(resumed / "model")
+    run(1, "--data", data, "--out", resumed, "--resume", "--batch-size", "16", "--quiet")
+    assert_same_trajectory(train_metrics(one), train_metrics(resumed))
+
+
+def test_gradient_accumulation_matches_the_whole_batch(data_dir):
+    data = data_dir / "data"
+    whole, accumulated = data_dir / "whole", data_dir / "accumulated"
+    run(1, "--data", data, "--out", whole, *COMMON, "--batch-size", "16", "--max-steps", "4", "--save-every", "0")
+    run(1, "--data", data, "--out", accumulated, *COMMON, "--batch-size", "8", "--grad-accum", "2", "--max-steps", "4", "--save-every", "0")
+    assert_same_trajectory(train_metrics(whole), train_metrics(accumulated))
