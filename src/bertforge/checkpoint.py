@@ -49,6 +49,14 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(STEP_DIR.match(p.name).group(1)))
 
 
+def remove_stale_temporaries(run_dir: Path) -> None:
+    """Temporary directories a killed save left behind (never mistaken for checkpoints, but clutter)."""
+    directory = run_dir / "checkpoints"
+    if directory.is_dir():
+        for leftover in directory.glob(".step_*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: Path, model, optimizer: torch.optim.Optimizer, state: TrainerState, configs: dict[str, Any],
                     keep_last: int, scaler: torch.amp.GradScaler | None = None) -> Path:
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"

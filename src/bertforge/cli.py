@@ -190,7 +190,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 def cmd_fill_mask(args: argparse.Namespace) -> None:
     from .inference import load
 
-    bert = load(args.model)
+    bert = load(args.model, trust_pickle=args.trust_pickle)
     targets = [t for t in args.targets.split(",") if t] if args.targets else None
     result = bert.fill_mask(args.text, top_k=args.top_k, targets=targets)
     if args.plot:
@@ -210,7 +210,7 @@ def cmd_nsp(args: argparse.Namespace) -> None:
     from .prepare import read_pairs_file
     from .inference import load
 
-    bert = load(args.model)
+    bert = load(args.model, trust_pickle=args.trust_pickle)
     if args.input:
         pairs = read_pairs_file(args.input)
     elif args.sentence_a is not None and args.sentence_b is not None:
@@ -233,14 +233,15 @@ def cmd_plot_embeddings(args: argparse.Namespace) -> None:
     from .inference import load
     from .plots import plot_embeddings
 
-    print(plot_embeddings(load(args.model), args.sentence_a, args.sentence_b, _with_format(args.out, args.format)))
+    bert = load(args.model, trust_pickle=args.trust_pickle)
+    print(plot_embeddings(bert, args.sentence_a, args.sentence_b, _with_format(args.out, args.format)))
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
     from .inference import load
     from .plots import plot_attention, shorten
 
-    bert = load(args.model)
+    bert = load(args.model, trust_pickle=args.trust_pickle)
     tokens, attention = bert.attention(args.text, args.pair)
     title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
     print(plot_attention(tokens, attention, _with_format(args.out, args.format), args.layer, args.head, shorten(title, 110)))
@@ -258,7 +259,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
     from .corpus import read_lines
     from .inference import load
 
-    bert = load(args.model)
+    bert = load(args.model, trust_pickle=args.trust_pickle)
     texts = read_lines(args.input)
     vectors = bert.embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
     np.save(args.out, vectors)
@@ -317,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(func=func)
         return sub
+
+    def trust_pickle_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--trust-pickle", action="store_true",
+                       help="allow a directory with only pytorch_model.bin: unpickling can run code, so only for sources you trust")
 
     def corpus_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("corpus", nargs="+", help="text files or directories (.txt, .jsonl, .csv, .tsv, optionally .gz)")
@@ -402,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     p.add_argument("model", help="run directory or model directory")
+    trust_pickle_flag(p)
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
@@ -411,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("nsp", cmd_nsp, "probability that sentence B follows sentence A")
     p.add_argument("model")
+    trust_pickle_flag(p)
     p.add_argument("sentence_a", nargs="?")
     p.add_argument("sentence_b", nargs="?")
     p.add_argument("--input", help="TSV file of A<TAB>B pairs, one per line")
@@ -419,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("plot-embeddings", cmd_plot_embeddings, "heatmaps of the token, segment and position embeddings and their sum")
     p.add_argument("model")
+    trust_pickle_flag(p)
     p.add_argument("sentence_a")
     p.add_argument("sentence_b", nargs="?")
     p.add_argument("--out", required=True)
@@ -426,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
     p.add_argument("model")
+    trust_pickle_flag(p)
     p.add_argument("text")
     p.add_argument("--pair", help="second sentence, as segment B")
     p.add_argument("--layer", type=int, default=-1, help="layer index (negative counts from the top)")
@@ -435,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = verb("embed", cmd_embed, "sentence embeddings for each line of a file")
     p.add_argument("model")
+    trust_pickle_flag(p)
     p.add_argument("--input", required=True, help="text file, one sentence per line")
     p.add_argument("--out", required=True, help="output .npy file")
     p.add_argument("--pooling", choices=["cls", "mean"], default="cls")

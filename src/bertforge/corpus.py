@@ -27,7 +27,9 @@ from typing import IO, Iterable, Iterator
 from .errors import UserError
 
 TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".csv", ".tsv")
-MAX_LINE_CHARS = 1 << 20  # a longer line is read in pieces, so one huge line cannot exhaust memory
+# A longer line is read in pieces (cut at whitespace): `tokenizers` needs ~135 bytes per character of
+# one sequence, so a 100 MB line in one piece would need gigabytes.
+MAX_LINE_CHARS = 1 << 16
 
 
 @dataclass
@@ -150,11 +152,18 @@ def read_paragraphs(paths: Iterable[str | Path], options: CorpusOptions | None =
 
 def _read_txt(f: IO[str], path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
     new_document = True
+    carry = ""  # the unfinished last word of a piece of an over-long line
     while True:
-        line = f.readline(MAX_LINE_CHARS)
+        line = carry + f.readline(MAX_LINE_CHARS)
+        carry = ""
         if not line:
             return
         stats.bytes_read += len(line)
+        if not line.endswith("\n") and len(line) >= MAX_LINE_CHARS:
+            cut = max(line.rfind(" "), line.rfind("\t"))
+            if cut > 0:
+                line, carry = line[:cut], line[cut + 1 :]
+                stats.bytes_read -= len(carry) + 1
         if not line.strip():
             new_document = True
             continue

@@ -146,7 +146,7 @@ class Bert:
         return encoding.tokens, torch.stack([a[0] for a in encoded.attentions]).float().cpu()
 
 
-def load(path: str | Path, device: str = "cpu") -> Bert:
-    """Load a run or model directory for inference."""
-    return Bert.load(path, device)
+def load(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> Bert:
+    """Load a run or model directory for inference (a pickle-only directory needs trust_pickle)."""
+    return Bert.load(path, device, trust_pickle)
 

@@ -173,7 +173,8 @@ def prepare(
     stats = ReadStats()
     sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
     total_bytes = sum(p.stat().st_size for _, paths in sources for p in find_files(paths))
-    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5)
+    # delay: nothing is drawn for a run that fails (or finishes) within a second, so an error stays one line
+    bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5, delay=1.0)
     # fork where the platform has it: spawned workers would re-import torch, seconds each.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     pool = context.Pool(workers, _init_worker, (tokenizer.to_str(), True)) if workers > 1 else None

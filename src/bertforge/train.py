@@ -33,7 +33,7 @@ import torch.distributed as dist
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from .checkpoint import TrainerState, checkpoint_dirs, load_checkpoint, read_trainer_state, save_checkpoint
+from .checkpoint import TrainerState, checkpoint_dirs, load_checkpoint, read_trainer_state, remove_stale_temporaries, save_checkpoint
 from .config import ModelConfig, TrainConfig
 from .data import MaskingCollator, MaskingConfig, PretrainingDataset, mix_seed
 from .prepare import read_meta
@@ -223,6 +223,8 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.state = TrainerState()
         self.window = dict.fromkeys(WINDOW_KEYS, 0.0)
+        if resume and self.dist.is_main:
+            remove_stale_temporaries(self.run_dir)
         if resume and checkpoint_dirs(self.run_dir):
             latest = checkpoint_dirs(self.run_dir)[-1]
             self.state = load_checkpoint(latest, self.model, self.optimizer, self.scaler)
