@@ -14,7 +14,7 @@ from bertforge.corpus import clean_text, read_paragraphs, split_sentences
 from bertforge.data import Instance, MaskingCollator, MaskingConfig
 from bertforge.errors import UserError
 from bertforge.model import IGNORE_INDEX
-from bertforge.tokenizer import SPECIAL_TOKENS, special_ids
+from bertforge.tokenizer import special_ids
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 unicode_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)

@@ -124,9 +124,9 @@ def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
             for w in chosen:
                 counts[w] += 1
             f.write(" ".join(chosen) + " ")  # ~1 MB each, no newline
-    probe = (f"import resource, sys; from bertforge.prepare import prepare; "
-             f"prepare([sys.argv[1]], sys.argv[2], sys.argv[3], valid_fraction=0, progress=False); "
-             f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+    probe = ("import resource, sys; from bertforge.prepare import prepare; "
+             "prepare([sys.argv[1]], sys.argv[2], sys.argv[3], valid_fraction=0, progress=False); "
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", probe, tmp_path / "huge.txt", workdir / "tok", tmp_path / "out"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
