@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--precision", default="auto", help="auto picks bf16 on CPUs measured to be fast at it")
     parser.add_argument("--out", default="downstream")
     args = parser.parse_args()
     rows = []
@@ -44,7 +45,7 @@ def main() -> None:
         glue = Path(args.glue) / directory
         for arm in ("pre-trained", "from scratch"):
             cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                                 from_scratch=arm == "from scratch")
+                                 from_scratch=arm == "from scratch", precision=args.precision)
             out = Path(args.out) / task / arm.replace(" ", "_")
             summary = finetune(args.model, str(glue / "train.tsv"), str(glue / "dev.tsv"), text, label, out, pair, cfg)
             best = summary["best"]

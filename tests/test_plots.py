@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 
@@ -128,3 +129,14 @@ def test_sweep_runs_every_grid_point_and_skips_finished_ones(tmp_path):
     png(tmp_path / "sweep" / "curves.png")
     again = bertforge(*flags)
     assert again.stderr.count("skip (finished)") == 4
+    # An interrupted run (checkpoint, no final model) resumes instead of starting over.
+    interrupted = tmp_path / "sweep" / "runs" / rows[0]["run"]
+    before = (interrupted / "metrics.jsonl").read_text()
+    shutil.rmtree(interrupted / "model")
+    resumed = bertforge(*flags)
+    assert resumed.stderr.count("skip (finished)") == 3 and f"run: {rows[0]['run']}" in resumed.stderr
+    log = (interrupted / "sweep.log").read_text()
+    assert "resumed from" in log
+    train_steps = [json.loads(line)["step"] for line in (interrupted / "metrics.jsonl").read_text().splitlines()
+                   if json.loads(line)["split"] == "train"]
+    assert train_steps == [json.loads(line)["step"] for line in before.splitlines() if json.loads(line)["split"] == "train"]

@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -95,7 +96,32 @@ def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, li
             command.append("--resume")  # an interrupted run continues where it stopped
         pending.append((run_dir, command))
     running: list[tuple[Path, subprocess.Popen, Any]] = []
-    failures = []
+    failures: list[str] = []
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _drive(pending, running, failures, parallel, threads)
+    except BaseException:
+        for _, process, _ in running:
+            process.send_signal(signal.SIGINT)  # each run saves a checkpoint; the next sweep resumes it
+        for _, process, log in running:
+            process.wait()
+            log.close()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if failures:
+        raise UserError(f"{len(failures)} run(s) failed: {'; '.join(failures)}")
+    rows = [summarise(out / "runs" / run_name(point), point) for point in points]
+    write_results(out, rows, list(axes))
+    return rows
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _drive(pending: list, running: list, failures: list[str], parallel: int, threads: int) -> None:
+    """Keep up to `parallel` runs going until all have finished."""
     while pending or running:
         while pending and len(running) < parallel:
             run_dir, command = pending.pop(0)
@@ -110,11 +136,6 @@ def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, li
             item[2].close()
             if item[1].returncode != 0:
                 failures.append(f"{item[0].name} (exit {item[1].returncode}, see {item[0] / 'sweep.log'})")
-    if failures:
-        raise UserError(f"{len(failures)} run(s) failed: {'; '.join(failures)}")
-    rows = [summarise(out / "runs" / run_name(point), point) for point in points]
-    write_results(out, rows, list(axes))
-    return rows
 
 
 def count_parameters(model_config: dict[str, Any]) -> int:

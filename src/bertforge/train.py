@@ -394,12 +394,14 @@ class Trainer:
             counts = counts.cpu()
         masked, sequences, tokens = counts.tolist()
         for i, batch in enumerate(micro_batches):
+            # Decided on the CPU copy: no padding means no mask (flash attention), without a device sync.
+            unpadded = bool(batch["attention_mask"].all())
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
             last = i == len(micro_batches) - 1
             sync = self.step_model.no_sync() if self.dist.world > 1 and not last else contextlib.nullcontext()
             with sync:
                 with autocast(self.device, self.precision):
-                    out = self.step_model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                    out = self.step_model(batch["input_ids"], batch["token_type_ids"], None if unpadded else batch["attention_mask"],
                                           batch["mlm_labels"], batch["nsp_labels"] if self.cfg.nsp else None)
                 n_masked = out.mlm_targets.numel()
                 # Sums over this micro-batch, divided by the whole step's counts; × world undoes DDP's averaging.
