@@ -136,8 +136,9 @@ def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
     tokenizer = load_tokenizer(workdir / "tok")
     expected = sum(n * len(tokenizer.encode(w, add_special_tokens=False).ids) for w, n in counts.items())
     assert meta["splits"]["train"]["tokens"] == expected
-    assert peak_mb < 400, f"peak RSS {peak_mb} MB for a 16 MB line"
-    print(f"peak RSS {peak_mb} MB")
+    # Reading the line whole would need ~16 MB x 135 B/char = ~2.2 GB in tokenizers. In pieces it took
+    # 95-320 MB here, varying with tokenizers' threads; the bound is the issue's 1.5 GB for prepare.
+    assert peak_mb < 1500, f"peak RSS {peak_mb} MB for a 16 MB line"
 
 
 def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):

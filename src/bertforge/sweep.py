@@ -164,7 +164,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     if isinstance(value, int) and value >= 10_000:
         return f"{value:,}"
     return str(value)

@@ -239,7 +239,9 @@ class Trainer:
         self.eval_batches = []
         if self.dist.is_main and meta["splits"]["valid"]["documents"] > 0:
             valid = PretrainingDataset(self.data_dir, "valid", cfg.seq_len, 0.0, cfg.nsp, cfg.seed, ids.cls, ids.sep)
-            eval_collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed + 1)  # fixed masks: evaluations compare
+            # Fixed masks at BERT's standard rate, whatever --mask-prob trains with: evaluations and runs compare.
+            eval_masking = MaskingConfig(max_predictions=cfg.max_predictions, whole_word_mask=cfg.whole_word_mask)
+            eval_collator = MaskingCollator(self.tokenizer, eval_masking, seed=cfg.seed + 1)
             self.eval_batches = fixed_eval_batches(valid, eval_collator, cfg.batch_size, cfg.eval_batches)
 
         self.step_model = self.model
