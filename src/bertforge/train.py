@@ -518,8 +518,9 @@ class Trainer:
             return None
         if self.cfg.time_budget:
             return tqdm(total=self.cfg.time_budget, initial=self.state.elapsed, unit="s", desc="pretrain", dynamic_ncols=True,
-                        bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}<{remaining}{postfix}]")
-        return tqdm(total=self.cfg.max_steps, initial=self.state.step, unit="step", desc="pretrain", dynamic_ncols=True)
+                        mininterval=1.0, bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f}s [{elapsed}<{remaining}{postfix}]")
+        # Redrawn at most once a second: readable in logs too, where every redraw is a new line.
+        return tqdm(total=self.cfg.max_steps, initial=self.state.step, unit="step", desc="pretrain", dynamic_ncols=True, mininterval=1.0)
 
     def _install_signal_handlers(self):
         def stop(signum, frame):
