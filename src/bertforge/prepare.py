@@ -33,7 +33,7 @@ from .tokenizer import fingerprint, load_tokenizer, special_ids
 
 SPLITS = ("train", "valid")
 TOKENS, SENTENCES, DOCUMENTS = "tokens.bin", "sentence_offsets.bin", "document_offsets.bin"
-CHUNK_CHARS = 1 << 18  # paragraphs are tokenised in chunks of about 256k characters: bounded transient memory
+CHUNK_CHARS = 1 << 19  # paragraphs are tokenised in chunks of about 512k characters: bounded transient memory
 
 
 class _SplitWriter:
