@@ -83,7 +83,7 @@ class Contender:
     def __init__(self, name: str, model, forward_factory, precision: str, compile_model: bool = False):
         self.name = name
         self.model = model.train()
-        self.params = list({id(p): p for p in model.parameters()}.values())
+        self.params = list(model.parameters())  # the tied matrix appears once
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01)
         runnable = model
         self.compile_seconds = 0.0

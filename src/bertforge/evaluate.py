@@ -17,9 +17,9 @@ import torch
 from .data import MaskingCollator, MaskingConfig, PretrainingDataset, mix_seed
 from .prepare import prepare, read_meta
 from .errors import UserError
-from .inference import check_vocab_match, resolve_model_dir
+from .inference import load_model_and_tokenizer
 from .model import BertForPreTraining
-from .tokenizer import fingerprint, load_tokenizer, save_tokenizer, special_ids
+from .tokenizer import fingerprint, save_tokenizer, special_ids
 
 EVAL_SEED = 1234
 
@@ -61,10 +61,8 @@ def evaluate_batches(model: BertForPreTraining, batches: list[dict], device: str
 def evaluate_model(model_path: str | Path, data: list[str], batch_size: int = 32, seq_len: int = 128, max_batches: int = 50,
                    device: str = "cpu", seed: int = EVAL_SEED) -> dict:
     """Evaluate a model on a prepared data directory (its held-out split) or on raw text files."""
-    directory = resolve_model_dir(model_path)
-    model = BertForPreTraining.from_pretrained(directory).to(device)
-    tokenizer = load_tokenizer(directory)
-    check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+    directory, model, tokenizer = load_model_and_tokenizer(model_path)
+    model.to(device)
     seq_len = min(seq_len, model.config.max_position_embeddings)
     with tempfile.TemporaryDirectory() as scratch:
         if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():

@@ -32,7 +32,7 @@ from .config import TrainConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
 from .hf import config_from_hf, load_model, read_config, write_model_files
-from .inference import check_vocab_match, resolve_model_dir
+from .inference import check_vocab_match, load_model_and_tokenizer, resolve_model_dir
 from .model import BertForSequenceClassification
 from .tokenizer import load_tokenizer, special_ids
 from .train import autocast, build_optimizer, lr_factor, resolve_device, resolve_precision
@@ -322,9 +322,8 @@ class Classifier:
         if "id2label" not in config:
             raise UserError(f"{directory}: not a classification model (no id2label in config.json)")
         self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
-        self.model = load_model(BertForSequenceClassification, directory).to(device)
-        tokenizer = load_tokenizer(directory)
-        check_vocab_match(tokenizer, self.model.config.vocab_size, str(directory))
+        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForSequenceClassification)
+        self.model.to(device)
         self.encoder = Encoder(tokenizer, self.model.config.max_position_embeddings)
         self.device = device
 

@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .errors import UserError
+from .hf import load_model
 from .model import BertForPreTraining
 from .tokenizer import MASK, load_tokenizer, special_ids
 
@@ -41,6 +42,15 @@ def check_vocab_match(tokenizer: Tokenizer, vocab_size: int, where: str) -> None
         )
 
 
+def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False):
+    """(directory, model, tokenizer) from a run or model directory, their vocabularies checked against each other."""
+    directory = resolve_model_dir(path)
+    model = cls.from_pretrained(directory, trust_pickle=trust_pickle) if cls is BertForPreTraining else load_model(cls, directory, trust_pickle)
+    tokenizer = load_tokenizer(directory)
+    check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+    return directory, model, tokenizer
+
+
 class Bert:
     """A pre-trained model with its tokenizer, ready to answer questions."""
 
@@ -52,10 +62,7 @@ class Bert:
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> "Bert":
-        directory = resolve_model_dir(path)
-        model = BertForPreTraining.from_pretrained(directory, trust_pickle=trust_pickle)
-        tokenizer = load_tokenizer(directory)
-        check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+        _, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle)
         return cls(model, tokenizer, device)
 
     def encode(self, text: str, pair: str | None = None):

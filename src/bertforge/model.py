@@ -270,14 +270,9 @@ class BertForPreTraining(nn.Module):
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
         return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, mlm_targets)
 
-    def num_parameters(self, non_embedding: bool = False) -> int:
-        total = sum(p.numel() for p in self.parameters())
-        if non_embedding:
-            embeddings = self.bert.embeddings
-            total -= embeddings.token.weight.numel() + embeddings.segment.weight.numel()
-            if hasattr(embeddings, "position"):
-                total -= embeddings.position.weight.numel()
-        return total
+    def num_parameters(self) -> int:
+        """Parameters counted once: parameters() yields the tied decoder/embedding matrix a single time."""
+        return sum(p.numel() for p in self.parameters())
 
     def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
         from .hf import save_model_dir

@@ -367,7 +367,7 @@ def data_stats(data_dir: str | Path) -> dict:
     """Documents, sentences, tokens, mean sentence length and [UNK] rate per split."""
     data_dir = Path(data_dir)
     meta = read_meta(data_dir)
-    tokenizer = Tokenizer.from_file(str(data_dir / "tokenizer.json"))
+    tokenizer = load_tokenizer(data_dir)
     unk = special_ids(tokenizer).unk
     out = {}
     for split in SPLITS:

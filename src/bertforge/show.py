@@ -12,12 +12,12 @@ from tokenizers import Tokenizer
 
 from .data import IS_NEXT, MaskingCollator, MaskingConfig, PretrainingDataset
 from .model import IGNORE_INDEX
-from .tokenizer import special_ids
+from .tokenizer import load_tokenizer, special_ids
 
 
 def make_dataset_and_collator(data_dir: str | Path, seq_len: int = 128, seed: int = 0, mask_prob: float = 0.15,
                               whole_word_mask: bool = False, split: str = "train"):
-    tokenizer = Tokenizer.from_file(str(Path(data_dir) / "tokenizer.json"))
+    tokenizer = load_tokenizer(data_dir)
     ids = special_ids(tokenizer)
     dataset = PretrainingDataset(data_dir, split, max_seq_len=seq_len, seed=seed, cls_id=ids.cls, sep_id=ids.sep)
     collator = MaskingCollator(tokenizer, MaskingConfig(mask_prob=mask_prob, whole_word_mask=whole_word_mask), seed=seed)

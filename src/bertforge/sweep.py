@@ -145,7 +145,7 @@ def count_parameters(model_config: dict[str, Any]) -> int:
 
     with torch.device("meta"):  # shapes only, no memory
         model = BertForPreTraining(ModelConfig.from_dict(model_config))
-    return sum(p.numel() for p in {id(p): p for p in model.parameters()}.values())
+    return model.num_parameters()
 
 
 def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:

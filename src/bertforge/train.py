@@ -30,7 +30,6 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 import torch.distributed as dist
-from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from .checkpoint import TrainerState, checkpoint_dirs, load_checkpoint, read_trainer_state, remove_stale_temporaries, save_checkpoint
@@ -42,7 +41,7 @@ from .evaluate import evaluate_batches, fixed_eval_batches
 from .fileio import write_json
 from .flops import cpu_has_fast_bf16, measure_peak_flops, training_flops_per_token
 from .model import IGNORE_INDEX, BertForPreTraining
-from .tokenizer import fingerprint, special_ids
+from .tokenizer import fingerprint, load_tokenizer, special_ids
 
 METRICS = "metrics.jsonl"
 WINDOW_KEYS = ("steps", "mlm_sum", "masked", "nsp_sum", "nsp_correct", "sequences", "mlm_correct", "grad_norm")
@@ -107,7 +106,7 @@ def autocast(device: str, precision: str):
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, device: str) -> torch.optim.AdamW:
     """AdamW; no weight decay on biases and LayerNorm weights (every 1-d parameter), as in BERT."""
-    params = list({id(p): p for p in model.parameters() if p.requires_grad}.values())  # tied weights once
+    params = [p for p in model.parameters() if p.requires_grad]  # parameters() yields the tied matrix once
     decay = [p for p in params if p.ndim >= 2]
     no_decay = [p for p in params if p.ndim < 2]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -203,7 +202,7 @@ class Trainer:
         self.device = resolve_device(cfg.device, self.dist.local_rank)
         self.precision = resolve_precision(cfg.precision, self.device)
         meta = read_meta(self.data_dir)
-        self.tokenizer = Tokenizer.from_file(str(self.data_dir / "tokenizer.json"))
+        self.tokenizer = load_tokenizer(self.data_dir)  # a data directory carries its tokenizer.json
         if fingerprint(self.tokenizer) != meta["tokenizer_fingerprint"]:
             raise UserError(f"{self.data_dir}: tokenizer.json does not match the one the data was prepared with")
         if model_config.vocab_size != meta["vocab_size"]:
