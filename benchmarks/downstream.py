@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--precision", default="auto", help="auto picks bf16 on CPUs measured to be fast at it")
+    parser.add_argument("--dropout", type=float, help="fine-tuning dropout for both arms (default: the model's own)")
     parser.add_argument("--out", default="downstream")
     args = parser.parse_args()
     rows = []
@@ -45,7 +46,7 @@ def main() -> None:
         glue = Path(args.glue) / directory
         for arm in ("pre-trained", "from scratch"):
             cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                                 from_scratch=arm == "from scratch", precision=args.precision)
+                                 from_scratch=arm == "from scratch", precision=args.precision, dropout=args.dropout)
             out = Path(args.out) / task / arm.replace(" ", "_")
             summary = finetune(args.model, str(glue / "train.tsv"), str(glue / "dev.tsv"), text, label, out, pair, cfg)
             best = summary["best"]

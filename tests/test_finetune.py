@@ -90,6 +90,24 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
     assert not torch.allclose(scratch[word], original[word])
 
 
+def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
+    """A model pre-trained without dropout is fine-tuned with it: the training passes are stochastic, and the saved config says so."""
+    from bertforge.finetune import load_classifier
+    from bertforge.model import set_dropout
+
+    model, tokenizer = load_classifier(pretrained, 2, from_scratch=False)
+    input_ids = torch.tensor([tokenizer.encode("the cat sat on the mat.").ids])  # (1, T)
+    model.train()
+    assert torch.equal(model(input_ids)[0], model(input_ids)[0])  # pre-trained with dropout 0
+    set_dropout(model, 0.3, 0.3)
+    assert not torch.equal(model(input_ids)[0], model(input_ids)[0])
+    rows = [("the cat sat.", "a"), ("my friend sat.", "b")] * 8
+    write_tsv(tmp_path / "t.tsv", ["s", "l"], rows)
+    finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "s", "l", tmp_path / "out", cfg=fast(epochs=1, dropout=0.2), progress=False)
+    saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text())
+    assert saved["hidden_dropout_prob"] == 0.2 and saved["attention_probs_dropout_prob"] == 0.2
+
+
 def test_label_mapping_round_trips_and_transformers_agrees(pretrained, tmp_path):
     transformers = pytest.importorskip("transformers")
     rows = [("the cat sat on the mat.", "positive"), ("my friend sat on the window.", "negative"), ("a bird sat.", "neutral")] * 6

@@ -160,3 +160,23 @@ def test_fill_mask_without_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_p
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "[MASK]" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokenizer, pooling, tmp_path):
+    """Batched by length with padding, each vector equals transformers' output for that text alone."""
+    import bertforge
+
+    vocab = wordpiece_tokenizer.get_vocab_size()
+    theirs = hf_model(dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+    theirs.save_pretrained(tmp_path)
+    save_tokenizer(wordpiece_tokenizer, tmp_path)
+    texts = ["the cat sat on the mat and looked at the dog for a long time.", "a dog.", "the cat sat.", "it rained all day long"]
+    ours = bertforge.load(tmp_path).embed(texts, pooling=pooling, batch_size=3)  # (4, H); mixed lengths share a batch
+    assert ours.shape == (len(texts), 32)
+    for text, vector in zip(texts, ours):
+        ids = torch.tensor([wordpiece_tokenizer.encode(text).ids])  # (1, T)
+        with torch.no_grad():
+            hidden = theirs.bert(input_ids=ids).last_hidden_state[0]  # (T, H)
+        expected = hidden[0] if pooling == "cls" else hidden.mean(0)
+        assert torch.allclose(torch.from_numpy(vector), expected, atol=1e-5)

@@ -271,7 +271,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
 
     cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
                          warmup=args.warmup, seed=args.seed, from_scratch=args.from_scratch, device=args.device,
-                         precision=args.precision)
+                         precision=args.precision, dropout=args.dropout)
     summary = finetune(args.model, args.train, args.dev, args.text_column, args.label_column, args.out, args.pair_column, cfg,
                        progress=not args.quiet)
     if args.json:
@@ -468,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto", help="as for pretrain")
+    p.add_argument("--dropout", type=float, help="hidden and attention dropout while fine-tuning (default: the model's own)")
     p.add_argument("--from-scratch", action="store_true", help="same architecture, random init: the baseline")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--json", action="store_true")

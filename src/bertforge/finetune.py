@@ -28,13 +28,14 @@ import torch
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
+from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from .config import TrainConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
 from .hf import config_from_hf, load_model, read_config, write_model_files
 from .inference import check_vocab_match, load_model_and_tokenizer, resolve_model_dir
-from .model import BertForSequenceClassification
-from .tokenizer import load_tokenizer, special_ids
+from .model import BertForSequenceClassification, set_dropout
+from .tokenizer import load_tokenizer
 from .train import autocast, build_optimizer, lr_factor, resolve_device, resolve_precision
 
 
@@ -50,6 +51,7 @@ class FinetuneConfig:
     from_scratch: bool = False
     device: str = "auto"
     precision: str = "fp32"
+    dropout: float | None = None  # hidden and attention dropout while fine-tuning; None keeps the model's
 
 
 @dataclass
@@ -127,54 +129,10 @@ def _is_number(text: str) -> bool:
         return False
 
 
-# ---------------------------------------------------------------- batches
-
-
-class Encoder:
-    """Tokenises examples once and builds padded batches from them."""
-
-    def __init__(self, tokenizer: Tokenizer, max_seq_len: int):
-        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())
-        self.tokenizer.enable_truncation(max_seq_len)  # longest-first, as BERT's fine-tuning code
-        self.pad = special_ids(tokenizer).pad
-
-    def encode(self, examples: list[Example]) -> list[tuple[list[int], list[int]]]:
-        if all(e.pair is None for e in examples):
-            encodings = self.tokenizer.encode_batch([e.text for e in examples])
-        else:
-            encodings = self.tokenizer.encode_batch([(e.text, e.pair or "") for e in examples])
-        return [(e.ids, e.type_ids) for e in encodings]
-
-    def batch(self, encoded: list[tuple[list[int], list[int]]], indices) -> dict[str, torch.Tensor]:
-        width = max(len(encoded[i][0]) for i in indices)
-        input_ids = np.full((len(indices), width), self.pad, dtype=np.int64)
-        token_type_ids = np.zeros((len(indices), width), dtype=np.int64)
-        for row, i in enumerate(indices):
-            ids, types = encoded[i]
-            input_ids[row, : len(ids)] = ids
-            token_type_ids[row, : len(types)] = types
-        input_ids = torch.from_numpy(input_ids)
-        return {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_type_ids), "attention_mask": (input_ids != self.pad).long()}
-
-
-def length_buckets(encoded, batch_size: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches: little padding at evaluation and inference."""
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
-    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
-
-
-def shuffled_buckets(encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[list[int]]:
-    """Training batches of similar lengths, in random order.
-
-    Shuffle, sort within pools of `pool` batches by length, cut, then shuffle the
-    batches: randomness for SGD, little padding for speed.
-    """
-    order = rng.permutation(len(encoded)).tolist()
-    batches = []
-    for start in range(0, len(order), batch_size * pool):
-        chunk = sorted(order[start : start + batch_size * pool], key=lambda i: len(encoded[i][0]))
-        batches += [chunk[s : s + batch_size] for s in range(0, len(chunk), batch_size)]
-    return [batches[i] for i in rng.permutation(len(batches))]
+def encode_examples(batcher: TextBatcher, examples: list[Example]) -> Encoded:
+    """Single sentences, or pairs when any example has one (a missing second text is empty)."""
+    pairs = None if all(e.pair is None for e in examples) else [e.pair or "" for e in examples]
+    return batcher.encode([e.text for e in examples], pairs)
 
 
 # ---------------------------------------------------------------- metrics
@@ -202,13 +160,13 @@ def classification_metrics(predictions: np.ndarray, labels: np.ndarray, num_labe
 
 
 @torch.no_grad()
-def predict(model: BertForSequenceClassification, encoder: Encoder, encoded, device: str, precision: str = "fp32",
+def predict(model: BertForSequenceClassification, batcher: TextBatcher, encoded: Encoded, device: str, precision: str = "fp32",
             batch_size: int = 64) -> np.ndarray:
     """Class probabilities (n, num_labels), in input order."""
     model.eval()
     out = np.zeros((len(encoded), model.num_labels), dtype=np.float32)
     for indices in length_buckets(encoded, batch_size):
-        batch = {k: v.to(device) for k, v in encoder.batch(encoded, indices).items()}
+        batch = {k: v.to(device) for k, v in batcher.batch(encoded, indices).items()}
         with autocast(device, precision):
             logits, _ = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         out[indices] = logits.float().softmax(-1).cpu().numpy()
@@ -248,11 +206,13 @@ def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model, tokenizer = load_classifier(model_path, len(labels), cfg.from_scratch)
+    if cfg.dropout is not None:
+        set_dropout(model, cfg.dropout, cfg.dropout)
     device = resolve_device(cfg.device)
     precision = resolve_precision(cfg.precision, device)
     model.to(device)
-    encoder = Encoder(tokenizer, min(cfg.max_seq_len, model.config.max_position_embeddings))
-    train_encoded, dev_encoded = encoder.encode(train), encoder.encode(dev)
+    batcher = TextBatcher(tokenizer, min(cfg.max_seq_len, model.config.max_position_embeddings))
+    train_encoded, dev_encoded = encode_examples(batcher, train), encode_examples(batcher, dev)
     train_labels = torch.tensor([label_id[e.label] for e in train])
     dev_labels = np.array([label_id[e.label] for e in dev])
     schedule = TrainConfig(lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, schedule="linear")
@@ -273,7 +233,7 @@ def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column
         bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr)
         train_loss = 0.0
         for b, indices in enumerate(bar):
-            batch = {k: v.to(device) for k, v in encoder.batch(train_encoded, indices).items()}
+            batch = {k: v.to(device) for k, v in batcher.batch(train_encoded, indices).items()}
             for group in optimizer.param_groups:
                 group["lr"] = cfg.lr * lr_factor((step + 1) / total_steps, schedule)
             with autocast(device, precision):
@@ -285,7 +245,7 @@ def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column
             step += 1
             train_loss += float(loss.detach())
             bar.set_postfix(loss=f"{train_loss / (b + 1):.4f}", refresh=False)
-        probabilities = predict(model, encoder, dev_encoded, device, precision)
+        probabilities = predict(model, batcher, dev_encoded, device, precision)
         record = {"epoch": epoch, "step": step, "train_loss": train_loss / steps_per_epoch, "elapsed": time.perf_counter() - started,
                   **{f"dev_{k}": v for k, v in classification_metrics(probabilities.argmax(-1), dev_labels, len(labels)).items()}}
         with open(metrics_path, "a", encoding="utf-8") as f:
@@ -324,11 +284,11 @@ class Classifier:
         self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
         _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForSequenceClassification)
         self.model.to(device)
-        self.encoder = Encoder(tokenizer, self.model.config.max_position_embeddings)
+        self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
         self.device = device
 
     def classify(self, texts: list[str], pairs: list[str] | None = None) -> list[dict[str, Any]]:
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
-        probabilities = predict(self.model, self.encoder, self.encoder.encode(examples), self.device)
+        probabilities = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.device)
         return [{"text": e.text, **({"pair": e.pair} if e.pair is not None else {}), "label": self.labels[int(p.argmax())],
                  "probabilities": {label: float(q) for label, q in zip(self.labels, p)}} for e, p in zip(examples, probabilities)]

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from .batching import TextBatcher, length_buckets
 from .errors import UserError
 from .hf import load_model
 from .model import BertForPreTraining
@@ -122,27 +123,22 @@ class Bert:
 
     @torch.inference_mode()
     def embed(self, texts: list[str], pooling: str = "cls", layer: int = -1, batch_size: int = 64) -> np.ndarray:
-        """One vector per text, (len(texts), H). Texts are sorted by length so batches carry little padding."""
+        """One vector per text, (len(texts), H), in input order; batched by length so there is little padding."""
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
-        limit = self.model.config.max_position_embeddings
-        encodings = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        batcher = TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
+        encoded = batcher.encode(texts)
         out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            batch = [encodings[i].ids[:limit] for i in chunk]
-            width = max(len(ids) for ids in batch)
-            input_ids = torch.tensor([ids + [self.ids.pad] * (width - len(ids)) for ids in batch], device=self.device)  # (b, T)
-            attention_mask = (input_ids != self.ids.pad).long()  # (b, T)
-            encoded = self.model.bert(input_ids, None, attention_mask, output_hidden_states=layer != -1)
-            hidden = encoded.sequence_output if layer == -1 else encoded.hidden_states[layer]  # (b, T, H)
+        for indices in length_buckets(encoded, batch_size):
+            batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
+            result = self.model.bert(**batch, output_hidden_states=layer != -1)
+            hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
             if pooling == "cls":
                 vectors = hidden[:, 0]  # (b, H)
             else:
-                weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
+                weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
                 vectors = (hidden * weights).sum(1) / weights.sum(1)  # (b, H)
-            out[chunk] = vectors.float().cpu().numpy()
+            out[indices] = vectors.float().cpu().numpy()
         return out
 
     @torch.inference_mode()

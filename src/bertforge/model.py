@@ -306,6 +306,16 @@ class BertForSequenceClassification(nn.Module):
         return logits, loss
 
 
+def set_dropout(model: BertForPreTraining | BertForSequenceClassification, hidden: float, attention: float) -> None:
+    """Change dropout after loading: a model pre-trained without it is usually fine-tuned with it."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = hidden
+        elif isinstance(module, SelfAttention):
+            module.dropout_p = attention
+    model.config.hidden_dropout, model.config.attention_dropout = hidden, attention
+
+
 def init_weights(module: nn.Module, config: ModelConfig) -> None:
     """BERT's init: weights ~ N(0, 0.02), biases zero, LayerNorm (1, 0), [PAD] row zero."""
     if isinstance(module, nn.Linear):

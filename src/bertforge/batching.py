@@ -1,0 +1,65 @@
+"""Texts (or text pairs) tokenised once, then cut into padded batches of similar length.
+
+Inference (`Bert.embed`, `Classifier.classify`) and fine-tuning share this: the
+encoding is [CLS] a [SEP] (b [SEP]) with segment ids, truncated longest-first as
+BERT's fine-tuning code does, and batches are grouped by length so they carry
+little padding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from .tokenizer import special_ids
+
+Encoded = list[tuple[list[int], list[int]]]  # (token ids, segment ids) per text
+
+
+class TextBatcher:
+    """Tokenises texts once and builds padded batches from them."""
+
+    def __init__(self, tokenizer: Tokenizer, max_seq_len: int):
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: truncation is set on it
+        self.tokenizer.enable_truncation(max_seq_len)
+        self.pad = special_ids(tokenizer).pad
+
+    def encode(self, texts: list[str], pairs: list[str] | None = None) -> Encoded:
+        if pairs is None:
+            encodings = self.tokenizer.encode_batch(texts)
+        else:
+            encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)))
+        return [(e.ids, e.type_ids) for e in encodings]
+
+    def batch(self, encoded: Encoded, indices: list[int]) -> dict[str, torch.Tensor]:
+        """input_ids, token_type_ids and attention_mask, each (len(indices), longest), padded on the right."""
+        width = max(len(encoded[i][0]) for i in indices)
+        input_ids = np.full((len(indices), width), self.pad, dtype=np.int64)
+        token_type_ids = np.zeros((len(indices), width), dtype=np.int64)
+        for row, i in enumerate(indices):
+            ids, types = encoded[i]
+            input_ids[row, : len(ids)] = ids
+            token_type_ids[row, : len(types)] = types
+        input_ids = torch.from_numpy(input_ids)
+        return {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_type_ids), "attention_mask": (input_ids != self.pad).long()}
+
+
+def length_buckets(encoded: Encoded, batch_size: int) -> list[list[int]]:
+    """Indices sorted by length, cut into batches: little padding at evaluation and inference."""
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
+    return [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+
+
+def shuffled_buckets(encoded: Encoded, batch_size: int, rng: np.random.Generator, pool: int = 50) -> list[list[int]]:
+    """Training batches of similar lengths, in random order.
+
+    Shuffle, sort within pools of `pool` batches by length, cut, then shuffle the
+    batches: randomness for SGD, little padding for speed.
+    """
+    order = rng.permutation(len(encoded)).tolist()
+    batches = []
+    for start in range(0, len(order), batch_size * pool):
+        chunk = sorted(order[start : start + batch_size * pool], key=lambda i: len(encoded[i][0]))
+        batches += [chunk[s : s + batch_size] for s in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
