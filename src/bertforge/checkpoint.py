@@ -1,7 +1,8 @@
 """Checkpoints: everything needed to continue a run exactly, written atomically.
 
     RUN_DIR/checkpoints/step_000500/
-        config.json, model.safetensors   the model (a loadable Hugging Face directory)
+        config.json, model.safetensors,  the model with its tokenizer: a Hugging Face directory
+        tokenizer.json, vocab.txt, ...   that every command (evaluate, fill-mask, finetune) reads
         optimizer.pt                     AdamW moments and the torch RNG states (tensors only)
         trainer_state.json               step, data position, elapsed time, configs
 
@@ -58,10 +59,10 @@ def remove_stale_temporaries(run_dir: Path) -> None:
 
 
 def save_checkpoint(run_dir: Path, model, optimizer: torch.optim.Optimizer, state: TrainerState, configs: dict[str, Any],
-                    keep_last: int, scaler: torch.amp.GradScaler | None = None) -> Path:
+                    keep_last: int, scaler: torch.amp.GradScaler | None = None, tokenizer=None) -> Path:
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
-        write_model_files(model, tmp)
+        write_model_files(model, tmp, tokenizer)
         tensors = {"optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
         if torch.cuda.is_available():
             tensors["cuda_rng"] = torch.cuda.get_rng_state_all()

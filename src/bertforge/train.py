@@ -494,7 +494,7 @@ class Trainer:
         window = {k: float(v) for k, v in self.window.items()}
         try:
             save_checkpoint(self.run_dir, self.model, self.optimizer, self.state, {**self.configs, "window": window},
-                            self.cfg.keep_last, self.scaler)
+                            self.cfg.keep_last, self.scaler, self.tokenizer)
         except OSError as e:
             raise UserError(f"could not write a checkpoint in {self.run_dir / 'checkpoints'} ({e.strerror or e}); "
                             "the previous checkpoint is intact") from None
