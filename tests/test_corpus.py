@@ -26,6 +26,12 @@ def test_txt_blank_lines_separate_documents(tmp_path):
     assert documents_of(read_paragraphs([path])) == [["one.", "two."], ["three."]]
 
 
+def test_a_document_boundary_survives_a_paragraph_that_cleaning_removes(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("one.\n\n<p></p>\ntwo.\n\n\x01\nthree.\n", encoding="utf-8")
+    assert documents_of(read_paragraphs([path], CorpusOptions(clean="html"))) == [["one."], ["two."], ["three."]]
+
+
 def test_jsonl_field_and_doc_field(tmp_path):
     path = tmp_path / "a.jsonl"
     rows = [{"text": "a1", "doc": 1}, {"text": "a2", "doc": 1}, {"text": "b1", "doc": 2}]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bertforge.corpus import clean_text, read_paragraphs, split_sentences
@@ -16,7 +16,9 @@ from bertforge.errors import UserError
 from bertforge.model import IGNORE_INDEX
 from bertforge.tokenizer import special_ids
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# derandomize: the same examples on every run, so CI cannot fail by the luck of the draw; bugs found by a
+# random draw become @example regressions.
+SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 unicode_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 
 
@@ -31,6 +33,7 @@ def test_sentence_splitting_loses_no_characters(text):
 @SETTINGS
 @pytest.mark.filterwarnings("ignore:.*invalid UTF-8")
 @given(st.binary(max_size=400))
+@example(b"\x01\n!")  # the first line is cleaned away; the document still starts at the next one
 def test_reader_never_crashes_and_yields_clean_paragraphs(raw):
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "input.txt"

@@ -137,11 +137,15 @@ def read_paragraphs(paths: Iterable[str | Path], options: CorpusOptions | None =
         reader = {"txt": _read_txt, "jsonl": _read_jsonl, "csv": _read_table, "tsv": _read_table}[_format_of(path)]
         try:
             with _open_text(path, stats, decoder) as f:
+                boundary = False  # a document starts at a paragraph that cleaning emptied: pass it on
                 for paragraph in reader(f, path, options, stats):
                     text = clean_text(paragraph.text, options.clean)
-                    if text:
-                        seen_text = True
-                        yield Paragraph(text, paragraph.new_document)
+                    if not text:
+                        boundary = boundary or paragraph.new_document
+                        continue
+                    seen_text = True
+                    yield Paragraph(text, paragraph.new_document or boundary)
+                    boundary = False
         except OSError as e:  # e.g. a truncated gzip file
             raise UserError(f"{path}: cannot read ({e})") from None
         if stats.invalid_utf8 > before:
