@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ def check_vocab_match(tokenizer: Tokenizer, vocab_size: int, where: str) -> None
 def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False):
     """(directory, model, tokenizer) from a run or model directory, their vocabularies checked against each other."""
     directory = resolve_model_dir(path)
-    model = cls.from_pretrained(directory, trust_pickle=trust_pickle) if cls is BertForPreTraining else load_model(cls, directory, trust_pickle)
+    model = load_model(cls, directory, trust_pickle)
     tokenizer = load_tokenizer(directory)
     check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
     return directory, model, tokenizer
@@ -121,12 +122,17 @@ class Bert:
         is_next_prob = float(nsp_logits.float().softmax(-1)[0, 0])
         return {"a": sentence_a, "b": sentence_b, "is_next_prob": is_next_prob, "label": "IsNext" if is_next_prob >= 0.5 else "NotNext"}
 
+    @cached_property
+    def _batcher(self) -> TextBatcher:
+        """Built on first use (it copies the tokenizer), then shared by every embed call."""
+        return TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
+
     @torch.inference_mode()
     def embed(self, texts: list[str], pooling: str = "cls", layer: int = -1, batch_size: int = 64) -> np.ndarray:
         """One vector per text, (len(texts), H), in input order; batched by length so there is little padding."""
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
-        batcher = TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
+        batcher = self._batcher
         encoded = batcher.encode(texts)
         out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
         for indices in length_buckets(encoded, batch_size):
