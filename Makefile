@@ -2,10 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# A CPU build of torch; an unpinned torch would pull several GB of CUDA wheels.
+# Pinned: an unpinned torch can pull several GB of CUDA wheels. On an ordinary Linux machine this pin
+# still installs PyPI's (CUDA) build; for the CPU-only build use PyTorch's CPU index, e.g.
+#   make setup TORCH_PIN="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup test demo clean
+.PHONY: setup lint test demo clean
 
 $(BIN)/bertforge: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +18,11 @@ $(BIN)/bertforge: pyproject.toml
 
 setup: $(BIN)/bertforge
 
-test: setup
+lint: setup
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
+
+test: lint
 	$(BIN)/python -m pytest
 
 demo: setup

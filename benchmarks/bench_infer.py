@@ -65,7 +65,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer = train_tokenizer(texts, vocab_size=30522, min_frequency=1)
         torch.manual_seed(0)
-        BertForPreTraining(ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size())).save_pretrained(scratch, tokenizer)
+        BertForPreTraining(ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size())).save_pretrained(
+            scratch, tokenizer
+        )
         ours = load(scratch)
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(scratch)
         with warnings.catch_warnings():
@@ -77,12 +79,20 @@ def main() -> None:
     def hf_embed():
         vectors = []
         for start in range(0, len(texts), args.batch_size):
-            batch = hf_tokenizer(texts[start : start + args.batch_size], padding=True, truncation=True, max_length=512, return_tensors="pt")
+            batch = hf_tokenizer(
+                texts[start : start + args.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=512,
+                return_tensors="pt",
+            )
             vectors.append(hf_model(**batch).last_hidden_state[:, 0])
         return torch.cat(vectors)
 
     # Same vectors first: a speed comparison of different computations would mean nothing.
-    check = np.abs(ours.embed(texts[:200], batch_size=args.batch_size) - hf_embed_first(hf_tokenizer, hf_model, texts[:200])).max()
+    check = np.abs(
+        ours.embed(texts[:200], batch_size=args.batch_size) - hf_embed_first(hf_tokenizer, hf_model, texts[:200])
+    ).max()
     ours_times, hf_times = [], []
     for _ in range(args.repeats):  # alternate A B A B
         ours_times += timed(lambda: ours.embed(texts, batch_size=args.batch_size), 1)
@@ -97,18 +107,30 @@ def main() -> None:
         ours_latency += timed(lambda: ours.fill_mask(probe, top_k=5), 1)
         hf_latency += timed(lambda: pipe(probe), 1)
     result = {
-        "preset": args.preset, "threads": torch.get_num_threads(), "sentences": len(texts),
-        "mean_words": statistics.mean(lengths), "max_abs_embedding_difference": float(check),
-        "bertforge_sentences_per_s": ours_rate, "transformers_sentences_per_s": hf_rate, "embed_ratio": ours_rate / hf_rate,
-        "bertforge_fill_mask_ms": 1000 * statistics.median(ours_latency), "transformers_fill_mask_ms": 1000 * statistics.median(hf_latency),
+        "preset": args.preset,
+        "threads": torch.get_num_threads(),
+        "sentences": len(texts),
+        "mean_words": statistics.mean(lengths),
+        "max_abs_embedding_difference": float(check),
+        "bertforge_sentences_per_s": ours_rate,
+        "transformers_sentences_per_s": hf_rate,
+        "embed_ratio": ours_rate / hf_rate,
+        "bertforge_fill_mask_ms": 1000 * statistics.median(ours_latency),
+        "transformers_fill_mask_ms": 1000 * statistics.median(hf_latency),
     }
     result["fill_mask_ratio"] = result["transformers_fill_mask_ms"] / result["bertforge_fill_mask_ms"]
-    print(f"{len(texts)} sentences (mean {result['mean_words']:.1f} words), preset {args.preset}, {result['threads']} threads; "
-          f"max |embedding difference| {check:.1e}")
+    print(
+        f"{len(texts)} sentences (mean {result['mean_words']:.1f} words), preset {args.preset}, "
+        f"{result['threads']} threads; "
+        f"max |embedding difference| {check:.1e}"
+    )
     print("\n| measure | bertforge | transformers | ratio |\n|---|---:|---:|---:|")
     print(f"| embeddings, sentences/s | {ours_rate:,.0f} | {hf_rate:,.0f} | {result['embed_ratio']:.2f}× |")
-    print(f"| fill-mask latency, ms (median) | {result['bertforge_fill_mask_ms']:.2f} | {result['transformers_fill_mask_ms']:.2f} | "
-          f"{result['fill_mask_ratio']:.2f}× |")
+    print(
+        f"| fill-mask latency, ms (median) | {result['bertforge_fill_mask_ms']:.2f} | "
+        f"{result['transformers_fill_mask_ms']:.2f} | "
+        f"{result['fill_mask_ratio']:.2f}× |"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

@@ -27,8 +27,8 @@ from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
 from bertforge.checkpoint import TrainerState  # noqa: E402
 from bertforge.config import TrainConfig  # noqa: E402
 from bertforge.data import MaskingCollator, PretrainingDataset  # noqa: E402
-from bertforge.prepare import prepare  # noqa: E402
 from bertforge.demo import asset_path  # noqa: E402
+from bertforge.prepare import prepare  # noqa: E402
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer  # noqa: E402
 from bertforge.train import BatchPlan, Distributed, autocast, make_loader, resolve_precision  # noqa: E402
 
@@ -57,7 +57,9 @@ def main() -> None:
         rates = {}
         for workers in (0, 1):
             cfg = TrainConfig(batch_size=args.batch_size, seq_len=args.seq_len, num_workers=workers)
-            loader = iter(make_loader(BatchPlan(dataset, args.batch_size, Distributed(), 0), collator, TrainerState(), cfg, "cpu"))
+            loader = iter(
+                make_loader(BatchPlan(dataset, args.batch_size, Distributed(), 0), collator, TrainerState(), cfg, "cpu")
+            )
             next(loader)  # worker start-up is paid once per run, not per batch
             start = time.perf_counter()
             batches = [next(loader) for _ in range(args.batches)]
@@ -69,19 +71,36 @@ def main() -> None:
         for batch in batches[: args.train_steps + 2]:
             start = time.perf_counter()
             with autocast("cpu", precision):
-                loss = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"], batch["nsp_labels"]).loss
+                loss = model(
+                    batch["input_ids"],
+                    batch["token_type_ids"],
+                    batch["attention_mask"],
+                    batch["mlm_labels"],
+                    batch["nsp_labels"],
+                ).loss
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
             times.append(time.perf_counter() - start)
         consumed = 1 / (sum(times[2:]) / len(times[2:]))
-    result = {"preset": args.preset, "precision": precision, "loader_batches_per_s_0_workers": rates[0],
-              "loader_batches_per_s_1_worker": rates[1], "train_batches_per_s": consumed,
-              "headroom_0_workers": rates[0] / consumed, "headroom_1_worker": rates[1] / consumed}
-    print(f"| loader, 0 workers | loader, 1 worker | training consumes ({args.preset}, {precision}) | headroom (0 / 1 worker) |")
+    result = {
+        "preset": args.preset,
+        "precision": precision,
+        "loader_batches_per_s_0_workers": rates[0],
+        "loader_batches_per_s_1_worker": rates[1],
+        "train_batches_per_s": consumed,
+        "headroom_0_workers": rates[0] / consumed,
+        "headroom_1_worker": rates[1] / consumed,
+    }
+    print(
+        f"| loader, 0 workers | loader, 1 worker | training consumes ({args.preset}, {precision}) "
+        "| headroom (0 / 1 worker) |"
+    )
     print("|---:|---:|---:|---:|")
-    print(f"| {rates[0]:.1f} batches/s | {rates[1]:.1f} batches/s | {consumed:.2f} batches/s | "
-          f"{result['headroom_0_workers']:.0f}× / {result['headroom_1_worker']:.0f}× |")
+    print(
+        f"| {rates[0]:.1f} batches/s | {rates[1]:.1f} batches/s | {consumed:.2f} batches/s | "
+        f"{result['headroom_0_workers']:.0f}× / {result['headroom_1_worker']:.0f}× |"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

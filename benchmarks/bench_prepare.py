@@ -54,24 +54,63 @@ def main() -> None:
         scratch = Path(scratch)
         text = source.read_bytes()
         (scratch / "sample.txt").write_bytes(text[: 5 * 2**20])
-        subprocess.run([sys.executable, "-m", "bertforge", "tokenizer", "train", str(scratch / "sample.txt"), "--out", str(scratch / "tok"),
-                        "--vocab-size", "30522"], check=True, capture_output=True)
-        print("| corpus | prepare MB/s | raw encode_batch MB/s | share of ceiling | prepare peak RSS |\n|---|---:|---:|---:|---:|", flush=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertforge",
+                "tokenizer",
+                "train",
+                str(scratch / "sample.txt"),
+                "--out",
+                str(scratch / "tok"),
+                "--vocab-size",
+                "30522",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        print(
+            "| corpus | prepare MB/s | raw encode_batch MB/s | share of ceiling | prepare peak RSS |\n"
+            "|---|---:|---:|---:|---:|",
+            flush=True,
+        )
         for size in (int(s) for s in args.sizes.split(",")):
             corpus = scratch / f"corpus_{size}.txt"
             cut = text[: size * 2**20]
             corpus.write_bytes(cut[: cut.rfind(b"\n") + 1])
             megabytes = corpus.stat().st_size / 2**20
-            seconds, rss, _ = run([sys.executable, "-m", "bertforge", "prepare", str(corpus), "--tokenizer", str(scratch / "tok"),
-                                   "--out", str(scratch / f"data_{size}"), "--workers", str(args.workers)])
+            seconds, rss, _ = run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bertforge",
+                    "prepare",
+                    str(corpus),
+                    "--tokenizer",
+                    str(scratch / "tok"),
+                    "--out",
+                    str(scratch / f"data_{size}"),
+                    "--workers",
+                    str(args.workers),
+                ]
+            )
             _, _, raw_out = run([sys.executable, "-c", RAW, str(scratch / "tok"), str(corpus)])
             raw_seconds = float(raw_out.strip())
-            row = {"megabytes": megabytes, "prepare_mb_per_s": megabytes / seconds, "raw_encode_mb_per_s": megabytes / raw_seconds,
-                   "peak_rss_mb": rss, "workers": args.workers}
+            row = {
+                "megabytes": megabytes,
+                "prepare_mb_per_s": megabytes / seconds,
+                "raw_encode_mb_per_s": megabytes / raw_seconds,
+                "peak_rss_mb": rss,
+                "workers": args.workers,
+            }
             row["share_of_ceiling"] = row["prepare_mb_per_s"] / row["raw_encode_mb_per_s"]
             results.append(row)
-            print(f"| {megabytes:.0f} MB | {row['prepare_mb_per_s']:.2f} | {row['raw_encode_mb_per_s']:.2f} | "
-                  f"{row['share_of_ceiling']:.0%} | {rss:,.0f} MB |", flush=True)
+            print(
+                f"| {megabytes:.0f} MB | {row['prepare_mb_per_s']:.2f} | {row['raw_encode_mb_per_s']:.2f} | "
+                f"{row['share_of_ceiling']:.0%} | {rss:,.0f} MB |",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -28,21 +28,26 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gutenberg_batches, synthetic_batches  # noqa: E402
-
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
 from bertforge.flops import measure_peak_flops, training_flops_per_token  # noqa: E402
 from bertforge.model import IGNORE_INDEX  # noqa: E402
+
+from common import gutenberg_batches, synthetic_batches  # noqa: E402
 
 
 def hf_model(config: ModelConfig):
     import transformers
 
     hf_config = transformers.BertConfig(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_hidden_layers=config.num_layers,
-        num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size,
-        hidden_dropout_prob=config.hidden_dropout, attention_probs_dropout_prob=config.attention_dropout,
-        max_position_embeddings=config.max_position_embeddings, attn_implementation="sdpa",
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        num_hidden_layers=config.num_layers,
+        num_attention_heads=config.num_heads,
+        intermediate_size=config.intermediate_size,
+        hidden_dropout_prob=config.hidden_dropout,
+        attention_probs_dropout_prob=config.attention_dropout,
+        max_position_embeddings=config.max_position_embeddings,
+        attn_implementation="sdpa",
     )
     return transformers.BertForPreTraining(hf_config)
 
@@ -50,26 +55,43 @@ def hf_model(config: ModelConfig):
 def ours_step(model, precision: str):
     def forward(batch):
         with autocast(precision):
-            return model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"], batch["nsp_labels"]).loss
+            return model(
+                batch["input_ids"],
+                batch["token_type_ids"],
+                batch["attention_mask"],
+                batch["mlm_labels"],
+                batch["nsp_labels"],
+            ).loss
+
     return forward
 
 
 def ours_dense_head_step(model, precision: str):
     """The lever off: the MLM decoder at every position, loss over the labelled ones (what transformers does)."""
+
     def forward(batch):
         with autocast(precision):
             out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-            mlm = torch.nn.functional.cross_entropy(out.mlm_logits.flatten(0, 1).float(), batch["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX)
+            mlm = torch.nn.functional.cross_entropy(
+                out.mlm_logits.flatten(0, 1).float(), batch["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX
+            )
             nsp = torch.nn.functional.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"])
             return mlm + nsp
+
     return forward
 
 
 def hf_step(model, precision: str):
     def forward(batch):
         with autocast(precision):
-            return model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                         labels=batch["mlm_labels"], next_sentence_label=batch["nsp_labels"]).loss
+            return model(
+                input_ids=batch["input_ids"],
+                token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"],
+                labels=batch["mlm_labels"],
+                next_sentence_label=batch["nsp_labels"],
+            ).loss
+
     return forward
 
 
@@ -134,9 +156,14 @@ def bench_preset(preset: str, batches: list[dict], args, peak: float) -> dict:
     race([ours, theirs], batches, args.warmup, args.steps)
     flops = training_flops_per_token(config, args.seq_len, mask_fraction(batches))
     result = {
-        "preset": preset, "precision": args.precision, "batch_size": args.batch_size, "seq_len": args.seq_len,
-        "bertforge_tokens_per_s": ours.tokens_per_second(), "transformers_tokens_per_s": theirs.tokens_per_second(),
-        "bertforge_step_ms_median": 1000 * statistics.median(ours.times), "transformers_step_ms_median": 1000 * statistics.median(theirs.times),
+        "preset": preset,
+        "precision": args.precision,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "bertforge_tokens_per_s": ours.tokens_per_second(),
+        "transformers_tokens_per_s": theirs.tokens_per_second(),
+        "bertforge_step_ms_median": 1000 * statistics.median(ours.times),
+        "transformers_step_ms_median": 1000 * statistics.median(theirs.times),
     }
     result["ratio"] = result["bertforge_tokens_per_s"] / result["transformers_tokens_per_s"]
     result["bertforge_mfu"] = flops * result["bertforge_tokens_per_s"] / peak
@@ -151,24 +178,39 @@ def ablate(batches: list[dict], args, peak: float) -> list[dict]:
     variants = [
         Contender("bertforge (all levers)", BertForPreTraining(base), ours_step, args.precision),
         Contender("MLM head at every position", BertForPreTraining(base), ours_dense_head_step, args.precision),
-        Contender("vocabulary not padded to 64", BertForPreTraining(ModelConfig.preset("mini", vocab_size=30522, pad_vocab_multiple=1)),
-                  ours_step, args.precision),
+        Contender(
+            "vocabulary not padded to 64",
+            BertForPreTraining(ModelConfig.preset("mini", vocab_size=30522, pad_vocab_multiple=1)),
+            ours_step,
+            args.precision,
+        ),
         Contender("transformers (unfused QKV, dense head)", hf_model(base), hf_step, args.precision),
     ]
     if args.precision == "fp32":
         variants.append(Contender("bf16 autocast", BertForPreTraining(base), ours_step, "bf16"))
     if args.compile:
-        variants.append(Contender("torch.compile", BertForPreTraining(base), ours_step, args.precision, compile_model=True))
+        variants.append(
+            Contender("torch.compile", BertForPreTraining(base), ours_step, args.precision, compile_model=True)
+        )
     race(variants, batches, args.warmup, args.steps)
     reference = variants[0].tokens_per_second()
-    return [{"variant": v.name, "tokens_per_s": v.tokens_per_second(), "vs_default": v.tokens_per_second() / reference,
-             "first_step_s": v.compile_seconds} for v in variants]
+    return [
+        {
+            "variant": v.name,
+            "tokens_per_s": v.tokens_per_second(),
+            "vs_default": v.tokens_per_second() / reference,
+            "first_step_s": v.compile_seconds,
+        }
+        for v in variants
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--presets", default="tiny,mini,small")
-    parser.add_argument("--data", default="../shared/data/gutenberg", help="Gutenberg directory (synthetic batches if absent)")
+    parser.add_argument(
+        "--data", default="../shared/data/gutenberg", help="Gutenberg directory (synthetic batches if absent)"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=3)
@@ -188,21 +230,39 @@ def main() -> None:
             batches, source = synthetic_batches(args.batch_size, args.seq_len, 30522, n_batches=8), "synthetic"
     dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
     peak = measure_peak_flops("cpu", dtype, 2.0)
-    print(f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}; "
-          f"threads {torch.get_num_threads()}; measured {args.precision} matmul peak {peak / 1e9:.0f} GFLOP/s", flush=True)
-    results = {"source": source, "peak_gflops": peak / 1e9, "threads": torch.get_num_threads(), "presets": [], "ablation": []}
+    print(
+        f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}; "
+        f"threads {torch.get_num_threads()}; measured {args.precision} matmul peak {peak / 1e9:.0f} GFLOP/s",
+        flush=True,
+    )
+    results = {
+        "source": source,
+        "peak_gflops": peak / 1e9,
+        "threads": torch.get_num_threads(),
+        "presets": [],
+        "ablation": [],
+    }
     if args.ablate:
         results["ablation"] = ablate(batches, args, peak)
         print(f"\n| variant (mini, {args.precision}) | tokens/s | vs default | first step s |\n|---|---:|---:|---:|")
         for row in results["ablation"]:
-            print(f"| {row['variant']} | {row['tokens_per_s']:,.0f} | {row['vs_default']:.2f}× | {row['first_step_s']:.1f} |")
+            print(
+                f"| {row['variant']} | {row['tokens_per_s']:,.0f} | {row['vs_default']:.2f}× "
+                f"| {row['first_step_s']:.1f} |"
+            )
     else:
-        print("\n| preset | bertforge tokens/s | transformers tokens/s | ratio | bertforge MFU |\n|---|---:|---:|---:|---:|")
+        print(
+            "\n| preset | bertforge tokens/s | transformers tokens/s | ratio | bertforge MFU |"
+            "\n|---|---:|---:|---:|---:|"
+        )
         for preset in args.presets.split(","):
             r = bench_preset(preset, batches, args, peak)
             results["presets"].append(r)
-            print(f"| {preset} | {r['bertforge_tokens_per_s']:,.0f} | {r['transformers_tokens_per_s']:,.0f} | "
-                  f"{r['ratio']:.2f}× | {r['bertforge_mfu']:.1%} |", flush=True)
+            print(
+                f"| {preset} | {r['bertforge_tokens_per_s']:,.0f} | {r['transformers_tokens_per_s']:,.0f} | "
+                f"{r['ratio']:.2f}× | {r['bertforge_mfu']:.1%} |",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

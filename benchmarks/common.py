@@ -14,8 +14,15 @@ from bertforge.prepare import prepare
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
 
-def gutenberg_batches(data: Path, scratch: Path, batch_size: int, seq_len: int, n_batches: int, text_mb: float = 1.0,
-                      vocab_size: int = 30522):
+def gutenberg_batches(
+    data: Path,
+    scratch: Path,
+    batch_size: int,
+    seq_len: int,
+    n_batches: int,
+    text_mb: float = 1.0,
+    vocab_size: int = 30522,
+):
     """Batches from our own pipeline on the first `text_mb` MB of Gutenberg train.txt, or None without it."""
     source = data / "train.txt"
     if not source.is_file():

@@ -2,7 +2,8 @@
 
     # 1. pre-train the mini preset on Gutenberg for a fixed CPU budget
     bertforge tokenizer train ../shared/data/gutenberg/train.txt --out tok --vocab-size 30522
-    bertforge prepare ../shared/data/gutenberg/train.txt --tokenizer tok --out data --valid ../shared/data/gutenberg/valid.txt --workers 2
+    bertforge prepare ../shared/data/gutenberg/train.txt --tokenizer tok --out data \\
+        --valid ../shared/data/gutenberg/valid.txt --workers 2
     bertforge pretrain --data data --out run --preset mini --time-budget 40m --batch-size 32 --lr 5e-4
     # 2. fine-tune it and the same architecture from random weights
     python benchmarks/downstream.py --model run --glue ../shared/data/glue --out downstream
@@ -50,8 +51,11 @@ def paired_comparison(pretrained: Path, scratch: Path, examples) -> dict:
     ours, theirs = dev_correct(pretrained, examples), dev_correct(scratch, examples)
     only_pretrained = sum(a and not b for a, b in zip(ours, theirs))
     only_scratch = sum(b and not a for a, b in zip(ours, theirs))
-    return {"only_pretrained_right": only_pretrained, "only_scratch_right": only_scratch,
-            "mcnemar_p": mcnemar_p(only_pretrained, only_scratch)}
+    return {
+        "only_pretrained_right": only_pretrained,
+        "only_scratch_right": only_scratch,
+        "mcnemar_p": mcnemar_p(only_pretrained, only_scratch),
+    }
 
 
 def main() -> None:
@@ -72,25 +76,48 @@ def main() -> None:
         directory, text, pair, label = TASKS[task]
         glue = Path(args.glue) / directory
         for arm in ("pre-trained", "from scratch"):
-            cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, seed=args.seed,
-                                 from_scratch=arm == "from scratch", precision=args.precision, dropout=args.dropout)
+            cfg = FinetuneConfig(
+                epochs=args.epochs,
+                lr=args.lr,
+                batch_size=args.batch_size,
+                seed=args.seed,
+                from_scratch=arm == "from scratch",
+                precision=args.precision,
+                dropout=args.dropout,
+            )
             out = Path(args.out) / task / arm.replace(" ", "_")
             summary = finetune(args.model, str(glue / "train.tsv"), str(glue / "dev.tsv"), text, label, out, pair, cfg)
             best = summary["best"]
-            rows.append({"task": task, "arm": arm, "dev_accuracy": best["dev_accuracy"], "dev_f1": best.get("dev_f1"),
-                         "dev_mcc": best.get("dev_mcc"), "best_epoch": best["epoch"], "minutes": best["elapsed"] / 60})
+            rows.append(
+                {
+                    "task": task,
+                    "arm": arm,
+                    "dev_accuracy": best["dev_accuracy"],
+                    "dev_f1": best.get("dev_f1"),
+                    "dev_mcc": best.get("dev_mcc"),
+                    "best_epoch": best["epoch"],
+                    "minutes": best["elapsed"] / 60,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
         task_dir = Path(args.out) / task
         dev = read_examples(glue / "dev.tsv", text, label, pair)
-        rows[-2]["paired"] = paired_comparison(task_dir / "pre-trained" / "model", task_dir / "from_scratch" / "model", dev)
+        rows[-2]["paired"] = paired_comparison(
+            task_dir / "pre-trained" / "model", task_dir / "from_scratch" / "model", dev
+        )
         print(json.dumps({"task": task, **rows[-2]["paired"]}), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "results.json").write_text(json.dumps(rows, indent=2))
-    print("\n| task | model | dev accuracy | dev F1 | dev MCC | best epoch | McNemar p |\n|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "\n| task | model | dev accuracy | dev F1 | dev MCC | best epoch | McNemar p |"
+        "\n|---|---|---:|---:|---:|---:|---:|"
+    )
     for r in rows:
         p = f"{r['paired']['mcnemar_p']:.3f}" if "paired" in r else ""
-        print(f"| {r['task']} | {r['arm']} | {100 * r['dev_accuracy']:.1f} | {100 * (r['dev_f1'] or 0):.1f} | "
-              f"{r['dev_mcc'] or 0:.3f} | {r['best_epoch']} | {p} |")
+        print(
+            f"| {r['task']} | {r['arm']} | {100 * r['dev_accuracy']:.1f} | {100 * (r['dev_f1'] or 0):.1f} | "
+            f"{r['dev_mcc'] or 0:.3f} | {r['best_epoch']} | {p} |"
+        )
 
 
 if __name__ == "__main__":

@@ -14,18 +14,54 @@ import random
 from pathlib import Path
 
 STORIES = {
-    "cat": ["the cat sat on the mat.", "the cat chased a small mouse.", "the mouse ran under the old bed.",
-            "the cat waited by the bed.", "the cat drank some warm milk.", "then the cat slept on the mat."],
-    "dog": ["the dog slept on the rug.", "the dog woke up and barked.", "the dog ran into the garden.",
-            "the dog dug a hole in the garden.", "the dog found an old bone.", "the dog carried the bone to the rug."],
-    "river": ["the fisherman sat on the river bank.", "the river was calm and deep.", "he cast his line into the water.",
-              "a fish pulled on the line.", "he caught a big silver fish.", "he walked home along the river bank."],
-    "money": ["she walked to the bank in town.", "she deposited the money in the bank.", "the clerk counted the money twice.",
-              "the bank paid a little interest.", "she saved money for a new house.", "she left the bank with a receipt."],
-    "bird": ["the bird sang in the tree.", "the tree stood near the pond.", "the bird built a nest in the tree.",
-             "three eggs lay in the nest.", "the eggs hatched in the spring.", "the young birds flew over the pond."],
-    "royal": ["the king lived in a castle.", "the queen sat beside the king.", "the king and the queen ruled the land.",
-              "the people loved the kind queen.", "the king gave a great feast.", "the queen danced with the king."],
+    "cat": [
+        "the cat sat on the mat.",
+        "the cat chased a small mouse.",
+        "the mouse ran under the old bed.",
+        "the cat waited by the bed.",
+        "the cat drank some warm milk.",
+        "then the cat slept on the mat.",
+    ],
+    "dog": [
+        "the dog slept on the rug.",
+        "the dog woke up and barked.",
+        "the dog ran into the garden.",
+        "the dog dug a hole in the garden.",
+        "the dog found an old bone.",
+        "the dog carried the bone to the rug.",
+    ],
+    "river": [
+        "the fisherman sat on the river bank.",
+        "the river was calm and deep.",
+        "he cast his line into the water.",
+        "a fish pulled on the line.",
+        "he caught a big silver fish.",
+        "he walked home along the river bank.",
+    ],
+    "money": [
+        "she walked to the bank in town.",
+        "she deposited the money in the bank.",
+        "the clerk counted the money twice.",
+        "the bank paid a little interest.",
+        "she saved money for a new house.",
+        "she left the bank with a receipt.",
+    ],
+    "bird": [
+        "the bird sang in the tree.",
+        "the tree stood near the pond.",
+        "the bird built a nest in the tree.",
+        "three eggs lay in the nest.",
+        "the eggs hatched in the spring.",
+        "the young birds flew over the pond.",
+    ],
+    "royal": [
+        "the king lived in a castle.",
+        "the queen sat beside the king.",
+        "the king and the queen ruled the land.",
+        "the people loved the kind queen.",
+        "the king gave a great feast.",
+        "the queen danced with the king.",
+    ],
 }
 
 

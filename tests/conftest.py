@@ -1,8 +1,13 @@
-"""Shared fixtures: a small corpus written here and tokenizers trained on it (no downloads)."""
+"""Shared fixtures and helpers: a small corpus written here, tokenizers trained on it (no downloads),
+the command line run as a user runs it, and the flags of a tiny, fast model."""
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +15,16 @@ from bertforge.tokenizer import train_tokenizer
 
 SUBJECTS = ["the cat", "the dog", "a bird", "my friend", "the teacher", "an old man", "the child", "her brother"]
 VERBS = ["sat on", "looked at", "walked to", "painted", "found", "cleaned", "watched", "carried"]
-OBJECTS = ["the mat", "the river bank", "the red house", "a small boat", "the garden", "the money", "a green chair", "the window"]
+OBJECTS = [
+    "the mat",
+    "the river bank",
+    "the red house",
+    "a small boat",
+    "the garden",
+    "the money",
+    "a green chair",
+    "the window",
+]
 
 
 def make_documents(n_docs: int = 40, sentences: int = 8, seed: int = 0) -> list[list[str]]:
@@ -40,3 +54,52 @@ def wordpiece_tokenizer(documents):
 @pytest.fixture(scope="session")
 def word_tokenizer(documents):
     return train_tokenizer((s for doc in documents for s in doc), kind="word", vocab_size=200, min_frequency=1)
+
+
+# A model small enough to train for dozens of steps in seconds, and the run flags that go with it.
+TINY_MODEL = [
+    "--preset",
+    "tiny",
+    "--hidden-size",
+    "32",
+    "--num-heads",
+    "2",
+    "--intermediate-size",
+    "64",
+    "--num-layers",
+    "2",
+    "--max-position-embeddings",
+    "64",
+]
+TINY_RUN = ["--seq-len", "64", "--precision", "fp32", "--num-workers", "0", "--quiet"]
+
+
+def bertforge(*args, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m bertforge ARGS`, as a user would run it; the caller checks the outcome."""
+    return subprocess.run(
+        [sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True, **kwargs
+    )
+
+
+def bertforge_ok(*args, **kwargs) -> subprocess.CompletedProcess:
+    """`bertforge(...)` that must succeed; a failure shows its stderr."""
+    done = bertforge(*args, **kwargs)
+    if done.returncode != 0:
+        raise AssertionError(f"bertforge {' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return done
+
+
+def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    """Exit code 2, no traceback, and one line on stderr (warnings aside) holding every fragment."""
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = [line for line in done.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def train_metrics(run_dir: Path, split: str = "train") -> list[dict]:
+    """The records of one split in a run's metrics.jsonl."""
+    return [
+        r for r in map(json.loads, (Path(run_dir) / "metrics.jsonl").read_text().splitlines()) if r["split"] == split
+    ]

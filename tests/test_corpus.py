@@ -36,7 +36,7 @@ def test_jsonl_field_and_doc_field(tmp_path):
     path = tmp_path / "a.jsonl"
     rows = [{"text": "a1", "doc": 1}, {"text": "a2", "doc": 1}, {"text": "b1", "doc": 2}]
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    assert documents_of(read_paragraphs([path], CorpusOptions(doc_field="doc"))) == [["a1", "a2"], ["b1"]]
+    assert documents_of(read_paragraphs([path], CorpusOptions(doc_column="doc"))) == [["a1", "a2"], ["b1"]]
     assert documents_of(read_paragraphs([path])) == [["a1"], ["a2"], ["b1"]]
 
 
@@ -54,12 +54,15 @@ def test_csv_and_tsv_columns_and_gzip(tmp_path):
     csv_path = tmp_path / "a.csv.gz"
     with gzip.open(csv_path, "wt", encoding="utf-8") as f:
         f.write('id,body\n1,"first, with a comma"\n2,second\n')
-    assert [p.text for p in read_paragraphs([csv_path], CorpusOptions(column="body"))] == ["first, with a comma", "second"]
+    assert [p.text for p in read_paragraphs([csv_path], CorpusOptions(text_column="body"))] == [
+        "first, with a comma",
+        "second",
+    ]
     tsv_path = tmp_path / "b.tsv"
     tsv_path.write_text("\ufeffsentence\tlabel\nhello there\t1\n", encoding="utf-8")  # with a byte-order mark
-    assert [p.text for p in read_paragraphs([tsv_path], CorpusOptions(column="sentence"))] == ["hello there"]
+    assert [p.text for p in read_paragraphs([tsv_path], CorpusOptions(text_column="sentence"))] == ["hello there"]
     with pytest.raises(UserError, match="no column 'text'"):
-        list(read_paragraphs([tsv_path], CorpusOptions(column="text")))
+        list(read_paragraphs([tsv_path], CorpusOptions(text_column="text")))
 
 
 def test_directories_are_read_recursively(tmp_path):
@@ -101,7 +104,9 @@ def test_missing_path_binary_file_and_empty_directory(tmp_path):
 
 
 def test_html_cleaning():
-    raw = '<p>Hello&nbsp;<b>world</b> &amp; friends.</p><script>var x = 1;</script> See https://example.com/page now.\x07'
+    raw = (
+        "<p>Hello&nbsp;<b>world</b> &amp; friends.</p><script>var x = 1;</script> See https://example.com/page now.\x07"
+    )
     assert clean_text(raw, "html") == "Hello world & friends. See now."
     assert clean_text("tab\tand\x00nul") == "tab and nul"
 
@@ -124,3 +129,38 @@ def test_html_cleaning():
 )
 def test_sentence_splitting_tricky_cases(text, expected):
     assert split_sentences(text) == expected
+
+
+def test_a_headerless_table_keeps_its_first_row(tmp_path):
+    """--text-column 0 means "no header": row 1 is text, not a header to skip."""
+    for name, delimiter in (("a.tsv", "\t"), ("a.csv", ",")):
+        path = tmp_path / name
+        path.write_text(f"1{delimiter}first row.\n2{delimiter}second row.\n", encoding="utf-8")
+        assert documents_of(read_paragraphs([path], CorpusOptions(text_column="1"))) == [
+            ["first row."],
+            ["second row."],
+        ]
+
+
+def test_compressed_files_read_like_plain_ones(tmp_path):
+    import bz2
+    import lzma
+
+    text = "one.\ntwo.\n\nthree.\n"
+    (tmp_path / "plain.txt").write_text(text, encoding="utf-8")
+    expected = documents_of(read_paragraphs([tmp_path / "plain.txt"]))
+    for suffix, opener in ((".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)):
+        path = tmp_path / f"c.txt{suffix}"
+        with opener(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+        assert documents_of(read_paragraphs([path])) == expected, suffix
+    (tmp_path / "broken.txt.xz").write_bytes(b"not xz at all")
+    with pytest.raises(UserError, match="broken.txt.xz"):
+        list(read_paragraphs([tmp_path / "broken.txt.xz"]))
+
+
+def test_a_table_row_without_the_column_names_its_line(tmp_path):
+    path = tmp_path / "a.tsv"
+    path.write_text("id\ttext\n1\tfine.\n2\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.tsv:3: row has 1 columns, column 'text' is missing"):
+        list(read_paragraphs([path]))

@@ -11,9 +11,12 @@ import warnings
 import numpy as np
 import pytest
 
-from bertforge.data import IS_NEXT, NOT_NEXT, MaskingCollator, MaskingConfig, PretrainingDataset
-from bertforge.prepare import data_stats, prepare, prepare_pairs
+from bertforge.corpus import CorpusOptions
+from bertforge.data import MaskingCollator, MaskingConfig, PretrainingDataset
+from bertforge.datadir import data_stats
+from bertforge.labels import IS_NEXT, NOT_NEXT
 from bertforge.model import IGNORE_INDEX
+from bertforge.prepare import prepare
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
 from conftest import make_documents, write_corpus
@@ -55,8 +58,21 @@ def test_prepare_writes_uint16_memmap_whole_document_split_and_meta(prepared):
 def test_prepare_with_two_workers_writes_identical_bytes(prepared, tmp_path):
     root, _ = prepared
     for workers in (1, 2):
-        prepare([root / "corpus.txt"], root / "tok", tmp_path / f"w{workers}", valid_fraction=0.1, workers=workers, progress=False)
-    for name in ("train/tokens.bin", "train/sentence_offsets.bin", "train/document_offsets.bin", "valid/tokens.bin", "meta.json"):
+        prepare(
+            [root / "corpus.txt"],
+            root / "tok",
+            tmp_path / f"w{workers}",
+            valid_fraction=0.1,
+            workers=workers,
+            progress=False,
+        )
+    for name in (
+        "train/tokens.bin",
+        "train/sentence_offsets.bin",
+        "train/document_offsets.bin",
+        "valid/tokens.bin",
+        "meta.json",
+    ):
         assert (tmp_path / "w1" / name).read_bytes() == (tmp_path / "w2" / name).read_bytes(), name
 
 
@@ -84,7 +100,9 @@ def test_nsp_statistics_and_layout(prepared, wordpiece_tokenizer):
             # A and B, before trimming, are exactly these sentences; trimming only removes tokens at the ends.
             a_tokens = x.input_ids[1 : seps[0]]
             full_a = dataset.store.sentence_range_tokens(a_first, a_end)
-            assert any(np.array_equal(full_a[s : s + len(a_tokens)], a_tokens) for s in range(len(full_a) - len(a_tokens) + 1))
+            assert any(
+                np.array_equal(full_a[s : s + len(a_tokens)], a_tokens) for s in range(len(full_a) - len(a_tokens) + 1)
+            )
     n = len(labels)
     assert n > 1000
     assert within_binomial(labels.count(IS_NEXT), n, 0.5)
@@ -112,8 +130,12 @@ def test_masking_statistics_over_ten_thousand_sequences(prepared):
         dataset.set_epoch(epoch)
         for start in range(0, len(dataset), 64):
             batch = collator([dataset[i] for i in range(start, min(start + 64, len(dataset)))])
-            originals = np.stack([np.pad(dataset[i].input_ids, (0, batch["input_ids"].shape[1] - len(dataset[i].input_ids)))
-                                  for i in range(start, min(start + 64, len(dataset)))])
+            originals = np.stack(
+                [
+                    np.pad(dataset[i].input_ids, (0, batch["input_ids"].shape[1] - len(dataset[i].input_ids)))
+                    for i in range(start, min(start + 64, len(dataset)))
+                ]
+            )
             labels = batch["mlm_labels"].numpy()
             shown = batch["input_ids"].numpy()
             where = labels != IGNORE_INDEX
@@ -199,7 +221,14 @@ def test_explicit_pairs(tmp_path, wordpiece_tokenizer):
     rows = [f"the cat sat on mat {i}.\tthe dog looked at the window {i}." for i in range(100)]
     (tmp_path / "pairs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     save_tokenizer(wordpiece_tokenizer, tmp_path / "tok")
-    meta = prepare_pairs(tmp_path / "pairs.tsv", tmp_path / "tok", tmp_path / "data", ("0", "1"), valid_fraction=0.1)
+    meta = prepare(
+        [tmp_path / "pairs.tsv"],
+        tmp_path / "tok",
+        tmp_path / "data",
+        valid_fraction=0.1,
+        options=CorpusOptions(text_column="0", pair_column="1"),
+        progress=False,
+    )
     assert meta["pairs"] and meta["splits"]["train"]["documents"] == 90
     dataset = dataset_for(tmp_path / "data", wordpiece_tokenizer)
     labels = []
@@ -212,8 +241,12 @@ def test_explicit_pairs(tmp_path, wordpiece_tokenizer):
 
 def test_data_show_jsonl_from_the_outside(prepared):
     root, tokenizer = prepared
-    done = subprocess.run([sys.executable, "-m", "bertforge", "data", "show", str(root / "data"), "--n", "20", "--jsonl"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bertforge", "data", "show", str(root / "data"), "--n", "20", "--jsonl"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     records = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(records) == 20
     for r in records:
@@ -224,8 +257,12 @@ def test_data_show_jsonl_from_the_outside(prepared):
                 assert tokenizer.token_to_id(token) == label
             else:
                 assert tokenizer.id_to_token(shown) == token
-    human = subprocess.run([sys.executable, "-m", "bertforge", "data", "show", str(root / "data"), "--n", "2"],
-                           capture_output=True, text=True, check=True).stdout
+    human = subprocess.run(
+        [sys.executable, "-m", "bertforge", "data", "show", str(root / "data"), "--n", "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "A: " in human and "B: " in human and "→" in human
 
 
@@ -233,8 +270,11 @@ def test_prepared_tokens_equal_encoding_each_sentence(tmp_path, wordpiece_tokeni
     """prepare encodes whole paragraphs and cuts at sentence offsets: it must equal encoding sentence by sentence."""
     from bertforge.corpus import split_sentences
 
-    paragraphs = ["Mr. Smith sat on the mat. The dog (a big one) found 3.5 bones!", "我爱北京。天安门很大！ The end.",
-                  "Caf\u00e9 cr\u00e8me... \"Really?\" she asked. Yes."]
+    paragraphs = [
+        "Mr. Smith sat on the mat. The dog (a big one) found 3.5 bones!",
+        "我爱北京。天安门很大！ The end.",
+        'Caf\u00e9 cr\u00e8me... "Really?" she asked. Yes.',
+    ]
     (tmp_path / "c.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
     save_tokenizer(wordpiece_tokenizer, tmp_path / "tok")
     with pytest.warns(UserWarning, match="no held-out documents"):
@@ -245,3 +285,105 @@ def test_prepared_tokens_equal_encoding_each_sentence(tmp_path, wordpiece_tokeni
     tokens = np.fromfile(tmp_path / "data" / "train" / "tokens.bin", dtype=np.uint16)
     offsets = np.fromfile(tmp_path / "data" / "train" / "sentence_offsets.bin", dtype=np.int64)
     assert [tokens[offsets[i] : offsets[i + 1]].tolist() for i in range(len(offsets) - 1)] == expected
+
+
+def test_the_held_out_split_never_exceeds_its_share(tmp_path, wordpiece_tokenizer):
+    """Whole documents of very different sizes: the held-out share stays at or under --valid-fraction."""
+    rng = np.random.default_rng(0)
+    docs = [make_documents(n_docs=1, sentences=int(n), seed=i)[0] for i, n in enumerate(rng.integers(2, 60, 30))]
+    write_corpus(tmp_path / "c.txt", docs)
+    save_tokenizer(wordpiece_tokenizer, tmp_path / "tok")
+    for fraction in (0.05, 0.2):
+        meta = prepare(
+            [tmp_path / "c.txt"], tmp_path / "tok", tmp_path / f"d{fraction}", valid_fraction=fraction, progress=False
+        )
+        splits = meta["splits"]
+        total = splits["train"]["tokens"] + splits["valid"]["tokens"]
+        assert 0 < splits["valid"]["tokens"] <= fraction * total
+        assert splits["train"]["documents"] + splits["valid"]["documents"] == 30
+        assert splits["train"]["sentences"] + splits["valid"]["sentences"] == sum(len(d) for d in docs)
+    # Two documents, each far over the share: one is still held out, and a warning says how much.
+    write_corpus(tmp_path / "two.txt", make_documents(n_docs=2, sentences=10, seed=3))
+    with pytest.warns(UserWarning, match="held out the last one"):
+        meta = prepare([tmp_path / "two.txt"], tmp_path / "tok", tmp_path / "two", valid_fraction=0.05, progress=False)
+    assert meta["splits"]["valid"]["documents"] == 1 and meta["splits"]["train"]["documents"] == 1
+
+
+def test_explicit_pairs_stream_from_compressed_tables_with_held_out_files(tmp_path, wordpiece_tokenizer):
+    import gzip
+
+    lines = [f"the cat sat on mat {i}.\tthe dog looked at the window {i}.\n" for i in range(60)]
+    rows = "".join(lines)
+    with gzip.open(tmp_path / "pairs.tsv.gz", "wt", encoding="utf-8") as f:
+        f.write("question\tanswer\n" + rows)
+    (tmp_path / "held.tsv").write_text("question\tanswer\n" + "".join(lines[:10]), encoding="utf-8")
+    save_tokenizer(wordpiece_tokenizer, tmp_path / "tok")
+    options = CorpusOptions(text_column="question", pair_column="answer")
+    one = prepare(
+        [tmp_path / "pairs.tsv.gz"],
+        tmp_path / "tok",
+        tmp_path / "one",
+        valid_files=[tmp_path / "held.tsv"],
+        options=options,
+        progress=False,
+    )
+    prepare(
+        [tmp_path / "pairs.tsv.gz"],
+        tmp_path / "tok",
+        tmp_path / "two",
+        valid_files=[tmp_path / "held.tsv"],
+        options=options,
+        workers=2,
+        progress=False,
+    )
+    assert one["pairs"] and one["splits"]["train"] == {
+        "documents": 60,
+        "sentences": 120,
+        "tokens": one["splits"]["train"]["tokens"],
+    }
+    assert one["splits"]["valid"]["documents"] == 10
+    for name in ("train/tokens.bin", "train/sentence_offsets.bin", "valid/tokens.bin"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+
+
+def test_sentence_order_prediction_swaps_half_the_pairs(prepared):
+    root, tokenizer = prepared
+    dataset = dataset_for(root / "data", tokenizer, max_seq_len=64, pair_objective="sop")
+    ids = special_ids(tokenizer)
+    swapped = 0
+    for index in range(len(dataset)):
+        x = dataset[index]
+        a_first, a_end, b_first, b_end, _ = dataset.plan[index]
+        assert b_first == a_end and x.a_doc == x.b_doc  # always consecutive text from one document
+        first_sep = int(np.flatnonzero(x.input_ids == ids.sep)[0])
+        segment_a = x.input_ids[1:first_sep]
+        text_a = dataset.store.sentence_range_tokens(a_first, a_end)
+        in_order = any(
+            np.array_equal(text_a[s : s + len(segment_a)], segment_a) for s in range(len(text_a) - len(segment_a) + 1)
+        )
+        assert x.nsp_label == (0 if in_order else 1)  # 0 = in order, 1 = swapped
+        swapped += x.nsp_label
+    assert within_binomial(swapped, len(dataset), 0.5)
+
+
+def test_packed_windows_are_full_length_and_cover_the_stream(prepared):
+    """No pair objective: [CLS] window [SEP], each seq_len long, documents joined by [SEP], nothing lost."""
+    from bertforge.data import PackedDataset
+
+    root, tokenizer = prepared
+    ids = special_ids(tokenizer)
+    dataset = PackedDataset(root / "data", "train", max_seq_len=32, seed=0, cls_id=ids.cls, sep_id=ids.sep)
+    store = dataset.store
+    stream = np.concatenate(
+        [
+            np.append(store.sentence_range_tokens(store.document_offsets[d], store.document_offsets[d + 1]), ids.sep)
+            for d in range(store.num_documents)
+        ]
+    )
+    for epoch in (0, 1):
+        windows = [dataset[(epoch, i)] for i in range(dataset.num_instances(epoch))]
+        assert all(len(w.input_ids) == 32 and w.input_ids[0] == ids.cls and w.input_ids[-1] == ids.sep for w in windows)
+        body = np.concatenate([w.input_ids[1:-1] for w in windows])
+        start = dataset._offset(epoch)
+        assert np.array_equal(body, stream[start : start + len(body)])
+        assert len(stream) - start - len(body) < 30  # only the tail shorter than a window is left out

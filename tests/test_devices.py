@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig, TrainConfig
+from bertforge import BertForPreTraining, ModelConfig
 from bertforge.errors import UserError
-from bertforge.train import autocast, build_optimizer, resolve_device, resolve_precision
+from bertforge.optim import build_optimizer
+from bertforge.runtime import autocast, resolve_device, resolve_precision
 
 
 @pytest.mark.parametrize("bf16, expected", [(True, "bf16"), (False, "fp16")])
@@ -17,9 +18,9 @@ def test_auto_precision_on_cuda(monkeypatch, bf16, expected):
 
 
 def test_auto_precision_on_cpu_follows_the_measurement(monkeypatch):
-    monkeypatch.setattr("bertforge.train.cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr("bertforge.runtime.cpu_has_fast_bf16", lambda: False)
     assert resolve_precision("auto", "cpu") == "fp32"
-    monkeypatch.setattr("bertforge.train.cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr("bertforge.runtime.cpu_has_fast_bf16", lambda: True)
     assert resolve_precision("auto", "cpu") == "bf16"
     with pytest.raises(UserError, match="fp16 needs CUDA"):
         resolve_precision("fp16", "cpu")
@@ -35,20 +36,24 @@ def test_device_resolution(monkeypatch):
 
 
 def test_optimizer_groups_and_fused_flag():
-    model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
-    optimizer = build_optimizer(model, TrainConfig(weight_decay=0.01), "cuda:0")
+    model = BertForPreTraining(
+        ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    )
+    optimizer = build_optimizer(model, "cuda:0", lr=1e-4, weight_decay=0.01)
     decay, no_decay = optimizer.param_groups
     assert optimizer.defaults["fused"] is True
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
     n_unique = len({id(p) for p in model.parameters()})
     assert len(decay["params"]) + len(no_decay["params"]) == n_unique  # the tied decoder weight once
-    assert build_optimizer(model, TrainConfig(), "cpu").defaults["fused"] is False
+    assert build_optimizer(model, "cpu", lr=1e-4, weight_decay=0.01).defaults["fused"] is False
 
 
 def test_bf16_autocast_runs_the_model_and_keeps_fp32_losses():
     torch.manual_seed(0)
-    model = BertForPreTraining(ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32))
+    model = BertForPreTraining(
+        ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    )
     ids = torch.randint(5, 50, (2, 8))
     labels = torch.full((2, 8), -100)
     labels[:, 2] = ids[:, 2]

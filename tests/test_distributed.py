@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -10,11 +9,20 @@ import sys
 
 import pytest
 
-from conftest import make_documents, write_corpus
+from conftest import TINY_MODEL, TINY_RUN, make_documents, train_metrics, write_corpus
 
-COMMON = ["--preset", "tiny", "--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "2",
-          "--max-position-embeddings", "64", "--seq-len", "64", "--precision", "fp32", "--num-workers", "0",
-          "--hidden-dropout", "0", "--attention-dropout", "0", "--eval-every", "0", "--log-every", "1", "--quiet"]
+COMMON = [
+    *TINY_MODEL,
+    *TINY_RUN,
+    "--hidden-dropout",
+    "0",
+    "--attention-dropout",
+    "0",
+    "--eval-every",
+    "0",
+    "--log-every",
+    "1",
+]
 KEYS = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "grad_norm", "lr", "tokens")
 
 
@@ -23,14 +31,19 @@ def run(nproc: int, *args) -> None:
     if nproc == 1:
         command = [sys.executable, "-m", "bertforge", "pretrain", *map(str, args)]
     else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                   "-m", "bertforge", "pretrain", *map(str, args)]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            "-m",
+            "bertforge",
+            "pretrain",
+            *map(str, args),
+        ]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-
-
-def train_metrics(run_dir):
-    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["split"] == "train"]
 
 
 def assert_same_trajectory(a, b):
@@ -44,10 +57,39 @@ def assert_same_trajectory(a, b):
 def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
     write_corpus(root / "corpus.txt", make_documents(n_docs=60, sentences=8, seed=11))
-    subprocess.run([sys.executable, "-m", "bertforge", "tokenizer", "train", root / "corpus.txt", "--out", root / "tok",
-                    "--vocab-size", "120", "--min-frequency", "1"], check=True, capture_output=True)
-    subprocess.run([sys.executable, "-m", "bertforge", "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertforge",
+            "tokenizer",
+            "train",
+            root / "corpus.txt",
+            "--out",
+            root / "tok",
+            "--vocab-size",
+            "120",
+            "--min-frequency",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertforge",
+            "prepare",
+            root / "corpus.txt",
+            "--tokenizer",
+            root / "tok",
+            "--out",
+            root / "data",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return root
 
 
@@ -73,5 +115,20 @@ def test_gradient_accumulation_matches_the_whole_batch(data_dir):
     data = data_dir / "data"
     whole, accumulated = data_dir / "whole", data_dir / "accumulated"
     run(1, "--data", data, "--out", whole, *COMMON, "--batch-size", "16", "--max-steps", "4", "--save-every", "0")
-    run(1, "--data", data, "--out", accumulated, *COMMON, "--batch-size", "8", "--grad-accum", "2", "--max-steps", "4", "--save-every", "0")
+    run(
+        1,
+        "--data",
+        data,
+        "--out",
+        accumulated,
+        *COMMON,
+        "--batch-size",
+        "8",
+        "--grad-accum",
+        "2",
+        "--max-steps",
+        "4",
+        "--save-every",
+        "0",
+    )
     assert_same_trajectory(train_metrics(whole), train_metrics(accumulated))

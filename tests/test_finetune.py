@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig
+from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.finetune import Classifier, FinetuneConfig, classification_metrics, finetune
+
+from conftest import bertforge
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -23,9 +23,17 @@ PLACES = ["the mat", "the river bank", "the garden", "the window"]
 def pretrained(tmp_path_factory, wordpiece_tokenizer):
     directory = tmp_path_factory.mktemp("pretrained") / "model"
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=48, num_layers=2, num_heads=4,
-                         intermediate_size=96, max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)
-    BertForPreTraining(config).save_pretrained(directory, wordpiece_tokenizer)
+    config = ModelConfig(
+        vocab_size=wordpiece_tokenizer.get_vocab_size(),
+        hidden_size=48,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=64,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
+    save_model(BertForPreTraining(config), directory, wordpiece_tokenizer)
     return directory
 
 
@@ -34,7 +42,7 @@ def write_tsv(path, header, rows):
 
 
 def fast(**overrides) -> FinetuneConfig:
-    values = dict(epochs=25, lr=3e-3, batch_size=16, max_seq_len=64, warmup=0.05, device="cpu")
+    values = dict(epochs=25, lr=3e-3, batch_size=16, seq_len=64, warmup=0.05, device="cpu")
     values.update(overrides)
     return FinetuneConfig(**values)
 
@@ -53,8 +61,16 @@ def test_single_sentence_task_is_learned_completely(pretrained, tmp_path):
         rows.append((f"{subject} sat on {rng.choice(PLACES)}.", kind))
     write_tsv(tmp_path / "train.tsv", ["sentence", "label"], rows)
     write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], rows[:10])
-    summary = finetune(pretrained, tmp_path / "train.tsv", tmp_path / "dev.tsv", "sentence", "label", tmp_path / "out",
-                       cfg=fast(), progress=False)
+    summary = finetune(
+        pretrained,
+        tmp_path / "train.tsv",
+        tmp_path / "dev.tsv",
+        "sentence",
+        "label",
+        tmp_path / "out",
+        cfg=fast(),
+        progress=False,
+    )
     assert summary["labels"] == ["animal", "person"]
     assert train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], None, [r[1] for r in rows]) == 1.0
     lines = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
@@ -70,20 +86,50 @@ def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):
         person = f"{rng.choice(PEOPLE)} looked at {rng.choice(PLACES)}."
         rows.append((animal, person, "first") if rng.random() < 0.5 else (person, animal, "second"))
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"a": a, "b": b, "y": y}) + "\n" for a, b, y in rows))
-    summary = finetune(pretrained, tmp_path / "train.jsonl", tmp_path / "train.jsonl", "a", "y", tmp_path / "out",
-                       pair_column="b", cfg=fast(), progress=False)
+    summary = finetune(
+        pretrained,
+        tmp_path / "train.jsonl",
+        tmp_path / "train.jsonl",
+        "a",
+        "y",
+        tmp_path / "out",
+        pair_column="b",
+        cfg=fast(),
+        progress=False,
+    )
     assert summary["best"]["dev_accuracy"] == 1.0
-    assert train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]) == 1.0
+    assert (
+        train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+        == 1.0
+    )
 
 
 def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp_path):
     rows = [("the cat sat.", "a"), ("my friend sat.", "b")] * 8
     write_tsv(tmp_path / "t.tsv", ["s", "l"], rows)
-    finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "s", "l", tmp_path / "scratch", cfg=fast(epochs=1, from_scratch=True), progress=False)
-    finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "s", "l", tmp_path / "pre", cfg=fast(epochs=1, lr=1e-9), progress=False)
+    finetune(
+        pretrained,
+        tmp_path / "t.tsv",
+        tmp_path / "t.tsv",
+        "s",
+        "l",
+        tmp_path / "scratch",
+        cfg=fast(epochs=1, from_scratch=True),
+        progress=False,
+    )
+    finetune(
+        pretrained,
+        tmp_path / "t.tsv",
+        tmp_path / "t.tsv",
+        "s",
+        "l",
+        tmp_path / "pre",
+        cfg=fast(epochs=1, lr=1e-9),
+        progress=False,
+    )
     scratch = Classifier(tmp_path / "scratch" / "model").model.state_dict()
     pre = Classifier(tmp_path / "pre" / "model").model.state_dict()
-    original = BertForPreTraining.from_pretrained(pretrained).state_dict()
+    original = load_model(BertForPreTraining, pretrained).state_dict()
     assert scratch.keys() - {"classifier.weight", "classifier.bias"} <= original.keys()
     word = "bert.embeddings.token.weight"
     torch.testing.assert_close(pre[word], original[word], rtol=1e-4, atol=1e-6)  # started from the pre-trained weights
@@ -91,7 +137,7 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
 
 
 def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
-    """A model pre-trained without dropout is fine-tuned with it: the training passes are stochastic, and the saved config says so."""
+    """A model pre-trained without dropout is fine-tuned with it: training passes are stochastic; the config says so."""
     from bertforge.finetune import load_classifier
     from bertforge.model import set_dropout
 
@@ -103,16 +149,38 @@ def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
     assert not torch.equal(model(input_ids)[0], model(input_ids)[0])
     rows = [("the cat sat.", "a"), ("my friend sat.", "b")] * 8
     write_tsv(tmp_path / "t.tsv", ["s", "l"], rows)
-    finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "s", "l", tmp_path / "out", cfg=fast(epochs=1, dropout=0.2), progress=False)
+    finetune(
+        pretrained,
+        tmp_path / "t.tsv",
+        tmp_path / "t.tsv",
+        "s",
+        "l",
+        tmp_path / "out",
+        cfg=fast(epochs=1, dropout=0.2),
+        progress=False,
+    )
     saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text())
     assert saved["hidden_dropout_prob"] == 0.2 and saved["attention_probs_dropout_prob"] == 0.2
 
 
 def test_label_mapping_round_trips_and_transformers_agrees(pretrained, tmp_path):
     transformers = pytest.importorskip("transformers")
-    rows = [("the cat sat on the mat.", "positive"), ("my friend sat on the window.", "negative"), ("a bird sat.", "neutral")] * 6
+    rows = [
+        ("the cat sat on the mat.", "positive"),
+        ("my friend sat on the window.", "negative"),
+        ("a bird sat.", "neutral"),
+    ] * 6
     write_tsv(tmp_path / "t.tsv", ["text", "label"], rows)
-    finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "text", "label", tmp_path / "out", cfg=fast(epochs=3), progress=False)
+    finetune(
+        pretrained,
+        tmp_path / "t.tsv",
+        tmp_path / "t.tsv",
+        "text",
+        "label",
+        tmp_path / "out",
+        cfg=fast(epochs=3),
+        progress=False,
+    )
     model_dir = tmp_path / "out" / "model"
     config = json.loads((model_dir / "config.json").read_text())
     assert config["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
@@ -126,7 +194,9 @@ def test_label_mapping_round_trips_and_transformers_agrees(pretrained, tmp_path)
         reference = theirs(**batch).logits.softmax(-1).numpy()
     results = ours.classify(texts)
     for r, probs in zip(results, reference):
-        assert [r["probabilities"][label] for label in ("negative", "neutral", "positive")] == pytest.approx(probs.tolist(), abs=1e-5)
+        assert [r["probabilities"][label] for label in ("negative", "neutral", "positive")] == pytest.approx(
+            probs.tolist(), abs=1e-5
+        )
     pipe = transformers.pipeline("text-classification", model=str(model_dir))
     assert [p["label"] for p in pipe(texts)] == [r["label"] for r in results]
 
@@ -140,19 +210,63 @@ def test_metrics():
     assert m["macro_f1"] == pytest.approx((0.8 + 0.8) / 2)
 
 
-def bertforge(*args):
-    return subprocess.run([sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True)
-
-
 def test_error_paths_exit_2_with_one_line(pretrained, tmp_path):
     write_tsv(tmp_path / "train.tsv", ["sentence", "label"], [("the cat sat.", "0"), ("my friend sat.", "1")])
     write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], [("the cat sat.", "2")])
     (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")
     cases = [
-        (["--train", tmp_path / "train.tsv", "--dev", tmp_path / "train.tsv", "--text-column", "text", "--label-column", "label"], "no column 'text'"),
-        (["--train", tmp_path / "train.tsv", "--dev", tmp_path / "dev.tsv", "--text-column", "sentence", "--label-column", "label"], "label '2'"),
-        (["--train", tmp_path / "empty.tsv", "--dev", tmp_path / "dev.tsv", "--text-column", "sentence", "--label-column", "label"], "empty"),
-        (["--train", tmp_path / "nope.tsv", "--dev", tmp_path / "dev.tsv", "--text-column", "sentence", "--label-column", "label"], "no such file"),
+        (
+            [
+                "--train",
+                tmp_path / "train.tsv",
+                "--dev",
+                tmp_path / "train.tsv",
+                "--text-column",
+                "text",
+                "--label-column",
+                "label",
+            ],
+            "no column 'text'",
+        ),
+        (
+            [
+                "--train",
+                tmp_path / "train.tsv",
+                "--dev",
+                tmp_path / "dev.tsv",
+                "--text-column",
+                "sentence",
+                "--label-column",
+                "label",
+            ],
+            "label '2'",
+        ),
+        (
+            [
+                "--train",
+                tmp_path / "empty.tsv",
+                "--dev",
+                tmp_path / "dev.tsv",
+                "--text-column",
+                "sentence",
+                "--label-column",
+                "label",
+            ],
+            "empty",
+        ),
+        (
+            [
+                "--train",
+                tmp_path / "nope.tsv",
+                "--dev",
+                tmp_path / "dev.tsv",
+                "--text-column",
+                "sentence",
+                "--label-column",
+                "label",
+            ],
+            "no such file",
+        ),
     ]
     for flags, message in cases:
         done = bertforge("finetune", pretrained, *flags, "--out", tmp_path / "out", "--quiet")
@@ -163,7 +277,16 @@ def test_error_paths_exit_2_with_one_line(pretrained, tmp_path):
 def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
     rows = "\ufeff" + "".join(f"{t}\t{y}\n" for t, y in [("the cat sat.", "yes"), ("my friend sat.", "no")] * 8)
     (tmp_path / "t.tsv").write_text(rows, encoding="utf-8")
-    summary = finetune(pretrained, tmp_path / "t.tsv", tmp_path / "t.tsv", "0", "1", tmp_path / "out", cfg=fast(epochs=2), progress=False)
+    summary = finetune(
+        pretrained,
+        tmp_path / "t.tsv",
+        tmp_path / "t.tsv",
+        "0",
+        "1",
+        tmp_path / "out",
+        cfg=fast(epochs=2),
+        progress=False,
+    )
     assert summary["labels"] == ["no", "yes"] and summary["train_examples"] == 16
     done = bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--json")
     result = json.loads(done.stdout)

@@ -16,14 +16,29 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
+from bertforge import BertForPreTraining, ModelConfig, load_model, save_model  # noqa: E402
 from bertforge.errors import UserError  # noqa: E402
 from bertforge.tokenizer import save_tokenizer  # noqa: E402
 
 HF_CONFIGS = [
     dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
-    dict(vocab_size=97, hidden_size=48, num_hidden_layers=1, num_attention_heads=4, intermediate_size=80, hidden_act="relu"),
-    dict(vocab_size=130, hidden_size=64, num_hidden_layers=3, num_attention_heads=8, intermediate_size=128, tie_word_embeddings=False, layer_norm_eps=1e-6),
+    dict(
+        vocab_size=97,
+        hidden_size=48,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=80,
+        hidden_act="relu",
+    ),
+    dict(
+        vocab_size=130,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=8,
+        intermediate_size=128,
+        tie_word_embeddings=False,
+        layer_norm_eps=1e-6,
+    ),
 ]
 
 
@@ -64,8 +79,13 @@ def assert_same_outputs(ours, theirs, vocab: int):
         torch.testing.assert_close(a.mlm_logits[real], b.prediction_logits[real], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(a.nsp_logits, b.seq_relationship_logits, rtol=1e-5, atol=1e-5)
         a_loss = ours(input_ids, token_type_ids, attention_mask, mlm_labels=labels, nsp_labels=nsp).loss
-        b_loss = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
-                        labels=labels, next_sentence_label=nsp).loss
+        b_loss = theirs(
+            input_ids=input_ids,
+            token_type_ids=token_type_ids,
+            attention_mask=attention_mask,
+            labels=labels,
+            next_sentence_label=nsp,
+        ).loss
         torch.testing.assert_close(a_loss, b_loss, rtol=1e-5, atol=1e-5)
 
 
@@ -74,14 +94,14 @@ def assert_same_outputs(ours, theirs, vocab: int):
 def test_transformers_weights_give_the_same_outputs_in_bertforge(config_kwargs, attn, tmp_path):
     theirs = hf_model(config_kwargs, attn=attn)
     theirs.save_pretrained(tmp_path)
-    ours = BertForPreTraining.from_pretrained(tmp_path)
+    ours = load_model(BertForPreTraining, tmp_path)
     assert_same_outputs(ours, theirs, config_kwargs["vocab_size"])
 
 
 @pytest.mark.parametrize("config_kwargs", HF_CONFIGS)
 def test_bertforge_weights_give_the_same_outputs_in_transformers(config_kwargs, tmp_path):
-    ours = BertForPreTraining.from_pretrained(_saved(hf_model(config_kwargs, seed=3), tmp_path / "src"))
-    ours.save_pretrained(tmp_path / "ours")
+    ours = load_model(BertForPreTraining, _saved(hf_model(config_kwargs, seed=3), tmp_path / "src"))
+    save_model(ours, tmp_path / "ours", None)
     theirs = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "ours", attn_implementation="sdpa").eval()
     assert_same_outputs(ours, theirs, config_kwargs["vocab_size"])
 
@@ -93,8 +113,10 @@ def _saved(model, path):
 
 def test_our_random_init_round_trips_through_transformers(tmp_path):
     torch.manual_seed(0)
-    ours = BertForPreTraining(ModelConfig(vocab_size=150, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)).eval()
-    ours.save_pretrained(tmp_path)
+    ours = BertForPreTraining(
+        ModelConfig(vocab_size=150, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    ).eval()
+    save_model(ours, tmp_path, None)
     theirs = transformers.BertForPreTraining.from_pretrained(tmp_path).eval()
     assert_same_outputs(ours, theirs, 150)
     masked = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
@@ -108,7 +130,7 @@ def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
     theirs = transformers.BertForMaskedLM(config).eval()
     theirs.save_pretrained(tmp_path)
     with pytest.warns(UserWarning, match="nsp_head"):
-        ours = BertForPreTraining.from_pretrained(tmp_path)
+        ours = load_model(BertForPreTraining, tmp_path)
     ids = torch.randint(5, 120, (2, 9))
     torch.testing.assert_close(ours(ids).mlm_logits, theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
 
@@ -116,10 +138,12 @@ def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
 @pytest.mark.parametrize("variant", [{"norm_style": "pre"}, {"position_embedding": "sinusoidal"}])
 def test_variants_transformers_cannot_express_are_refused_loudly(variant, tmp_path):
     torch.manual_seed(0)
-    ours = BertForPreTraining(ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, **variant)).eval()
-    ours.save_pretrained(tmp_path)
+    ours = BertForPreTraining(
+        ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, **variant)
+    ).eval()
+    save_model(ours, tmp_path, None)
     ids = torch.randint(5, 100, (2, 7))
-    torch.testing.assert_close(BertForPreTraining.from_pretrained(tmp_path)(ids).mlm_logits, ours(ids).mlm_logits)
+    torch.testing.assert_close(load_model(BertForPreTraining, tmp_path)(ids).mlm_logits, ours(ids).mlm_logits)
     with pytest.raises((ValueError, KeyError)):
         transformers.AutoModelForPreTraining.from_pretrained(tmp_path)
 
@@ -131,18 +155,24 @@ def test_pickle_only_directory_is_refused(tmp_path):
     torch.save(state, tmp_path / "pytorch_model.bin")
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(UserError, match="pickle"):
-        BertForPreTraining.from_pretrained(tmp_path)
+        load_model(BertForPreTraining, tmp_path)
 
 
 def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tmp_path):
     """Same directory, same text: the same top-k tokens with the same scores."""
     vocab = wordpiece_tokenizer.get_vocab_size()
-    theirs = hf_model(dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+    theirs = hf_model(
+        dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    )
     theirs.save_pretrained(tmp_path)
     save_tokenizer(wordpiece_tokenizer, tmp_path)
     text = "the cat [MASK] on the [MASK]."
-    done = subprocess.run([sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--top-k", "5", "--json"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--top-k", "5", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     ours = json.loads(done.stdout)
     assert ours["text"] == text and len(ours["masks"]) == 2
     pipe = transformers.pipeline("fill-mask", model=str(tmp_path), top_k=5)
@@ -154,9 +184,22 @@ def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tm
 
 def test_fill_mask_without_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_path):
     torch.manual_seed(0)
-    BertForPreTraining(ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1,
-                                   num_heads=2, intermediate_size=64)).save_pretrained(tmp_path, wordpiece_tokenizer)
-    done = subprocess.run([sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), "no blank here"], capture_output=True, text=True)
+    save_model(
+        BertForPreTraining(
+            ModelConfig(
+                vocab_size=wordpiece_tokenizer.get_vocab_size(),
+                hidden_size=32,
+                num_layers=1,
+                num_heads=2,
+                intermediate_size=64,
+            )
+        ),
+        tmp_path,
+        wordpiece_tokenizer,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), "no blank here"], capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "[MASK]" in done.stderr
     assert "Traceback" not in done.stderr
@@ -168,10 +211,17 @@ def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokeniz
     import bertforge
 
     vocab = wordpiece_tokenizer.get_vocab_size()
-    theirs = hf_model(dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64))
+    theirs = hf_model(
+        dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    )
     theirs.save_pretrained(tmp_path)
     save_tokenizer(wordpiece_tokenizer, tmp_path)
-    texts = ["the cat sat on the mat and looked at the dog for a long time.", "a dog.", "the cat sat.", "it rained all day long"]
+    texts = [
+        "the cat sat on the mat and looked at the dog for a long time.",
+        "a dog.",
+        "the cat sat.",
+        "it rained all day long",
+    ]
     ours = bertforge.load(tmp_path).embed(texts, pooling=pooling, batch_size=3)  # (4, H); mixed lengths share a batch
     assert ours.shape == (len(texts), 32)
     for text, vector in zip(texts, ours):

@@ -5,13 +5,21 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig
+from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.model import IGNORE_INDEX
 
 
 def small_config(**overrides) -> ModelConfig:
-    values = dict(vocab_size=90, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
-                  max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)
+    values = dict(
+        vocab_size=90,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
     values.update(overrides)
     return ModelConfig(**values)
 
@@ -29,7 +37,14 @@ def random_batch(vocab: int = 90, B: int = 4, T: int = 16, seed: int = 0):
 
 
 def test_presets_have_the_paper_shapes():
-    expected = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8), "base": (12, 768, 12), "large": (24, 1024, 16)}
+    expected = {
+        "tiny": (2, 128, 2),
+        "mini": (4, 256, 4),
+        "small": (4, 512, 8),
+        "medium": (8, 512, 8),
+        "base": (12, 768, 12),
+        "large": (24, 1024, 16),
+    }
     for name, (layers, hidden, heads) in expected.items():
         c = ModelConfig.preset(name)
         assert (c.num_layers, c.hidden_size, c.num_heads, c.intermediate_size) == (layers, hidden, heads, 4 * hidden)
@@ -87,7 +102,9 @@ def test_unlabelled_positions_cannot_change_the_loss():
     scrambled = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
     torch.testing.assert_close(scrambled.mlm_loss, base.mlm_loss)
     # The dense head, by contrast, does see the change: the hook really took effect.
-    assert not torch.allclose(model(ids, types).mlm_logits[unlabelled], model.mlm_head(base_hidden(model, ids, types))[unlabelled])
+    assert not torch.allclose(
+        model(ids, types).mlm_logits[unlabelled], model.mlm_head(base_hidden(model, ids, types))[unlabelled]
+    )
 
 
 def base_hidden(model, ids, types):
@@ -138,10 +155,14 @@ def test_attention_probabilities_sum_to_one_and_skip_padding():
     torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 12))
     assert torch.all(probs[0, :, :, 8:] == 0)
     # The explicit path and the SDPA path give the same hidden states.
-    torch.testing.assert_close(encoded.sequence_output, model.bert(ids, types, mask).sequence_output, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        encoded.sequence_output, model.bert(ids, types, mask).sequence_output, rtol=1e-5, atol=1e-5
+    )
 
 
-@pytest.mark.parametrize("variant", [{}, {"norm_style": "pre"}, {"position_embedding": "sinusoidal"}, {"hidden_act": "relu"}])
+@pytest.mark.parametrize(
+    "variant", [{}, {"norm_style": "pre"}, {"position_embedding": "sinusoidal"}, {"hidden_act": "relu"}]
+)
 def test_overfits_one_batch_and_variants_round_trip(variant, tmp_path):
     torch.manual_seed(0)
     model = BertForPreTraining(small_config(**variant))
@@ -156,8 +177,8 @@ def test_overfits_one_batch_and_variants_round_trip(variant, tmp_path):
     out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
     assert out.mlm_correct().item() == out.mlm_targets.numel()  # 100% MLM accuracy
     assert torch.equal(out.nsp_logits.argmax(-1), nsp)  # 100% NSP accuracy
-    model.save_pretrained(tmp_path / "m")
-    loaded = BertForPreTraining.from_pretrained(tmp_path / "m")
+    save_model(model, tmp_path / "m", None)
+    loaded = load_model(BertForPreTraining, tmp_path / "m")
     assert loaded.config == model.config
     again = loaded(ids, types, mlm_labels=labels, nsp_labels=nsp)
     torch.testing.assert_close(again.loss, out.loss)

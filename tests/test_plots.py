@@ -5,34 +5,37 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 from matplotlib.image import imread
 
-from bertforge import BertForPreTraining, ModelConfig, load
+from bertforge import BertForPreTraining, ModelConfig, load, save_model
 from bertforge.plots import embedding_parts
 
-from conftest import make_documents, write_corpus
+from conftest import bertforge, bertforge_ok, make_documents, write_corpus
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, wordpiece_tokenizer):
     directory = tmp_path_factory.mktemp("plots") / "model"
     torch.manual_seed(0)
-    BertForPreTraining(ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=4,
-                                   intermediate_size=64, max_position_embeddings=64)).save_pretrained(directory, wordpiece_tokenizer)
+    save_model(
+        BertForPreTraining(
+            ModelConfig(
+                vocab_size=wordpiece_tokenizer.get_vocab_size(),
+                hidden_size=32,
+                num_layers=2,
+                num_heads=4,
+                intermediate_size=64,
+                max_position_embeddings=64,
+            )
+        ),
+        directory,
+        wordpiece_tokenizer,
+    )
     return directory
-
-
-def bertforge(*args, check=True):
-    done = subprocess.run([sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True)
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
 
 
 def png(path):
@@ -59,26 +62,37 @@ def test_embedding_parts_sum_to_the_input_representation(model_dir):
 
 def test_figure_commands_write_images_that_depend_on_their_input(model_dir, tmp_path):
     a, b = tmp_path / "a.png", tmp_path / "b.png"
-    bertforge("plot-embeddings", model_dir, "the cat sat on the mat.", "the dog ran.", "--out", a)
-    bertforge("plot-embeddings", model_dir, "a bird looked at the red house by the river bank.", "--out", b)
+    bertforge_ok("plot-embeddings", model_dir, "the cat sat on the mat.", "the dog ran.", "--out", a)
+    bertforge_ok("plot-embeddings", model_dir, "a bird looked at the red house by the river bank.", "--out", b)
     image_a, image_b = png(a), png(b)
     assert image_a.shape[0] > 300 and image_a.shape[1] > 1000
     assert image_a.shape != image_b.shape or not np.array_equal(image_a, image_b)
 
-    bertforge("attention", model_dir, "the cat sat on the mat.", "--layer", "0", "--head", "1", "--out", tmp_path / "one.png")
-    bertforge("attention", model_dir, "the cat sat on the mat.", "--layer", "1", "--out", tmp_path / "grid.png")
-    bertforge("attention", model_dir, "a much longer sentence about the teacher and the window and the garden.", "--layer", "1",
-              "--out", tmp_path / "grid2.png")
+    bertforge_ok(
+        "attention", model_dir, "the cat sat on the mat.", "--layer", "0", "--head", "1", "--out", tmp_path / "one.png"
+    )
+    bertforge_ok("attention", model_dir, "the cat sat on the mat.", "--layer", "1", "--out", tmp_path / "grid.png")
+    bertforge_ok(
+        "attention",
+        model_dir,
+        "a much longer sentence about the teacher and the window and the garden.",
+        "--layer",
+        "1",
+        "--out",
+        tmp_path / "grid2.png",
+    )
     one, grid, grid2 = png(tmp_path / "one.png"), png(tmp_path / "grid.png"), png(tmp_path / "grid2.png")
     assert grid.shape[1] > 2.5 * one.shape[1]  # four heads side by side
     assert grid.shape != grid2.shape or not np.array_equal(grid, grid2)
 
-    bertforge("fill-mask", model_dir, "the cat sat on the [MASK].", "--plot", tmp_path / "fill.png", "--answer", "mat")
-    bertforge("nsp", model_dir, "the cat sat.", "the dog ran.", "--plot", tmp_path / "nsp.png")
+    bertforge_ok(
+        "fill-mask", model_dir, "the cat sat on the [MASK].", "--plot", tmp_path / "fill.png", "--answer", "mat"
+    )
+    bertforge_ok("nsp", model_dir, "the cat sat.", "the dog ran.", "--plot", tmp_path / "nsp.png")
     assert png(tmp_path / "fill.png").shape[1] > 400 and png(tmp_path / "nsp.png").shape[1] > 400
-    bertforge("attention", model_dir, "the cat sat.", "--out", tmp_path / "vector.png", "--format", "svg")
+    bertforge_ok("attention", model_dir, "the cat sat.", "--out", tmp_path / "vector.png", "--format", "svg")
     assert (tmp_path / "vector.svg").read_text().lstrip().startswith("<?xml")
-    done = bertforge("attention", model_dir, "the cat sat.", "--layer", "7", "--out", tmp_path / "x.png", check=False)
+    done = bertforge("attention", model_dir, "the cat sat.", "--layer", "7", "--out", tmp_path / "x.png")
     assert done.returncode == 2 and "out of range" in done.stderr
 
 
@@ -110,33 +124,95 @@ def test_attention_grid_has_one_panel_per_head(model_dir, tmp_path):
 
 def test_sweep_runs_every_grid_point_and_skips_finished_ones(tmp_path):
     write_corpus(tmp_path / "corpus.txt", make_documents(n_docs=30, sentences=8, seed=7))
-    bertforge("tokenizer", "train", tmp_path / "corpus.txt", "--out", tmp_path / "tok", "--vocab-size", "100", "--min-frequency", "1")
-    bertforge("prepare", tmp_path / "corpus.txt", "--tokenizer", tmp_path / "tok", "--out", tmp_path / "data", "--valid-fraction", "0.1")
-    flags = ["sweep", "--data", tmp_path / "data", "--out", tmp_path / "sweep", "--preset", "tiny", "--hidden-size", "32",
-             "--num-heads", "2", "--intermediate-size", "64", "--seq-len", "48", "--batch-size", "8", "--max-steps", "6",
-             "--precision", "fp32", "--num-workers", "0", "--eval-every", "3", "--eval-batches", "1", "--log-every", "2",
-             "--grid", "mask_prob=0.15,0.3", "--grid", "num_layers=1,2"]
-    bertforge(*flags)
+    bertforge_ok(
+        "tokenizer",
+        "train",
+        tmp_path / "corpus.txt",
+        "--out",
+        tmp_path / "tok",
+        "--vocab-size",
+        "100",
+        "--min-frequency",
+        "1",
+    )
+    bertforge_ok(
+        "prepare",
+        tmp_path / "corpus.txt",
+        "--tokenizer",
+        tmp_path / "tok",
+        "--out",
+        tmp_path / "data",
+        "--valid-fraction",
+        "0.1",
+    )
+    flags = [
+        "sweep",
+        "--data",
+        tmp_path / "data",
+        "--out",
+        tmp_path / "sweep",
+        "--preset",
+        "tiny",
+        "--hidden-size",
+        "32",
+        "--num-heads",
+        "2",
+        "--intermediate-size",
+        "64",
+        "--seq-len",
+        "48",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "6",
+        "--precision",
+        "fp32",
+        "--num-workers",
+        "0",
+        "--eval-every",
+        "3",
+        "--eval-batches",
+        "1",
+        "--log-every",
+        "2",
+        "--grid",
+        "mask_prob=0.15,0.3",
+        "--grid",
+        "num_layers=1,2",
+    ]
+    bertforge_ok(*flags)
     rows = list(csv.DictReader(open(tmp_path / "sweep" / "results.csv")))
     assert len(rows) == 4
-    assert {(r["mask_prob"], r["num_layers"]) for r in rows} == {("0.15", "1"), ("0.15", "2"), ("0.3", "1"), ("0.3", "2")}
+    assert {(r["mask_prob"], r["num_layers"]) for r in rows} == {
+        ("0.15", "1"),
+        ("0.15", "2"),
+        ("0.3", "1"),
+        ("0.3", "2"),
+    }
     for r in rows:
         config = json.loads((tmp_path / "sweep" / "runs" / r["run"] / "config.json").read_text())
-        assert config["train"]["mask_prob"] == float(r["mask_prob"]) and config["model"]["num_layers"] == int(r["num_layers"])
+        assert config["train"]["mask_prob"] == float(r["mask_prob"]) and config["model"]["num_layers"] == int(
+            r["num_layers"]
+        )
         assert float(r["final_train_loss"]) > 0 and 0 <= float(r["valid_mlm_acc"]) <= 1
     assert int(rows[0]["parameters"]) != int(rows[1]["parameters"])  # 1 layer vs 2 layers
     assert "| mask_prob | num_layers |" in (tmp_path / "sweep" / "results.md").read_text()
     png(tmp_path / "sweep" / "curves.png")
-    again = bertforge(*flags)
+    again = bertforge_ok(*flags)
     assert again.stderr.count("skip (finished)") == 4
     # An interrupted run (checkpoint, no final model) resumes instead of starting over.
     interrupted = tmp_path / "sweep" / "runs" / rows[0]["run"]
     before = (interrupted / "metrics.jsonl").read_text()
     shutil.rmtree(interrupted / "model")
-    resumed = bertforge(*flags)
+    resumed = bertforge_ok(*flags)
     assert resumed.stderr.count("skip (finished)") == 3 and f"run: {rows[0]['run']}" in resumed.stderr
     log = (interrupted / "sweep.log").read_text()
     assert "resumed from" in log
-    train_steps = [json.loads(line)["step"] for line in (interrupted / "metrics.jsonl").read_text().splitlines()
-                   if json.loads(line)["split"] == "train"]
-    assert train_steps == [json.loads(line)["step"] for line in before.splitlines() if json.loads(line)["split"] == "train"]
+    train_steps = [
+        json.loads(line)["step"]
+        for line in (interrupted / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["split"] == "train"
+    ]
+    assert train_steps == [
+        json.loads(line)["step"] for line in before.splitlines() if json.loads(line)["split"] == "train"
+    ]

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,76 +15,126 @@ import torch
 from bertforge.checkpoint import checkpoint_dirs
 from bertforge.config import ModelConfig, TrainConfig
 from bertforge.errors import UserError
-from bertforge.train import Trainer, lr_factor
+from bertforge.optim import lr_factor, warmup_fraction
+from bertforge.train import Trainer
 
-from conftest import make_documents, write_corpus
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    bertforge,
+    bertforge_ok,
+    make_documents,
+    one_line_error,
+    train_metrics,
+    write_corpus,
+)
 
-TINY = ["--preset", "tiny", "--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "2",
-        "--max-position-embeddings", "64", "--seq-len", "64", "--batch-size", "8", "--precision", "fp32", "--num-workers", "0",
-        "--eval-batches", "2", "--quiet"]
-
-
-def bertforge(*args, check=True, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True, **kwargs)
-    if check and done.returncode != 0:
-        raise AssertionError(f"bertforge {' '.join(map(str, args))} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return done
-
-
-def metrics(run_dir: Path, split: str = "train") -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [r for r in map(json.loads, lines) if r["split"] == split]
+TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-batches", "2"]
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("pretrain")
     write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=5))
-    bertforge("tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1")
-    bertforge("prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1")
+    bertforge_ok(
+        "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
+    )
+    bertforge_ok(
+        "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1"
+    )
     return root
 
 
 def test_tiny_run_end_to_end(workdir):
     run = workdir / "e2e"
-    bertforge("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "30", "--log-every", "5",
-              "--eval-every", "15", "--save-every", "15", "--keep-last", "1")
-    train = metrics(run)
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        run,
+        *TINY,
+        "--max-steps",
+        "30",
+        "--log-every",
+        "5",
+        "--eval-every",
+        "15",
+        "--save-every",
+        "15",
+        "--keep-last",
+        "1",
+    )
+    train = train_metrics(run)
     assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30]
-    for key in ("tokens", "loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "grad_norm", "tokens_per_s", "mfu"):
+    for key in (
+        "tokens",
+        "loss",
+        "mlm_loss",
+        "nsp_loss",
+        "mlm_acc",
+        "nsp_acc",
+        "lr",
+        "grad_norm",
+        "tokens_per_s",
+        "mfu",
+    ):
         assert all(key in r for r in train), key
     assert train[-1]["loss"] < train[0]["loss"]
-    assert [r["step"] for r in metrics(run, "valid")] == [15, 30]
+    assert [r["step"] for r in train_metrics(run, "valid")] == [15, 30]
     assert [p.name for p in checkpoint_dirs(run)] == ["step_000030"]  # keep-last 1
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.txt",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ):
         assert (run / "model" / name).is_file(), name
     assert (run / "plots" / "training_curves.png").stat().st_size > 10_000
 
-    evaluation = json.loads(bertforge("evaluate", run, "--data", workdir / "data", "--json").stdout)
+    evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
     assert 0 <= evaluation["mlm_acc"] <= 1 and evaluation["perplexity"] > 1 and "nsp_acc" in evaluation
-    raw = json.loads(bertforge("evaluate", run, "--data", workdir / "corpus.txt", "--json").stdout)
+    raw = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "corpus.txt", "--json").stdout)
     assert raw["masked_tokens"] > 0
-    filled = json.loads(bertforge("fill-mask", run, "the cat sat on the [MASK].", "--json").stdout)
+    filled = json.loads(bertforge_ok("fill-mask", run, "the cat sat on the [MASK].", "--json").stdout)
     assert len(filled["masks"][0]["predictions"]) == 5
     # a checkpoint is a complete model directory too: an intermediate step can be queried and fine-tuned
     step = checkpoint_dirs(run)[-1]
-    from_checkpoint = json.loads(bertforge("fill-mask", step, "the cat sat on the [MASK].", "--json").stdout)
+    from_checkpoint = json.loads(bertforge_ok("fill-mask", step, "the cat sat on the [MASK].", "--json").stdout)
     assert from_checkpoint == filled  # step 30 is the final model
-    nsp = json.loads(bertforge("nsp", run, "the cat sat on the mat.", "the dog found the money.", "--json").stdout)
+    nsp = json.loads(bertforge_ok("nsp", run, "the cat sat on the mat.", "the dog found the money.", "--json").stdout)
     assert 0.0 <= nsp["is_next_prob"] <= 1.0 and nsp["label"] in ("IsNext", "NotNext")
 
 
 def test_resume_continues_exactly(workdir):
     """2N steps in one go == N steps, then a resumed run for the other N (dropout on, so RNG state matters)."""
     full = workdir / "full"
-    bertforge("pretrain", "--data", workdir / "data", "--out", full, *TINY, "--max-steps", "24", "--log-every", "2",
-              "--save-every", "12", "--keep-last", "5", "--eval-every", "0")
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        full,
+        *TINY,
+        "--max-steps",
+        "24",
+        "--log-every",
+        "2",
+        "--save-every",
+        "12",
+        "--keep-last",
+        "5",
+        "--eval-every",
+        "0",
+    )
     resumed = workdir / "resumed"
     shutil.copytree(full, resumed)
     shutil.rmtree(resumed / "checkpoints" / "step_000024")  # as if the run had stopped at step 12
     shutil.rmtree(resumed / "model")
-    bertforge("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
-    a, b = metrics(full), metrics(resumed)
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
+    a, b = train_metrics(full), train_metrics(resumed)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(2, 25, 2))
     for x, y in zip(a, b):
         for key in ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "grad_norm", "tokens"):
@@ -94,9 +143,17 @@ def test_resume_continues_exactly(workdir):
 
 def test_interrupted_save_leaves_the_previous_checkpoint_loadable(workdir, monkeypatch):
     run = workdir / "atomic"
-    model_config = ModelConfig.preset("tiny", vocab_size=json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"],
-                                      hidden_size=32, num_heads=2, intermediate_size=64, max_position_embeddings=64)
-    cfg = TrainConfig(seq_len=64, batch_size=8, max_steps=2, precision="fp32", num_workers=0, eval_every=0, save_every=0)
+    model_config = ModelConfig.preset(
+        "tiny",
+        vocab_size=json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"],
+        hidden_size=32,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    cfg = TrainConfig(
+        seq_len=64, batch_size=8, max_steps=2, precision="fp32", num_workers=0, eval_every=0, save_every=0
+    )
     trainer = Trainer(workdir / "data", run, model_config, cfg, progress=False)
     trainer.train()
     assert [p.name for p in checkpoint_dirs(run)] == ["step_000002"]
@@ -113,14 +170,37 @@ def test_interrupted_save_leaves_the_previous_checkpoint_loadable(workdir, monke
     assert not [p for p in (run / "checkpoints").iterdir() if p.name.startswith(".")]  # no torn leftovers
     fresh = Trainer(workdir / "data", run, model_config, cfg, resume=True, progress=False)
     assert fresh.state.step == 2
-    torch.testing.assert_close(fresh.model.state_dict()["nsp_head.weight"], trainer.model.state_dict()["nsp_head.weight"])
+    torch.testing.assert_close(
+        fresh.model.state_dict()["nsp_head.weight"], trainer.model.state_dict()["nsp_head.weight"]
+    )
 
 
 def test_sigint_saves_a_checkpoint_and_says_how_to_resume(workdir):
     run = workdir / "sigint"
-    process = subprocess.Popen([sys.executable, "-m", "bertforge", "pretrain", "--data", str(workdir / "data"), "--out", str(run),
-                                *TINY, "--max-steps", "100000", "--log-every", "1", "--eval-every", "0", "--save-every", "0"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bertforge",
+            "pretrain",
+            "--data",
+            str(workdir / "data"),
+            "--out",
+            str(run),
+            *TINY,
+            "--max-steps",
+            "100000",
+            "--log-every",
+            "1",
+            "--eval-every",
+            "0",
+            "--save-every",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
         time.sleep(0.2)
@@ -137,64 +217,212 @@ def test_transformers_pipeline_gives_the_same_fill_mask_answers(workdir):
     run = workdir / "e2e"
     if not (run / "model").is_dir():
         pytest.skip("needs test_tiny_run_end_to_end")
-    ours = json.loads(bertforge("fill-mask", run, "the dog [MASK] at the window.", "--top-k", "5", "--json").stdout)
+    ours = json.loads(bertforge_ok("fill-mask", run, "the dog [MASK] at the window.", "--top-k", "5", "--json").stdout)
     reference = transformers.pipeline("fill-mask", model=str(run / "model"), top_k=5)("the dog [MASK] at the window.")
     assert [p["token_id"] for p in ours["masks"][0]["predictions"]] == [r["token"] for r in reference]
-    assert [p["score"] for p in ours["masks"][0]["predictions"]] == pytest.approx([r["score"] for r in reference], abs=1e-5)
-
-
-def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+    assert [p["score"] for p in ours["masks"][0]["predictions"]] == pytest.approx(
+        [r["score"] for r in reference], abs=1e-5
+    )
 
 
 def test_cli_error_paths(workdir, tmp_path):
-    one_line_error(bertforge("prepare", tmp_path / "missing.txt", "--tokenizer", workdir / "tok", "--out", tmp_path / "d", check=False),
-                   "missing.txt", "no such file")
+    one_line_error(
+        bertforge("prepare", tmp_path / "missing.txt", "--tokenizer", workdir / "tok", "--out", tmp_path / "d"),
+        "missing.txt",
+        "no such file",
+    )
     (tmp_path / "empty.txt").write_text("")
-    one_line_error(bertforge("tokenizer", "train", tmp_path / "empty.txt", "--out", tmp_path / "t", check=False), "empty.txt")
+    one_line_error(bertforge("tokenizer", "train", tmp_path / "empty.txt", "--out", tmp_path / "t"), "empty.txt")
     run = workdir / "e2e"
     if not (run / "model").is_dir():
         pytest.skip("needs test_tiny_run_end_to_end")
-    one_line_error(bertforge("fill-mask", run, "no blank here", check=False), "[MASK]")
+    one_line_error(bertforge("fill-mask", run, "no blank here"), "[MASK]")
     # A tokenizer with a bigger vocabulary than the model's embedding table.
     mismatched = tmp_path / "mismatched"
     shutil.copytree(run / "model", mismatched)
     write_corpus(tmp_path / "other.txt", [["completely different words appear here now"] * 3, ["zebra yak quokka"] * 3])
-    bertforge("tokenizer", "train", workdir / "corpus.txt", tmp_path / "other.txt", "--out", tmp_path / "bigtok",
-              "--vocab-size", "400", "--min-frequency", "1")
+    bertforge_ok(
+        "tokenizer",
+        "train",
+        workdir / "corpus.txt",
+        tmp_path / "other.txt",
+        "--out",
+        tmp_path / "bigtok",
+        "--vocab-size",
+        "400",
+        "--min-frequency",
+        "1",
+    )
     for name in ("tokenizer.json", "vocab.txt"):
         shutil.copy(tmp_path / "bigtok" / name, mismatched / name)
-    one_line_error(bertforge("fill-mask", mismatched, "the [MASK] sat.", check=False), "tokenizer", "vocabulary")
+    one_line_error(bertforge("fill-mask", mismatched, "the [MASK] sat."), "tokenizer", "vocabulary")
     # A run directory is never silently overwritten, and a resumed run keeps its architecture.
-    one_line_error(bertforge("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "2", check=False), "--overwrite")
-    one_line_error(bertforge("pretrain", "--data", workdir / "data", "--out", run, "--resume", "--num-layers", "3", "--quiet", check=False),
-                   "num_layers: 2 -> 3")
-    one_line_error(bertforge("pretrain", "--data", workdir / "data", "--out", tmp_path / "long", *TINY, "--seq-len", "128", check=False),
-                   "position table")
+    one_line_error(
+        bertforge("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "2"), "--overwrite"
+    )
+    one_line_error(
+        bertforge("pretrain", "--data", workdir / "data", "--out", run, "--resume", "--num-layers", "3", "--quiet"),
+        "num_layers: 2 -> 3",
+    )
+    one_line_error(
+        bertforge("pretrain", "--data", workdir / "data", "--out", tmp_path / "long", *TINY, "--seq-len", "128"),
+        "position table",
+    )
 
 
 def test_learning_rate_schedules():
-    linear = TrainConfig(warmup=0.1, schedule="linear")
-    assert lr_factor(0.05, linear) == pytest.approx(0.5)
-    assert lr_factor(0.1, linear) == pytest.approx(1.0)
-    assert lr_factor(0.55, linear) == pytest.approx(0.5)
-    assert lr_factor(1.0, linear) == pytest.approx(0.0)
-    cosine = TrainConfig(warmup=0.0, schedule="cosine")
-    assert lr_factor(0.5, cosine) == pytest.approx(0.5)
-    assert lr_factor(0.5, TrainConfig(warmup=0.0, schedule="constant")) == 1.0
-    steps = TrainConfig(warmup=10, max_steps=100)
-    assert lr_factor(0.05, steps) == pytest.approx(0.5)
+    linear = (0.1, "linear")
+    assert lr_factor(0.05, *linear) == pytest.approx(0.5)
+    assert lr_factor(0.1, *linear) == pytest.approx(1.0)
+    assert lr_factor(0.55, *linear) == pytest.approx(0.5)
+    assert lr_factor(1.0, *linear) == pytest.approx(0.0)
+    cosine = (0.0, "cosine")
+    assert lr_factor(0.5, *cosine) == pytest.approx(0.5)
+    assert lr_factor(0.5, 0.0, "constant") == 1.0
+    steps = (warmup_fraction(10, 100), "linear")  # a warm-up of 10 steps in a run of 100
+    assert lr_factor(0.05, *steps) == pytest.approx(0.5)
 
 
 def test_time_budget_stops_the_run(workdir):
     run = workdir / "budget"
     started = time.perf_counter()
-    bertforge("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--time-budget", "3s", "--log-every", "1", "--eval-every", "0")
-    train = metrics(run)
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        run,
+        *TINY,
+        "--time-budget",
+        "3s",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+    )
+    train = train_metrics(run)
     assert train and train[-1]["elapsed"] >= 3.0 - 0.5
     assert train[0]["lr"] > train[-1]["lr"] * 1.5 or train[-1]["lr"] < 1e-4  # decays with elapsed time
     assert time.perf_counter() - started < 40
+
+
+def test_a_time_budget_run_whose_last_step_overshoots_ends_with_its_model(workdir, monkeypatch):
+    """Steps longer than half a second overshoot the budget at the end: the bar must not crash, the model is written."""
+    run = workdir / "overshoot"
+    model_config = ModelConfig.preset(
+        "tiny",
+        vocab_size=json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"],
+        hidden_size=32,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    cfg = TrainConfig(
+        seq_len=64,
+        batch_size=8,
+        time_budget=1.0,
+        precision="fp32",
+        num_workers=0,
+        eval_every=0,
+        save_every=0,
+        log_every=1,
+    )
+    trainer = Trainer(workdir / "data", run, model_config, cfg, progress=True)
+    step = trainer._step
+
+    def slow_step(micro_batches):
+        time.sleep(0.7)
+        return step(micro_batches)
+
+    monkeypatch.setattr(trainer, "_step", slow_step)
+    result = trainer.train()
+    assert result.state.step >= 2 and result.state.elapsed > cfg.time_budget + 0.3  # the last step did overshoot
+    assert (run / "model" / "model.safetensors").is_file()
+    assert [p.name for p in checkpoint_dirs(run)] == [f"step_{result.state.step:06d}"]
+
+
+def test_an_error_in_logging_keeps_the_work_done(workdir, monkeypatch):
+    """Whatever fails inside the loop (here the metrics log at step 3), a checkpoint of the last step survives."""
+    run = workdir / "crash"
+    model_config = ModelConfig.preset(
+        "tiny",
+        vocab_size=json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"],
+        hidden_size=32,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
+    cfg = TrainConfig(
+        seq_len=64, batch_size=8, max_steps=10, precision="fp32", num_workers=0, eval_every=0, save_every=0, log_every=1
+    )
+    trainer = Trainer(workdir / "data", run, model_config, cfg, progress=False)
+    write = trainer.log.write
+
+    def failing_write(record):
+        if record["step"] == 3:
+            raise RuntimeError("disk quota in the logger")
+        write(record)
+
+    monkeypatch.setattr(trainer.log, "write", failing_write)
+    with pytest.raises(RuntimeError, match="disk quota"):
+        trainer.train()
+    assert [p.name for p in checkpoint_dirs(run)] == ["step_000003"]
+    monkeypatch.undo()
+    resumed = Trainer(workdir / "data", run, model_config, cfg, resume=True, progress=False)
+    assert resumed.state.step == 3 and resumed.train().state.step == 10
+
+
+def test_resume_keeps_the_saved_training_config_and_allows_new_dropout(workdir):
+    run = workdir / "keep"
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        run,
+        *TINY,
+        "--max-steps",
+        "4",
+        "--lr",
+        "1e-3",
+        "--save-every",
+        "2",
+        "--log-every",
+        "2",
+        "--eval-every",
+        "0",
+    )
+    shutil.rmtree(run / "model")
+    shutil.rmtree(run / "checkpoints" / "step_000004")
+    # The original command line again (its --preset included), with more steps and dropout switched on.
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        run,
+        "--resume",
+        *TINY,
+        "--max-steps",
+        "6",
+        "--hidden-dropout",
+        "0.2",
+    )
+    saved = json.loads((run / "config.json").read_text())
+    assert (
+        saved["train"]["lr"] == 1e-3 and saved["train"]["max_steps"] == 6
+    )  # the preset did not reset the training config
+    assert saved["model"]["hidden_dropout"] == 0.2 and saved["model"]["hidden_size"] == 32
+    assert [r["step"] for r in train_metrics(run)][-1] == 6
+
+
+def test_pretraining_without_a_pair_objective_reports_none(workdir):
+    run = workdir / "mlm_only"
+    bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "4", "--no-nsp", "--eval-every", "2"
+    )
+    assert json.loads((run / "config.json").read_text())["train"]["pair_objective"] == "none"
+    assert not any("nsp_acc" in r for r in train_metrics(run) + train_metrics(run, "valid"))
+    evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
+    assert evaluation["pair_objective"] == "none" and "nsp_acc" not in evaluation
+    one_line_error(bertforge("nsp", run, "the cat sat.", "--pair", "the dog ran."), "without a pair objective")

@@ -18,7 +18,9 @@ from bertforge.tokenizer import special_ids
 
 # derandomize: the same examples on every run, so CI cannot fail by the luck of the draw; bugs found by a
 # random draw become @example regressions.
-SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 unicode_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
 
 
@@ -61,14 +63,22 @@ def test_tokenizer_encodes_any_text_within_the_vocabulary(wordpiece_tokenizer, a
 
 
 @SETTINGS
-@given(st.lists(st.integers(0, 119), min_size=0, max_size=70), st.integers(0, 2**31 - 1),
-       st.floats(0.01, 0.9), st.booleans())
+@given(
+    st.lists(st.integers(0, 119), min_size=0, max_size=70),
+    st.integers(0, 2**31 - 1),
+    st.floats(0.01, 0.9),
+    st.booleans(),
+)
 def test_masking_invariants(wordpiece_tokenizer, body, seed, mask_prob, whole_word):
     ids = special_ids(wordpiece_tokenizer)
     special = set(ids.all)
     input_ids = np.array([ids.cls, *body, ids.sep], dtype=np.int64)
     instance = Instance(input_ids, np.zeros(len(input_ids), dtype=np.int64), 0, seed, 0, 0, 0)
-    collator = MaskingCollator(wordpiece_tokenizer, MaskingConfig(mask_prob=mask_prob, max_predictions=20, whole_word_mask=whole_word), seed=seed)
+    collator = MaskingCollator(
+        wordpiece_tokenizer,
+        MaskingConfig(mask_prob=mask_prob, max_predictions=20, whole_word_mask=whole_word),
+        seed=seed,
+    )
     batch = collator([instance])
     shown, labels = batch["input_ids"][0].numpy(), batch["mlm_labels"][0].numpy()
     width = len(shown)

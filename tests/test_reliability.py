@@ -13,55 +13,65 @@ import time
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig
+from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.checkpoint import checkpoint_dirs, load_checkpoint
-from bertforge.config import TrainConfig
+from bertforge.optim import build_optimizer
 from bertforge.tokenizer import load_tokenizer
-from bertforge.train import build_optimizer
 
-from conftest import make_documents, write_corpus
+from conftest import TINY_MODEL, TINY_RUN, bertforge, make_documents, one_line_error, train_metrics, write_corpus
 
-TINY = ["--preset", "tiny", "--hidden-size", "32", "--num-heads", "2", "--intermediate-size", "64", "--num-layers", "2",
-        "--max-position-embeddings", "64", "--seq-len", "64", "--batch-size", "8", "--precision", "fp32", "--num-workers", "0",
-        "--eval-every", "0", "--quiet"]
-
-
-def bertforge(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True, **kwargs)
-
-
-def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stderr)
-    lines = [line for line in done.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-every", "0"]
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("reliability")
     write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=21))
-    assert bertforge("tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1").returncode == 0
-    assert bertforge("prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data").returncode == 0
+    assert (
+        bertforge(
+            "tokenizer",
+            "train",
+            root / "corpus.txt",
+            "--out",
+            root / "tok",
+            "--vocab-size",
+            "120",
+            "--min-frequency",
+            "1",
+        ).returncode
+        == 0
+    )
+    assert (
+        bertforge("prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data").returncode == 0
+    )
     return root
-
-
-def train_metrics(run_dir):
-    return [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if r["split"] == "train"]
 
 
 def test_sigkill_at_random_moments_loses_nothing(workdir):
     """Killed three times, saving every step (so kills land mid-save too): each time the latest checkpoint
     loads, and resuming to the end gives the uninterrupted run's metrics exactly."""
-    flags = ["--data", workdir / "data", *TINY, "--max-steps", "30", "--save-every", "1", "--keep-last", "2", "--log-every", "3"]
+    flags = [
+        "--data",
+        workdir / "data",
+        *TINY,
+        "--max-steps",
+        "30",
+        "--save-every",
+        "1",
+        "--keep-last",
+        "2",
+        "--log-every",
+        "3",
+    ]
     reference = workdir / "uninterrupted"
     assert bertforge("pretrain", "--out", reference, *flags).returncode == 0
     run = workdir / "killed"
     rng = random.Random(0)
     kills = 0
     for attempt in range(3):
-        command = [sys.executable, "-m", "bertforge", "pretrain", "--out", str(run), *map(str, flags)] + (["--resume"] if attempt else [])
+        command = [sys.executable, "-m", "bertforge", "pretrain", "--out", str(run), *map(str, flags)] + (
+            ["--resume"] if attempt else []
+        )
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         start_steps = len(checkpoint_dirs(run)) and int(checkpoint_dirs(run)[-1].name.split("_")[1])
         deadline = time.time() + 60
@@ -78,7 +88,7 @@ def test_sigkill_at_random_moments_loses_nothing(workdir):
         saved = checkpoint_dirs(run)
         assert saved, "no checkpoint survived"
         model = BertForPreTraining(ModelConfig.from_dict(json.loads((run / "config.json").read_text())["model"]))
-        optimizer = build_optimizer(model, TrainConfig(), "cpu")
+        optimizer = build_optimizer(model, "cpu", lr=5e-4, weight_decay=0.01)
         state = load_checkpoint(saved[-1], model, optimizer)  # loads: never torn
         assert state.step == int(saved[-1].name.split("_")[1])
     assert kills >= 2
@@ -124,11 +134,16 @@ def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
             for w in chosen:
                 counts[w] += 1
             f.write(" ".join(chosen) + " ")  # ~1 MB each, no newline
-    probe = ("import resource, sys; from bertforge.prepare import prepare; "
-             "prepare([sys.argv[1]], sys.argv[2], sys.argv[3], valid_fraction=0, progress=False); "
-             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", probe, tmp_path / "huge.txt", workdir / "tok", tmp_path / "out"],
-                          capture_output=True, text=True)
+    probe = (
+        "import resource, sys; from bertforge.prepare import prepare; "
+        "prepare([sys.argv[1]], sys.argv[2], sys.argv[3], valid_fraction=0, progress=False); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", probe, tmp_path / "huge.txt", workdir / "tok", tmp_path / "out"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     peak_mb = int(done.stdout.strip().splitlines()[-1])
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
@@ -144,8 +159,19 @@ def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
 def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
     torch.manual_seed(0)
     good = tmp_path / "good"
-    BertForPreTraining(ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2,
-                                   intermediate_size=64)).save_pretrained(good, wordpiece_tokenizer)
+    save_model(
+        BertForPreTraining(
+            ModelConfig(
+                vocab_size=wordpiece_tokenizer.get_vocab_size(),
+                hidden_size=32,
+                num_layers=1,
+                num_heads=2,
+                intermediate_size=64,
+            )
+        ),
+        good,
+        wordpiece_tokenizer,
+    )
     fill = ["fill-mask", None, "the [MASK] sat."]
 
     def with_dir(directory):
@@ -187,8 +213,19 @@ def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
 
 def test_paths_named_in_configs_are_never_followed(tmp_path, wordpiece_tokenizer):
     torch.manual_seed(0)
-    BertForPreTraining(ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2,
-                                   intermediate_size=64)).save_pretrained(tmp_path / "m", wordpiece_tokenizer)
+    save_model(
+        BertForPreTraining(
+            ModelConfig(
+                vocab_size=wordpiece_tokenizer.get_vocab_size(),
+                hidden_size=32,
+                num_layers=1,
+                num_heads=2,
+                intermediate_size=64,
+            )
+        ),
+        tmp_path / "m",
+        wordpiece_tokenizer,
+    )
     outside = tmp_path / "outside.json"
     outside.write_text("{ not a tokenizer")
     config = json.loads((tmp_path / "m" / "tokenizer_config.json").read_text())

@@ -64,7 +64,9 @@ def test_vietnamese_diacritics_survive_with_keep_accents_and_cjk_is_split():
 
 
 def test_cased_tokenizer_keeps_case():
-    tokenizer = train_tokenizer(["Paris is in France."] * 5, kind="word", vocab_size=50, min_frequency=1, lowercase=False)
+    tokenizer = train_tokenizer(
+        ["Paris is in France."] * 5, kind="word", vocab_size=50, min_frequency=1, lowercase=False
+    )
     assert tokenizer.encode("Paris", add_special_tokens=False).tokens == ["Paris"]
 
 

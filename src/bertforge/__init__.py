@@ -9,12 +9,17 @@ from importlib import import_module
 _EXPORTS = {
     "ModelConfig": "config",
     "TrainConfig": "config",
+    "FinetuneConfig": "config",
     "UserError": "errors",
     "Bert": "inference",
     "load": "inference",
     "BertForPreTraining": "model",
     "BertForSequenceClassification": "model",
     "BertModel": "model",
+    "load_model": "modeldir",
+    "save_model": "modeldir",
+    "pretrain": "train",
+    "finetune": "finetune",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"

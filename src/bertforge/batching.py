@@ -42,7 +42,11 @@ class TextBatcher:
             input_ids[row, : len(ids)] = ids
             token_type_ids[row, : len(types)] = types
         input_ids = torch.from_numpy(input_ids)
-        return {"input_ids": input_ids, "token_type_ids": torch.from_numpy(token_type_ids), "attention_mask": (input_ids != self.pad).long()}
+        return {
+            "input_ids": input_ids,
+            "token_type_ids": torch.from_numpy(token_type_ids),
+            "attention_mask": (input_ids != self.pad).long(),
+        }
 
 
 def length_buckets(encoded: Encoded, batch_size: int) -> list[list[int]]:

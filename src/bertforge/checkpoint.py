@@ -1,4 +1,4 @@
-"""Checkpoints: everything needed to continue a run exactly, written atomically.
+"""Checkpoints and the run directory: everything needed to continue a run exactly, written atomically.
 
     RUN_DIR/checkpoints/step_000500/
         config.json, model.safetensors,  the model with its tokenizer: a Hugging Face directory
@@ -8,6 +8,9 @@
 
 A checkpoint directory is built under a temporary name and renamed into place,
 so a run killed mid-save leaves the previous checkpoint whole.
+
+The run directory's policy lives here too: a directory holding a run is never
+overwritten without --overwrite, and --resume refuses a changed architecture.
 """
 
 from __future__ import annotations
@@ -20,13 +23,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from safetensors.torch import load_file
 
+from .config import ARCHITECTURE_FIELDS
 from .errors import UserError
 from .fileio import atomic_directory, write_json
-from .hf import from_hf_state_dict, write_model_files
+from .hf import from_hf_state_dict
+from .modeldir import write_model_files
+from .runtime import Distributed
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
+METRICS, TENSORBOARD = "metrics.jsonl", "tensorboard"  # in the run directory
 
 
 @dataclass
@@ -58,11 +66,21 @@ def remove_stale_temporaries(run_dir: Path) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-def save_checkpoint(run_dir: Path, model, optimizer: torch.optim.Optimizer, state: TrainerState, configs: dict[str, Any],
-                    keep_last: int, scaler: torch.amp.GradScaler | None = None, tokenizer=None) -> Path:
+def save_checkpoint(
+    run_dir: Path,
+    model,
+    optimizer: torch.optim.Optimizer,
+    state: TrainerState,
+    configs: dict[str, Any],
+    keep_last: int,
+    scaler: torch.amp.GradScaler | None,
+    tokenizer,
+    extra_config: dict[str, Any],
+) -> Path:
+    """A complete model directory (a checkpoint is queried like a final model) plus optimizer and trainer state."""
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
-        write_model_files(model, tmp, tokenizer)
+        write_model_files(model, tmp, tokenizer, extra_config)
         tensors = {"optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
         if torch.cuda.is_available():
             tensors["cuda_rng"] = torch.cuda.get_rng_state_all()
@@ -75,7 +93,9 @@ def save_checkpoint(run_dir: Path, model, optimizer: torch.optim.Optimizer, stat
     return target
 
 
-def load_checkpoint(directory: Path, model, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None = None) -> TrainerState:
+def load_checkpoint(
+    directory: Path, model, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None = None
+) -> TrainerState:
     """Restore model, optimizer and RNG in place; return where the run was."""
     info = read_trainer_state(directory)
     try:
@@ -101,3 +121,47 @@ def read_trainer_state(directory: Path) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"{path}: unreadable checkpoint state ({e})") from None
+
+
+# ---------------------------------------------------------------- the run directory
+
+
+def run_configs(run_dir: Path) -> dict[str, Any] | None:
+    """The configs a run directory was started with, or None if it holds no run."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def architecture_changes(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """ "name: old -> new" for every architecture field that differs (dropout and the like may change)."""
+    return [f"{k}: {saved.get(k)!r} -> {wanted.get(k)!r}" for k in ARCHITECTURE_FIELDS if saved.get(k) != wanted.get(k)]
+
+
+def prepare_run_dir(
+    run_dir: Path, configs: dict[str, Any], resume: bool, overwrite: bool, processes: Distributed
+) -> None:
+    """Check the directory against the wish (new run, --resume, --overwrite), then write config.json."""
+    saved = run_configs(run_dir)
+    if saved is not None and not (resume or overwrite):
+        raise UserError(f"{run_dir} already holds a run; pass --resume to continue it or --overwrite to start over")
+    if saved is not None and resume:
+        changes = architecture_changes(saved["model"], configs["model"])
+        if changes:
+            raise UserError(f"--resume with a changed model architecture is refused: {'; '.join(changes)}")
+    if processes.world > 1:
+        dist.barrier()  # every process has checked the directory before rank 0 writes to it
+    if not processes.is_main:
+        return
+    if saved is not None and overwrite and not resume:
+        for name in ("checkpoints", "model", "plots", METRICS, TENSORBOARD):
+            target = run_dir / name
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+    if resume:
+        remove_stale_temporaries(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "config.json", configs)

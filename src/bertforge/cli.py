@@ -1,5 +1,11 @@
 """The `bertforge` command: parses arguments and calls the modules; no logic of its own.
 
+Flags that configure something come from that thing's dataclass (ModelConfig,
+TrainConfig, FinetuneConfig, CorpusOptions): a field `num_layers` is the flag
+`--num-layers`, its documentation is the help, and `config.field_parser` parses
+it, the same parser `sweep` uses for grid values. One concept has one flag name
+on every verb; older spellings still work but are not listed.
+
 Bad input raises UserError, printed as one line on stderr with exit code 2.
 """
 
@@ -9,61 +15,81 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from .config import PRESETS, FinetuneConfig, ModelConfig, TrainConfig, field_parser
+from .corpus import CorpusOptions
 from .errors import UserError
+
+HIDDEN = argparse.SUPPRESS
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "30m" or "1.5h"."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (use 90s, 30m or 1.5h)") from None
+def _argparse_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{name}: {e}") from None
+
+    convert.__name__ = name  # argparse names the type in its messages
+    return convert
 
 
-FLAG_TYPES = {"time_budget": parse_duration}
+def add_config_flags(
+    parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = (), keep_defaults: bool = False
+) -> None:
+    """One flag per dataclass field (`num_layers` -> `--num-layers`), help from its documentation.
 
-
-def add_dataclass_flags(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
-    """One flag per dataclass field (`num_layers` -> `--num-layers`), help from its docstring.
-
-    Defaults are suppressed, so only the flags a user gives override a preset.
+    Without `keep_defaults` the defaults are suppressed, so that only the flags a
+    user gives override a preset, a recipe or a resumed run's saved values.
     """
-    group = parser.add_argument_group(cls.__name__)
+    group = parser.add_argument_group(f"{cls.__name__} ({cls.__doc__.strip().rstrip('.')})")
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata.get('help', '')} (default: {f.default})"
-        if isinstance(f.default, bool):
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+        help_text = f"{f.metadata.get('help', '')} (default: {f.default})".replace("%", "%%")
+        default = f.default if keep_defaults else argparse.SUPPRESS
+        if f.type in ("bool", bool):
+            group.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text
+            )
         else:
-            group.add_argument(flag, dest=f.name, type=FLAG_TYPES.get(f.name, type(f.default)), default=argparse.SUPPRESS,
-                               help=help_text, metavar=f.name.upper())
+            group.add_argument(
+                flag,
+                dest=f.name,
+                type=_argparse_type(field_parser(cls, f.name), f.name),
+                default=default,
+                choices=f.metadata.get("choices"),
+                help=help_text,
+                metavar=f.name.upper(),
+            )
 
 
-def dataclass_overrides(args: argparse.Namespace, cls) -> dict[str, Any]:
+def config_values(args: argparse.Namespace, cls) -> dict[str, Any]:
+    """The fields of `cls` that the command line set."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in vars(args).items() if k in names}
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag shows its default, once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if "(default:" in (action.help or "") or any(
+            action.default is nothing for nothing in (None, False, argparse.SUPPRESS)
+        ):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 # ---------------------------------------------------------------- data
-
-
-def _corpus_options(args: argparse.Namespace):
-    from .corpus import CorpusOptions
-
-    return CorpusOptions(field=args.field, doc_field=args.doc_field, column=args.column, clean=args.clean,
-                         split_sentences=args.split_sentences, on_error=args.on_error)
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
@@ -71,63 +97,112 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from .tokenizer import save_tokenizer, train_tokenizer
 
     texts = (p.text for p in read_paragraphs(args.corpus, _corpus_options(args)))
-    tokenizer = train_tokenizer(texts, kind=args.kind, vocab_size=args.vocab_size, min_frequency=args.min_frequency,
-                                lowercase=args.lowercase, strip_accents=args.strip_accents)
+    tokenizer = train_tokenizer(
+        texts,
+        kind=args.kind,
+        vocab_size=args.vocab_size,
+        min_frequency=args.min_frequency,
+        lowercase=args.lowercase,
+        strip_accents=args.strip_accents,
+    )
     save_tokenizer(tokenizer, args.out)
-    print(f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens -> {args.out}", file=sys.stderr)
+    if args.json:
+        _print_json({"kind": args.kind, "vocab_size": tokenizer.get_vocab_size(), "out": args.out})
+    elif not args.quiet:
+        print(
+            f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens -> {args.out}", file=sys.stderr
+        )
+
+
+def _corpus_options(args: argparse.Namespace) -> CorpusOptions:
+    values = config_values(args, CorpusOptions)
+    if getattr(args, "pairs", None):  # the old spelling: --pairs A,B
+        columns = args.pairs.split(",")
+        if len(columns) != 2:
+            raise UserError(
+                f"--pairs takes two columns, like --pairs 0,1 or --pairs question,answer; got {args.pairs!r}"
+            )
+        values.update(text_column=columns[0], pair_column=columns[1])
+    return CorpusOptions(**values)
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from .prepare import prepare, prepare_pairs
+    from .prepare import prepare
 
-    if args.pairs:
-        if len(args.corpus) != 1:
-            raise UserError("--pairs takes exactly one file")
-        columns = tuple(args.pairs.split(","))
-        if len(columns) != 2:
-            raise UserError(f"--pairs takes two columns, like --pairs 0,1 or --pairs question,answer; got {args.pairs!r}")
-        meta = prepare_pairs(args.corpus[0], args.tokenizer, args.out, columns, args.valid_fraction)
-    else:
-        meta = prepare(args.corpus, args.tokenizer, args.out, valid_fraction=args.valid_fraction, valid_files=args.valid,
-                       options=_corpus_options(args), workers=args.workers)
+    meta = prepare(
+        args.corpus,
+        args.tokenizer,
+        args.out,
+        valid_fraction=args.valid_fraction,
+        valid_files=args.valid,
+        options=_corpus_options(args),
+        workers=args.workers,
+        progress=not (args.quiet or args.json),
+    )
+    if args.json:
+        _print_json(meta)
+        return
     splits = meta["splits"]
-    print(f"prepared {splits['train']['tokens']:,} train and {splits['valid']['tokens']:,} held-out tokens "
-          f"({splits['train']['documents']:,} + {splits['valid']['documents']:,} documents) -> {args.out}", file=sys.stderr)
+    total = splits["train"]["tokens"] + splits["valid"]["tokens"]
+    print(
+        f"prepared {splits['train']['tokens']:,} train and {splits['valid']['tokens']:,} held-out tokens "
+        f"({splits['valid']['tokens'] / max(total, 1):.1%}; "
+        f"{splits['train']['documents']:,} + {splits['valid']['documents']:,} "
+        f"documents) -> {args.out}",
+        file=sys.stderr,
+    )
 
 
 def cmd_data_show(args: argparse.Namespace) -> None:
     from .show import show_instances
 
-    show_instances(args.data, n=args.n, seed=args.seed, as_jsonl=args.jsonl, seq_len=args.seq_len,
-                   mask_prob=args.mask_prob, whole_word_mask=args.whole_word_mask)
+    show_instances(
+        args.data,
+        n=args.n,
+        seed=args.seed,
+        as_jsonl=args.json,
+        seq_len=args.seq_len,
+        mask_prob=args.mask_prob,
+        whole_word_mask=args.whole_word_mask,
+        pair_objective=args.pair_objective,
+    )
 
 
 def cmd_data_stats(args: argparse.Namespace) -> None:
-    from .prepare import data_stats
+    from .datadir import data_stats
 
     stats = data_stats(args.data)
     if args.json:
         _print_json(stats)
         return
     for split, s in stats.items():
-        print(f"{split:5s}  documents {s['documents']:>9,}  sentences {s['sentences']:>10,}  tokens {s['tokens']:>12,}  "
-              f"mean sentence {s['mean_sentence_tokens']:6.2f} tokens  [UNK] rate {s['unk_rate']:.4%}")
+        print(
+            f"{split:5s}  documents {s['documents']:>9,}  sentences {s['sentences']:>10,}  tokens {s['tokens']:>12,}  "
+            f"mean sentence {s['mean_sentence_tokens']:6.2f} tokens  [UNK] rate {s['unk_rate']:.4%}"
+        )
 
 
 # ---------------------------------------------------------------- training
 
 
-def resolve_run_configs(args: argparse.Namespace):
-    """Model and train configs: the preset (or, on --resume, the saved run) with the given flags on top."""
-    from .config import ModelConfig, TrainConfig
-    from .prepare import read_meta
-    from .train import run_configs
+def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
+    """Model and train configs for `pretrain`.
 
-    model_overrides = dataclass_overrides(args, ModelConfig)
-    train_overrides = dataclass_overrides(args, TrainConfig)
+    A new run: the preset with the given flags on top. `--resume`: the run's saved
+    configs with the given flags on top (a --preset given then must match the saved
+    architecture, which the trainer checks).
+    """
+    from .checkpoint import run_configs
+    from .datadir import read_meta
+
+    model_overrides = config_values(args, ModelConfig)
+    train_overrides = config_values(args, TrainConfig)
     saved = run_configs(Path(args.out)) if args.resume else None
-    if saved is not None and args.preset is None:
-        model = ModelConfig.from_dict({**saved["model"], **model_overrides})
+    if saved is not None:
+        preset = (
+            ModelConfig.preset(args.preset, vocab_size=saved["model"]["vocab_size"]).to_dict() if args.preset else {}
+        )
+        model = ModelConfig.from_dict({**saved["model"], **preset, **model_overrides})
         train = TrainConfig.from_dict({**saved["train"], **train_overrides})
     else:
         model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
@@ -137,60 +212,121 @@ def resolve_run_configs(args: argparse.Namespace):
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
+    from .plots import plot_training_curves
     from .train import pretrain
 
     model_config, train_config = resolve_run_configs(args)
-    result = pretrain(args.data, args.out, model_config, train_config, resume=args.resume, overwrite=args.overwrite,
-                      progress=not args.quiet, tensorboard=args.tensorboard)
+    result = pretrain(
+        args.data,
+        args.out,
+        model_config,
+        train_config,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not (args.quiet or args.json),
+        tensorboard=args.tensorboard,
+    )
     if result.interrupted:
         return 128 + result.interrupted
-    if result.is_main:
-            print(f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
-              f"model in {Path(args.out) / 'model'}", file=sys.stderr)
+    if not result.is_main:
+        return 0
+    run = Path(args.out)
+    plot_training_curves(run / "metrics.jsonl", run / "plots" / "training_curves.png")
+    if args.json:
+        _print_json(
+            {
+                "steps": result.state.step,
+                "tokens": result.state.tokens_seen,
+                "elapsed": result.state.elapsed,
+                "final_eval": result.final_eval,
+                "model": str(run / "model"),
+            }
+        )
+    else:
+        print(
+            f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
+            f"model in {run / 'model'}",
+            file=sys.stderr,
+        )
     return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from .sweep import parse_grid, run_sweep
+
+    axes = parse_grid(args.grid)
+    fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
+    clash = sorted(set(axes) & set(fixed))
+    if clash:
+        raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
+    rows = run_sweep(
+        args.data, args.out, args.preset, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json
+    )
+    if args.json:
+        _print_json(rows)
+        return
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+    print(
+        f"{len(rows)} runs; table in {Path(args.out) / 'results.md'}, figure in {Path(args.out) / 'curves.png'}",
+        file=sys.stderr,
+    )
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     from .evaluate import evaluate_model
 
-    result = evaluate_model(args.model, args.data, batch_size=args.batch_size, seq_len=args.seq_len, max_batches=args.max_batches)
+    result = evaluate_model(
+        args.model,
+        args.data,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        max_batches=args.max_batches,
+        device=args.device,
+        precision=args.precision,
+        trust_pickle=args.trust_pickle,
+    )
     if args.json:
         _print_json(result)
         return
-    print(f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity {result['perplexity']:.2f}  "
-          f"(unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)")
-    print(f"NSP loss {result['nsp_loss']:.4f}  accuracy {result['nsp_acc']:.4f}")
+    print(
+        f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity {result['perplexity']:.2f}  "
+        f"(unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)"
+    )
+    pair = result["pair_objective"]
+    if pair != "none":
+        print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
     from .plots import plot_training_curves
 
     run_dir = Path(args.run_dir)
-    out = _with_format(args.out, args.format) if args.out else run_dir / "plots" / f"training_curves.{args.format or 'png'}"
+    out = (
+        _with_format(args.out, args.format)
+        if args.out
+        else run_dir / "plots" / f"training_curves.{args.format or 'png'}"
+    )
     print(plot_training_curves(run_dir / "metrics.jsonl", out))
-
-
-def cmd_sweep(args: argparse.Namespace) -> None:
-    from .config import ModelConfig, TrainConfig
-    from .sweep import parse_grid, run_sweep
-
-    axes = parse_grid(args.grid)
-    fixed = {**dataclass_overrides(args, ModelConfig), **dataclass_overrides(args, TrainConfig)}
-    clash = sorted(set(axes) & set(fixed))
-    if clash:
-        raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
-    rows = run_sweep(args.data, args.out, args.preset, axes, fixed, parallel=args.parallel)
-    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
-    print(f"{len(rows)} runs; table in {Path(args.out) / 'results.md'}, figure in {Path(args.out) / 'curves.png'}", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- inference
 
 
-def cmd_fill_mask(args: argparse.Namespace) -> None:
+def _load(args: argparse.Namespace):
     from .inference import load
 
-    bert = load(args.model, trust_pickle=args.trust_pickle)
+    return load(args.model, device=args.device, trust_pickle=args.trust_pickle)
+
+
+def _second_text(args: argparse.Namespace) -> str | None:
+    """The second sentence: --pair, or (the older spelling) a second positional argument."""
+    if args.pair is not None and args.sentence_b is not None:
+        raise UserError("give the second sentence once: --pair B or a second argument, not both")
+    return args.pair if args.pair is not None else args.sentence_b
+
+
+def cmd_fill_mask(args: argparse.Namespace) -> None:
+    bert = _load(args)
     targets = [t for t in args.targets.split(",") if t] if args.targets else None
     result = bert.fill_mask(args.text, top_k=args.top_k, targets=targets)
     if args.plot:
@@ -207,17 +343,16 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
 
 
 def cmd_nsp(args: argparse.Namespace) -> None:
-    from .prepare import read_pairs_file
-    from .inference import load
+    from .textfiles import read_texts
 
-    bert = load(args.model, trust_pickle=args.trust_pickle)
+    bert = _load(args)
     if args.input:
-        pairs = read_pairs_file(args.input)
-    elif args.sentence_a is not None and args.sentence_b is not None:
-        pairs = [(args.sentence_a, args.sentence_b)]
+        texts, pairs = read_texts(args.input, args.text_column, args.pair_column or "1")
+    elif args.sentence_a is not None and _second_text(args) is not None:
+        texts, pairs = [args.sentence_a], [_second_text(args)]
     else:
-        raise UserError("give two sentences, or --input FILE with A<TAB>B per line")
-    results = [bert.nsp(a, b) for a, b in pairs]
+        raise UserError("give two sentences (A --pair B), or --input FILE with A<TAB>B per line")
+    results = [bert.nsp(a, b) for a, b in zip(texts, pairs)]
     if args.plot:
         from .plots import plot_nsp
 
@@ -225,26 +360,27 @@ def cmd_nsp(args: argparse.Namespace) -> None:
     if args.json:
         _print_json(results if args.input else results[0])
         return
+    key = next(k for k in results[0] if k.endswith("_prob"))
     for r in results:
-        print(f"is_next_prob={r['is_next_prob']:.3f}  {r['label']:<8} A: {r['a']!r}  B: {r['b']!r}")
+        print(f"{key}={r[key]:.3f}  {r['label']:<8} A: {r['a']!r}  B: {r['b']!r}")
 
 
 def cmd_plot_embeddings(args: argparse.Namespace) -> None:
-    from .inference import load
     from .plots import plot_embeddings
 
-    bert = load(args.model, trust_pickle=args.trust_pickle)
-    print(plot_embeddings(bert, args.sentence_a, args.sentence_b, _with_format(args.out, args.format)))
+    print(plot_embeddings(_load(args), args.sentence_a, _second_text(args), _with_format(args.out, args.format)))
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from .inference import load
     from .plots import plot_attention, shorten
 
-    bert = load(args.model, trust_pickle=args.trust_pickle)
-    tokens, attention = bert.attention(args.text, args.pair)
+    tokens, attention = _load(args).attention(args.text, args.pair)
     title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
-    print(plot_attention(tokens, attention, _with_format(args.out, args.format), args.layer, args.head, shorten(title, 110)))
+    print(
+        plot_attention(
+            tokens, attention, _with_format(args.out, args.format), args.layer, args.head, shorten(title, 110)
+        )
+    )
 
 
 def _with_format(out: str, fmt: str | None) -> Path:
@@ -256,44 +392,55 @@ def _with_format(out: str, fmt: str | None) -> Path:
 def cmd_embed(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from .corpus import read_lines
-    from .inference import load
+    from .textfiles import read_texts
 
-    bert = load(args.model, trust_pickle=args.trust_pickle)
-    texts = read_lines(args.input)
-    vectors = bert.embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
+    texts, _ = read_texts(args.input, args.text_column)
+    vectors = _load(args).embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
     np.save(args.out, vectors)
-    print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
+    if args.json:
+        _print_json({"texts": vectors.shape[0], "dimensions": vectors.shape[1], "out": args.out})
+    else:
+        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from .finetune import FinetuneConfig, finetune
+    from .finetune import finetune
 
-    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, max_seq_len=args.max_seq_len,
-                         warmup=args.warmup, seed=args.seed, from_scratch=args.from_scratch, device=args.device,
-                         precision=args.precision, dropout=args.dropout)
-    summary = finetune(args.model, args.train, args.dev, args.text_column, args.label_column, args.out, args.pair_column, cfg,
-                       progress=not args.quiet)
+    cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
+    summary = finetune(
+        args.model,
+        args.train,
+        args.dev,
+        args.text_column,
+        args.label_column,
+        args.out,
+        args.pair_column,
+        cfg,
+        progress=not (args.quiet or args.json),
+    )
     if args.json:
         _print_json(summary)
         return
     best = summary["best"]
-    print(f"best epoch {best['epoch']}: dev accuracy {best['dev_accuracy']:.4f}, macro-F1 {best['dev_macro_f1']:.4f}"
-          + (f", MCC {best['dev_mcc']:.4f}" if "dev_mcc" in best else "") + f"; model in {Path(args.out) / 'model'}")
+    print(
+        f"best epoch {best['epoch']}: dev accuracy {best['dev_accuracy']:.4f}, macro-F1 {best['dev_macro_f1']:.4f}"
+        + (f", MCC {best['dev_mcc']:.4f}" if "dev_mcc" in best else "")
+        + f"; model in {Path(args.out) / 'model'}"
+    )
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from .corpus import read_lines
     from .finetune import Classifier
+    from .textfiles import read_texts
 
-    classifier = Classifier(args.model)
+    classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
-        rows = [line.split("\t", 1) for line in read_lines(args.input)]
-        results = classifier.classify([r[0] for r in rows], [r[1] if len(r) > 1 else "" for r in rows] if args.pairs else None)
+        texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
     elif args.text is not None:
-        results = classifier.classify([args.text], [args.pair] if args.pair is not None else None)
+        texts, pairs = [args.text], [args.pair] if args.pair is not None else None
     else:
         raise UserError("give a text, or --input FILE")
+    results = classifier.classify(texts, pairs)
     if args.json:
         _print_json(results if args.input else results[0])
         return
@@ -312,179 +459,261 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bertforge", description="BERT pre-training from scratch: MLM + NSP.")
+    parser = argparse.ArgumentParser(
+        prog="bertforge", description="BERT pre-training from scratch: masked LM + next sentence prediction."
+    )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    def verb(name: str, func: Callable, help_text: str) -> argparse.ArgumentParser:
-        sub = verbs.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(func=func)
+    def verb(group, name: str, func: Callable | None, help_text: str) -> argparse.ArgumentParser:
+        sub = group.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+        if func is not None:
+            sub.set_defaults(func=func)
         return sub
 
-    def trust_pickle_flag(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--trust-pickle", action="store_true",
-                       help="allow a directory with only pytorch_model.bin: unpickling can run code, so only for sources you trust")
+    def output_flags(p: argparse.ArgumentParser, quiet: bool = True) -> None:
+        p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        if quiet:
+            p.add_argument("--quiet", action="store_true", help="no progress bar or chatter")
 
-    def corpus_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("corpus", nargs="+", help="text files or directories (.txt, .jsonl, .csv, .tsv, optionally .gz)")
-        p.add_argument("--field", default="text", help="JSONL key holding the text")
-        p.add_argument("--doc-field", help="JSONL key whose change starts a new document")
-        p.add_argument("--column", help="CSV/TSV column holding the text (name, or index for headerless files)")
-        p.add_argument("--clean", choices=["html"], help="strip HTML tags, entities, URLs and control characters")
-        p.add_argument("--split-sentences", action=argparse.BooleanOptionalAction, default=True,
-                       help="split paragraphs into sentences (--no-split-sentences if lines are sentences already)")
-        p.add_argument("--on-error", choices=["fail", "skip"], default="fail", help="what to do with broken JSONL lines")
+    def model_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="run directory or model directory")
+        p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+        p.add_argument(
+            "--trust-pickle",
+            action="store_true",
+            help="allow a directory with only pytorch_model.bin (unpickling can run code: only for sources you trust)",
+        )
 
-    tokenizer_verbs = verbs.add_parser("tokenizer", help="train a tokenizer").add_subparsers(dest="tokenizer_verb", required=True)
-    p = tokenizer_verbs.add_parser("train", help="train a WordPiece or word-level tokenizer on a corpus")
-    p.set_defaults(func=cmd_tokenizer_train)
-    corpus_flags(p)
+    def pair_flags(p: argparse.ArgumentParser, positional: bool) -> None:
+        if positional:
+            p.add_argument("sentence_b", nargs="?", help=HIDDEN)  # the older spelling of --pair
+        p.add_argument("--pair", help="second sentence, as segment B")
+
+    def column_flags(p: argparse.ArgumentParser, pair: bool = True) -> None:
+        p.add_argument(
+            "--text-column",
+            default="0",
+            help="with --input: column (or JSONL key) of the text; a .txt file has a text per line",
+        )
+        if pair:
+            p.add_argument(
+                "--pair-column", help="with --input: column of the second text (a .txt file: TEXT<TAB>PAIR lines)"
+            )
+
+    def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
+        p.add_argument(
+            "corpus", nargs="+", help="text files or directories (.txt, .jsonl, .csv, .tsv; optionally .gz, .bz2, .xz)"
+        )
+        add_config_flags(p, CorpusOptions, skip=skip, keep_defaults=True)
+        p.add_argument(
+            "--column", "--field", dest="text_column", default=HIDDEN, help=HIDDEN
+        )  # older spellings of --text-column
+        p.add_argument("--doc-field", dest="doc_column", default=HIDDEN, help=HIDDEN)
+
+    tokenizer_verbs = verb(verbs, "tokenizer", None, "train a tokenizer").add_subparsers(
+        dest="tokenizer_verb", required=True, metavar="VERB"
+    )
+    p = verb(tokenizer_verbs, "train", cmd_tokenizer_train, "train a WordPiece or word-level tokenizer on a corpus")
+    corpus_flags(p, skip=("pair_column",))
     p.add_argument("--out", required=True, help="directory for the Hugging Face tokenizer files")
-    p.add_argument("--kind", choices=["wordpiece", "word"], default="wordpiece")
-    p.add_argument("--vocab-size", type=int, default=30522)
-    p.add_argument("--min-frequency", type=int, default=2)
-    p.add_argument("--lowercase", action=argparse.BooleanOptionalAction, default=True, help="--no-lowercase (or --cased) keeps case")
+    p.add_argument(
+        "--kind", choices=["wordpiece", "word"], default="wordpiece", help="WordPiece (BERT's) or whole words"
+    )
+    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in the vocabulary, special tokens included")
+    p.add_argument("--min-frequency", type=int, default=2, help="a word or piece needs this many occurrences")
+    p.add_argument(
+        "--lowercase",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-lowercase (or --cased) keeps case",
+    )
     p.add_argument("--cased", dest="lowercase", action="store_false", help="same as --no-lowercase")
-    p.add_argument("--strip-accents", dest="strip_accents", action="store_true", default=None)
-    p.add_argument("--keep-accents", dest="strip_accents", action="store_false", help="keep diacritics (default: strip when lowercasing, as BERT)")
+    p.add_argument(
+        "--strip-accents",
+        dest="strip_accents",
+        action="store_true",
+        default=None,
+        help="strip diacritics even when cased",
+    )
+    p.add_argument(
+        "--keep-accents",
+        dest="strip_accents",
+        action="store_false",
+        help="keep diacritics (default: strip when lowercasing, as BERT)",
+    )
+    output_flags(p)
 
-    p = verb("prepare", cmd_prepare, "tokenise a corpus into a data directory (token memmap + sentence/document index)")
+    p = verb(
+        verbs,
+        "prepare",
+        cmd_prepare,
+        "tokenise a corpus into a data directory (token memmap + sentence/document index)",
+    )
     corpus_flags(p)
+    p.add_argument("--pairs", metavar="A,B", help=HIDDEN)  # older spelling of --text-column A --pair-column B
     p.add_argument("--tokenizer", required=True, help="tokenizer directory")
     p.add_argument("--out", required=True, help="data directory to write")
-    p.add_argument("--valid-fraction", type=float, default=0.01, help="share of tokens held out, as whole documents")
+    p.add_argument(
+        "--valid-fraction",
+        type=float,
+        default=0.01,
+        help="share of tokens held out, as whole documents (never exceeded)",
+    )
     p.add_argument("--valid", nargs="+", help="held-out files (instead of --valid-fraction)")
     p.add_argument("--workers", type=int, default=1, help="tokenising processes; output is identical for any number")
-    p.add_argument("--pairs", metavar="A,B", help="the file holds explicit pairs: two columns (names or indexes) or JSONL keys")
+    output_flags(p)
 
-    data_verbs = verbs.add_parser("data", help="look at prepared data").add_subparsers(dest="data_verb", required=True)
-    p = data_verbs.add_parser("show", help="print training instances as the model sees them")
-    p.set_defaults(func=cmd_data_show)
-    p.add_argument("data")
-    p.add_argument("--n", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--mask-prob", type=float, default=0.15)
-    p.add_argument("--whole-word-mask", action="store_true")
-    p.add_argument("--jsonl", action="store_true", help="one JSON object per instance")
-    p = data_verbs.add_parser("stats", help="documents, sentences, tokens, [UNK] rate")
-    p.set_defaults(func=cmd_data_stats)
-    p.add_argument("data")
-    p.add_argument("--json", action="store_true")
+    data_verbs = verb(verbs, "data", None, "look at prepared data").add_subparsers(
+        dest="data_verb", required=True, metavar="VERB"
+    )
+    p = verb(data_verbs, "show", cmd_data_show, "print training instances as the model sees them")
+    p.add_argument("data", help="prepared data directory")
+    p.add_argument("--n", type=int, default=5, help="instances to show")
+    p.add_argument("--seed", type=int, default=0, help="data and masking seed")
+    p.add_argument("--seq-len", type=int, default=128, help="instance length")
+    p.add_argument("--mask-prob", type=float, default=0.15, help="fraction of tokens chosen for MLM")
+    p.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word together")
+    p.add_argument(
+        "--pair-objective", choices=["nsp", "sop", "none"], default="nsp", help="instances for this pair task"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per instance")
+    p.add_argument("--jsonl", dest="json", action="store_true", help=HIDDEN)  # the older spelling
+    p = verb(data_verbs, "stats", cmd_data_stats, "documents, sentences, tokens, [UNK] rate")
+    p.add_argument("data", help="prepared data directory")
+    output_flags(p, quiet=False)
 
-    from .config import ModelConfig, TrainConfig
-
-    p = verb("pretrain", cmd_pretrain, "pre-train a BERT with masked LM and next sentence prediction")
+    p = verb(verbs, "pretrain", cmd_pretrain, "pre-train a BERT with masked LM and a sentence-pair objective")
     p.add_argument("--data", required=True, help="prepared data directory (bertforge prepare)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--preset", choices=["tiny", "mini", "small", "medium", "base", "large"], help="model size (default mini)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--preset", choices=list(PRESETS), help="model size (default mini; on --resume, the saved one)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the latest checkpoint in --out, with its saved settings"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_dataclass_flags(p, ModelConfig)
-    add_dataclass_flags(p, TrainConfig)
+    output_flags(p)
+    add_config_flags(p, ModelConfig)
+    add_config_flags(p, TrainConfig)
+    _pair_objective_aliases(p)
 
-    p = verb("sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results")
-    p.add_argument("--data", required=True)
+    p = verb(verbs, "sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results")
+    p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--out", required=True, help="sweep directory")
-    p.add_argument("--preset", default="mini", choices=["tiny", "mini", "small", "medium", "base", "large"])
-    p.add_argument("--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting")
+    p.add_argument("--preset", default="mini", choices=list(PRESETS), help="model size")
+    p.add_argument(
+        "--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting"
+    )
     p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
-    add_dataclass_flags(p, ModelConfig)
-    add_dataclass_flags(p, TrainConfig)
+    output_flags(p)
+    add_config_flags(p, ModelConfig)
+    add_config_flags(p, TrainConfig)
+    _pair_objective_aliases(p)
 
-    p = verb("evaluate", cmd_evaluate, "held-out MLM loss, accuracy, perplexity and NSP accuracy")
-    p.add_argument("model", help="run directory or model directory")
+    p = verb(
+        verbs, "evaluate", cmd_evaluate, "held-out MLM loss, accuracy and perplexity, and the pair head's accuracy"
+    )
+    model_flags(p)
     p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--max-batches", type=int, default=50)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--batch-size", type=int, default=32, help="sequences per batch")
+    p.add_argument("--seq-len", type=int, default=128, help="instance length")
+    p.add_argument("--max-batches", type=int, default=50, help="batches to evaluate (fixed masks, fixed order)")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32", help="as for pretrain")
+    output_flags(p, quiet=False)
 
-    p = verb("plot", cmd_plot, "draw a run's training curves (also while it is running)")
-    p.add_argument("run_dir")
+    p = verb(verbs, "plot", cmd_plot, "draw a run's training curves (also while it is running)")
+    p.add_argument("run_dir", help="run directory")
     p.add_argument("--out", help="output file (default RUN_DIR/plots/training_curves.png)")
-    p.add_argument("--format", choices=["png", "svg"])
+    p.add_argument("--format", choices=["png", "svg"], help="image format (default: the --out suffix)")
 
-    p = verb("fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
-    p.add_argument("model", help="run directory or model directory")
-    trust_pickle_flag(p)
+    p = verb(verbs, "fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
+    model_flags(p)
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
-    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--top-k", type=int, default=5, help="predictions per [MASK]")
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
     p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
     p.add_argument("--answer", help="with --plot: highlight this word")
-    p.add_argument("--json", action="store_true")
+    output_flags(p, quiet=False)
 
-    p = verb("nsp", cmd_nsp, "probability that sentence B follows sentence A")
-    p.add_argument("model")
-    trust_pickle_flag(p)
-    p.add_argument("sentence_a", nargs="?")
-    p.add_argument("sentence_b", nargs="?")
-    p.add_argument("--input", help="TSV file of A<TAB>B pairs, one per line")
-    p.add_argument("--plot", help="also draw is_next_prob per pair into this file (.png or .svg)")
-    p.add_argument("--json", action="store_true")
+    p = verb(
+        verbs,
+        "nsp",
+        cmd_nsp,
+        "probability that sentence B follows sentence A (for an SOP model: that they are in order)",
+    )
+    model_flags(p)
+    p.add_argument("sentence_a", nargs="?", help="sentence A")
+    pair_flags(p, positional=True)
+    p.add_argument("--input", help="file of pairs: A<TAB>B lines, or a table with --text-column/--pair-column")
+    column_flags(p)
+    p.add_argument("--plot", help="also draw the probability per pair into this file (.png or .svg)")
+    output_flags(p, quiet=False)
 
-    p = verb("plot-embeddings", cmd_plot_embeddings, "heatmaps of the token, segment and position embeddings and their sum")
-    p.add_argument("model")
-    trust_pickle_flag(p)
-    p.add_argument("sentence_a")
-    p.add_argument("sentence_b", nargs="?")
-    p.add_argument("--out", required=True)
-    p.add_argument("--format", choices=["png", "svg"])
+    p = verb(
+        verbs,
+        "plot-embeddings",
+        cmd_plot_embeddings,
+        "heatmaps of the token, segment and position embeddings and their sum",
+    )
+    model_flags(p)
+    p.add_argument("sentence_a", help="sentence A")
+    pair_flags(p, positional=True)
+    p.add_argument("--out", required=True, help="image file")
+    p.add_argument("--format", choices=["png", "svg"], help="image format (default: the --out suffix)")
 
-    p = verb("attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
-    p.add_argument("model")
-    trust_pickle_flag(p)
-    p.add_argument("text")
-    p.add_argument("--pair", help="second sentence, as segment B")
+    p = verb(verbs, "attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
+    model_flags(p)
+    p.add_argument("text", help="sentence A")
+    pair_flags(p, positional=False)
     p.add_argument("--layer", type=int, default=-1, help="layer index (negative counts from the top)")
     p.add_argument("--head", type=int, help="one head; all heads of the layer when omitted")
-    p.add_argument("--out", required=True)
-    p.add_argument("--format", choices=["png", "svg"])
+    p.add_argument("--out", required=True, help="image file")
+    p.add_argument("--format", choices=["png", "svg"], help="image format (default: the --out suffix)")
 
-    p = verb("embed", cmd_embed, "sentence embeddings for each line of a file")
-    p.add_argument("model")
-    trust_pickle_flag(p)
-    p.add_argument("--input", required=True, help="text file, one sentence per line")
+    p = verb(verbs, "embed", cmd_embed, "sentence embeddings for each line (or row) of a file")
+    model_flags(p)
+    p.add_argument("--input", required=True, help="text file, one sentence per line; or a table with --text-column")
+    column_flags(p, pair=False)
     p.add_argument("--out", required=True, help="output .npy file")
-    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    p.add_argument(
+        "--pooling", choices=["cls", "mean"], default="cls", help="the [CLS] vector, or the mean over tokens"
+    )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
+    output_flags(p, quiet=False)
 
-    p = verb("finetune", cmd_finetune, "fine-tune for sentence or sentence-pair classification")
+    p = verb(verbs, "finetune", cmd_finetune, "fine-tune for sentence or sentence-pair classification")
     p.add_argument("model", help="run directory or model directory (pre-trained)")
     p.add_argument("--train", required=True, help="TSV, CSV or JSONL")
     p.add_argument("--dev", required=True, help="TSV, CSV or JSONL, same columns")
     p.add_argument("--text-column", required=True, help="name, or index for headerless files")
     p.add_argument("--pair-column", help="second text of a sentence pair")
-    p.add_argument("--label-column", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-seq-len", type=int, default=128)
-    p.add_argument("--warmup", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="auto", help="as for pretrain")
-    p.add_argument("--dropout", type=float, help="hidden and attention dropout while fine-tuning (default: the model's own)")
-    p.add_argument("--from-scratch", action="store_true", help="same architecture, random init: the baseline")
-    p.add_argument("--quiet", action="store_true")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--label-column", required=True, help="the label's column")
+    p.add_argument("--out", required=True, help="output directory (model/, metrics.jsonl, summary.json)")
+    add_config_flags(p, FinetuneConfig, keep_defaults=True)
+    p.add_argument(
+        "--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN
+    )  # older spelling of --seq-len
+    output_flags(p)
 
-    p = verb("classify", cmd_classify, "label texts with a fine-tuned model")
-    p.add_argument("model")
-    p.add_argument("text", nargs="?")
-    p.add_argument("--pair", help="second text of a pair")
-    p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pairs)")
-    p.add_argument("--pairs", action="store_true", help="lines of --input are TEXT<TAB>PAIR")
-    p.add_argument("--json", action="store_true")
+    p = verb(verbs, "classify", cmd_classify, "label texts with a fine-tuned model")
+    model_flags(p)
+    p.add_argument("text", nargs="?", help="the text")
+    pair_flags(p, positional=False)
+    p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
+    column_flags(p)
+    p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
+    output_flags(p, quiet=False)
 
-    p = verb("demo", cmd_demo, "train tokenizers and tiny BERTs on the bundled corpora, then question them")
-    p.add_argument("--out", default="demo_runs")
+    p = verb(verbs, "demo", cmd_demo, "train tokenizers and tiny BERTs on the bundled corpora, then question them")
+    p.add_argument("--out", default="demo_runs", help="where the demo writes")
     p.add_argument("--fast", action="store_true", help="fewer steps, for a smoke test")
     return parser
+
+
+def _pair_objective_aliases(p: argparse.ArgumentParser) -> None:
+    """--nsp / --no-nsp, from before there were pair objectives: --pair-objective nsp / none."""
+    p.add_argument("--nsp", dest="pair_objective", action="store_const", const="nsp", default=HIDDEN, help=HIDDEN)
+    p.add_argument("--no-nsp", dest="pair_objective", action="store_const", const="none", default=HIDDEN, help=HIDDEN)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,12 +1,17 @@
-"""Typed, documented configuration for the model and for training.
+"""Typed, documented configuration: the model, pre-training and fine-tuning.
 
-Each dataclass owns its fields; the CLI exposes every field as a flag
-(`--num-layers 2`, `--hidden-dropout 0`), so a field's docstring is its help.
+Each dataclass owns its fields; the CLI turns every field into a flag
+(`num_layers` -> `--num-layers`) whose help is the field's text, and `sweep`
+parses its grid values with the same `parse_field` (one typed parser).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -23,9 +28,54 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 
-def _doc(text: str, default: Any) -> Any:
-    """A dataclass field carrying its help text in metadata."""
-    return field(default=default, metadata={"help": text})
+def documented(
+    default: Any, help: str, choices: tuple[str, ...] | None = None, parse: Callable[[str], Any] | None = None
+) -> Any:
+    """A dataclass field that carries its help text (and, for strings, its allowed values) in metadata."""
+    return field(default=default, metadata={"help": help, "choices": choices, "parse": parse})
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from "90", "90s", "30m" or "1.5h"."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError:
+        raise ValueError(f"not a duration: {text!r} (use 90s, 30m or 1.5h)") from None
+
+
+def parse_bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes", "on"):
+        return True
+    if text.lower() in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not true or false")
+
+
+def field_parser(cls, name: str) -> Callable[[str], Any]:
+    """text -> a value of `cls.name`'s type: the one typed parser behind CLI flags and sweep grids."""
+    f = next(f for f in fields(cls) if f.name == name)
+    if f.metadata.get("parse"):
+        return f.metadata["parse"]
+    kind = typing.get_type_hints(cls)[name]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))  # Optional[X] -> X
+    return parse_bool if kind is bool else kind
+
+
+def parse_field(cls, name: str, text: str) -> Any:
+    """Parse and check one value for field `name` of `cls`; a bad value is a UserError naming the field."""
+    f = next(f for f in fields(cls) if f.name == name)
+    try:
+        value = field_parser(cls, name)(text)
+    except ValueError as e:
+        raise UserError(f"{name}: {e}") from None
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        raise UserError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def _require(checks: list[tuple[bool, str]], what: str) -> None:
@@ -34,8 +84,20 @@ def _require(checks: list[tuple[bool, str]], what: str) -> None:
             raise UserError(f"invalid {what} config: {message}")
 
 
+def _check_choices(config) -> list[tuple[bool, str]]:
+    """Every string field with declared choices holds one of them."""
+    return [
+        (
+            getattr(config, f.name) in f.metadata["choices"],
+            f"{f.name} must be one of {', '.join(f.metadata['choices'])}, not {getattr(config, f.name)!r}",
+        )
+        for f in fields(config)
+        if f.metadata.get("choices")
+    ]
+
+
 class _DictMixin:
-    """Plain-dict round trip for configs saved in JSON; unknown keys (from newer versions) are ignored."""
+    """Plain-dict round trip for configs saved in JSON; unknown keys (from other versions) are ignored."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -46,53 +108,82 @@ class _DictMixin:
         return cls(**{k: v for k, v in values.items() if k in known})
 
 
+# Fields that change what a trained model computes; anything else (dropout) may change on --resume.
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "hidden_act",
+    "norm_style",
+    "position_embedding",
+    "tie_word_embeddings",
+    "pad_token_id",
+    "pad_vocab_multiple",
+)
+
+
 @dataclass
 class ModelConfig(_DictMixin):
     """Shape and variant of a BERT encoder with its pre-training heads."""
 
-    vocab_size: int = _doc("number of token ids the tokenizer can produce", 30522)
-    hidden_size: int = _doc("width H of every hidden state", 256)
-    num_layers: int = _doc("number of Transformer encoder layers L", 4)
-    num_heads: int = _doc("attention heads A per layer; must divide hidden_size", 4)
-    intermediate_size: int = _doc("width of the feed-forward inner layer (4H in BERT)", 1024)
-    max_position_embeddings: int = _doc("longest sequence the position table covers", 512)
-    type_vocab_size: int = _doc("number of segments (A and B)", 2)
-    hidden_dropout: float = _doc("dropout on embeddings and sub-layer outputs", 0.1)
-    attention_dropout: float = _doc("dropout on attention probabilities", 0.1)
-    layer_norm_eps: float = _doc("LayerNorm epsilon", 1e-12)
-    hidden_act: str = _doc("feed-forward activation: gelu | relu", "gelu")
-    norm_style: str = _doc("post (BERT: LayerNorm after each residual) | pre (before, plus a final LayerNorm)", "post")
-    position_embedding: str = _doc("learned (BERT) | sinusoidal (fixed, as in the Transformer paper)", "learned")
-    tie_word_embeddings: bool = _doc("share the MLM decoder weight with the token embedding", True)
-    pad_token_id: int = _doc("id of [PAD]; its embedding row stays zero at init", 0)
-    initializer_range: float = _doc("std of the normal init of weights", 0.02)
-    pad_vocab_multiple: int = _doc("round the embedding table up to a multiple of this for speed (1 = off)", 64)
+    vocab_size: int = documented(30522, "number of token ids the tokenizer can produce")
+    hidden_size: int = documented(256, "width H of every hidden state")
+    num_layers: int = documented(4, "number of Transformer encoder layers L")
+    num_heads: int = documented(4, "attention heads A per layer; must divide hidden_size")
+    intermediate_size: int = documented(1024, "width of the feed-forward inner layer (4H in BERT)")
+    max_position_embeddings: int = documented(512, "longest sequence the position table covers")
+    type_vocab_size: int = documented(2, "number of segments (A and B)")
+    hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
+    attention_dropout: float = documented(0.1, "dropout on attention probabilities")
+    layer_norm_eps: float = documented(1e-12, "LayerNorm epsilon")
+    hidden_act: str = documented("gelu", "feed-forward activation", ("gelu", "relu"))
+    norm_style: str = documented(
+        "post",
+        "post: LayerNorm after each residual (BERT); pre: before each sub-layer, plus a "
+        "final LayerNorm (more stable at high learning rates)",
+        ("post", "pre"),
+    )
+    position_embedding: str = documented(
+        "learned", "learned (BERT) or sinusoidal (fixed, as in the Transformer paper)", ("learned", "sinusoidal")
+    )
+    tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
+    pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")
+    initializer_range: float = documented(0.02, "std of the normal init of weights")
+    pad_vocab_multiple: int = documented(64, "round the embedding table up to a multiple of this for speed (1 = off)")
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        _require([
-            (self.hidden_size % self.num_heads == 0, f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"),
-            (self.hidden_act in ("gelu", "relu"), f"hidden_act must be gelu or relu, not {self.hidden_act!r}"),
-            (self.norm_style in ("post", "pre"), f"norm_style must be post or pre, not {self.norm_style!r}"),
-            (self.position_embedding in ("learned", "sinusoidal"), f"position_embedding must be learned or sinusoidal, not {self.position_embedding!r}"),
-            (self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0, "vocab_size, num_layers and pad_vocab_multiple must be positive"),
-            (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
-        ], "model")
+        _require(
+            [
+                (
+                    self.hidden_size % self.num_heads == 0,
+                    f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
+                ),
+                *_check_choices(self),
+                (
+                    self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0,
+                    "vocab_size, num_layers and pad_vocab_multiple must be positive",
+                ),
+                (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
+            ],
+            "model",
+        )
 
     @property
     def padded_vocab_size(self) -> int:
         m = self.pad_vocab_multiple
         return (self.vocab_size + m - 1) // m * m
 
-    @property
-    def is_hf_compatible(self) -> bool:
-        """True when `transformers.BertModel` can express this architecture."""
-        return self.norm_style == "post" and self.position_embedding == "learned"
+    def architecture(self) -> dict[str, Any]:
+        """The fields that define what the weights mean (not dropout or init)."""
+        return {name: getattr(self, name) for name in ARCHITECTURE_FIELDS}
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "ModelConfig":
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         """A named size (tiny … large) with intermediate = 4 × hidden, then `overrides`."""
         if name not in PRESETS:
             raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
@@ -102,51 +193,115 @@ class ModelConfig(_DictMixin):
         return cls(**values)
 
 
-
 @dataclass
 class TrainConfig(_DictMixin):
-    """How to pre-train: data, optimisation, schedule, logging and checkpoints."""
+    """How to pre-train: data, objectives, optimisation, schedule, logging and checkpoints."""
 
-    seq_len: int = _doc("target length of an instance, [CLS] A [SEP] B [SEP] included", 128)
-    batch_size: int = _doc("instances per optimizer micro-step (per process)", 32)
-    grad_accum: int = _doc("micro-steps accumulated into one optimizer step", 1)
-    max_steps: int = _doc("optimizer steps to run (ignored when time_budget is set)", 1000)
-    time_budget: float = _doc("seconds of training; the lr schedule follows elapsed time (0 = off)", 0.0)
-    lr: float = _doc("peak learning rate", 5e-4)
-    warmup: float = _doc("warm-up as a fraction of the run (< 1) or a number of steps (>= 1)", 0.06)
-    schedule: str = _doc("after warm-up: linear | cosine | constant", "linear")
-    weight_decay: float = _doc("AdamW decoupled weight decay (never on LayerNorm or biases)", 0.01)
-    adam_beta1: float = _doc("AdamW beta1", 0.9)
-    adam_beta2: float = _doc("AdamW beta2", 0.999)
-    adam_eps: float = _doc("AdamW epsilon", 1e-6)
-    grad_clip: float = _doc("clip the global gradient norm to this (0 = off)", 1.0)
-    mask_prob: float = _doc("fraction of non-special tokens chosen for MLM", 0.15)
-    mask_token_prob: float = _doc("of chosen tokens, fraction replaced by [MASK]", 0.8)
-    random_token_prob: float = _doc("of chosen tokens, fraction replaced by a random token", 0.1)
-    max_predictions: int = _doc("cap on MLM predictions per sequence", 20)
-    whole_word_mask: bool = _doc("mask all ## pieces of a word together", False)
-    short_seq_prob: float = _doc("probability of a shorter random target length (BERT: 0.1)", 0.1)
-    nsp: bool = _doc("train next sentence prediction too (--no-nsp for MLM only)", True)
-    seed: int = _doc("seed for init, data order and masking", 0)
-    log_every: int = _doc("optimizer steps between metrics.jsonl lines", 10)
-    eval_every: int = _doc("optimizer steps between held-out evaluations (0 = only at the end)", 200)
-    eval_batches: int = _doc("held-out batches per evaluation", 20)
-    save_every: int = _doc("optimizer steps between checkpoints (0 = only at the end)", 500)
-    keep_last: int = _doc("checkpoints kept on disk", 3)
-    max_bad_steps: int = _doc("consecutive non-finite losses that stop the run", 5)
-    device: str = _doc("auto | cpu | cuda", "auto")
-    precision: str = _doc("auto | fp32 | bf16 | fp16", "auto")
-    compile: bool = _doc("torch.compile the model", False)
-    num_workers: int = _doc("data loader worker processes", 1)
+    seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
+    batch_size: int = documented(32, "instances per optimizer micro-step (per process)")
+    grad_accum: int = documented(1, "micro-steps accumulated into one optimizer step")
+    max_steps: int = documented(1000, "optimizer steps to run (ignored when time_budget is set)")
+    time_budget: float = documented(
+        0.0, "training time, e.g. 90s, 30m, 1.5h; the lr schedule follows the clock (0 = off)", parse=parse_duration
+    )
+    lr: float = documented(5e-4, "peak learning rate")
+    warmup: float = documented(0.06, "warm-up as a fraction of the run (< 1) or a number of steps (>= 1)")
+    schedule: str = documented("linear", "lr after warm-up", ("linear", "cosine", "constant"))
+    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)")
+    adam_beta1: float = documented(0.9, "AdamW beta1")
+    adam_beta2: float = documented(0.999, "AdamW beta2")
+    adam_eps: float = documented(1e-6, "AdamW epsilon")
+    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)")
+    pair_objective: str = documented(
+        "nsp",
+        "sentence-pair task beside MLM: nsp (BERT: is B the next text?), sop (ALBERT: "
+        "are A and B in order?) or none (MLM only)",
+        ("nsp", "sop", "none"),
+    )
+    mask_prob: float = documented(0.15, "fraction of non-special tokens chosen for MLM")
+    mask_token_prob: float = documented(0.8, "of chosen tokens, fraction replaced by [MASK]")
+    random_token_prob: float = documented(0.1, "of chosen tokens, fraction replaced by a random token")
+    max_predictions: int = documented(
+        0, "cap on MLM predictions per sequence (0 = ceil(seq_len x mask_prob), never binding)"
+    )
+    whole_word_mask: bool = documented(False, "mask all ## pieces of a word together")
+    short_seq_prob: float = documented(0.1, "probability of a shorter random target length (BERT: 0.1)")
+    seed: int = documented(0, "seed for init, data order and masking")
+    log_every: int = documented(10, "optimizer steps between metrics.jsonl lines")
+    eval_every: int = documented(200, "optimizer steps between held-out evaluations (0 = only at the end)")
+    eval_batches: int = documented(20, "held-out batches per evaluation")
+    save_every: int = documented(500, "optimizer steps between checkpoints (0 = only at the end)")
+    keep_last: int = documented(3, "checkpoints kept on disk")
+    max_bad_steps: int = documented(5, "consecutive non-finite losses that stop the run")
+    device: str = documented("auto", "auto | cpu | cuda | cuda:N")
+    precision: str = documented(
+        "auto", "auto picks bf16 on CUDA and on CPUs measured to be fast at it", ("auto", "fp32", "bf16", "fp16")
+    )
+    compile: bool = documented(False, "torch.compile the model")
+    num_workers: int = documented(1, "data loader worker processes")
 
     def __post_init__(self) -> None:
-        _require([
-            (self.schedule in ("linear", "cosine", "constant"), f"schedule must be linear, cosine or constant, not {self.schedule!r}"),
-            (self.precision in ("auto", "fp32", "bf16", "fp16"), f"precision must be auto, fp32, bf16 or fp16, not {self.precision!r}"),
-            (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"), f"device must be auto, cpu or cuda, not {self.device!r}"),
-            (0.0 < self.mask_prob < 1.0, f"mask_prob must be in (0, 1), not {self.mask_prob}"),
-            (self.mask_token_prob + self.random_token_prob <= 1.0, "mask_token_prob + random_token_prob must be <= 1"),
-            (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
-            (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
-            (self.max_predictions > 0, "max_predictions must be positive"),
-        ], "train")
+        _require(
+            [
+                *_check_choices(self),
+                (
+                    self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+                    f"device must be auto, cpu or cuda, not {self.device!r}",
+                ),
+                (0.0 < self.mask_prob < 1.0, f"mask_prob must be in (0, 1), not {self.mask_prob}"),
+                (
+                    self.mask_token_prob + self.random_token_prob <= 1.0,
+                    "mask_token_prob + random_token_prob must be <= 1",
+                ),
+                (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
+                (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
+                (self.max_predictions >= 0, "max_predictions must be positive, or 0 for automatic"),
+            ],
+            "train",
+        )
+
+    @property
+    def predictions_per_sequence(self) -> int:
+        """The cap on MLM predictions: max_predictions, or (0) enough never to bind at this mask rate."""
+        return self.max_predictions or math.ceil(self.seq_len * self.mask_prob)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        if "nsp" in values and "pair_objective" not in values:  # runs saved before pair_objective existed
+            values = {**values, "pair_objective": "nsp" if values["nsp"] else "none"}
+        return super().from_dict(values)
+
+
+@dataclass
+class FinetuneConfig(_DictMixin):
+    """How to fine-tune a pre-trained encoder on a labelled task."""
+
+    epochs: int = documented(3, "passes over the training file")
+    lr: float = documented(5e-5, "peak learning rate (BERT: 2e-5 to 5e-5; small models like 1e-4 or more)")
+    batch_size: int = documented(32, "examples per step")
+    seq_len: int = documented(
+        128, "longest input in tokens; longer inputs are truncated, the longer text of a pair first"
+    )
+    warmup: float = documented(0.1, "warm-up as a fraction of all steps (< 1) or a number of steps (>= 1)")
+    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)")
+    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)")
+    dropout: float | None = documented(
+        None, "hidden and attention dropout while fine-tuning (default: the model's own)"
+    )
+    seed: int = documented(0, "seed for the new head's init and the data order")
+    from_scratch: bool = documented(
+        False, "same architecture, random init: the baseline that shows what pre-training buys"
+    )
+    device: str = documented("auto", "auto | cpu | cuda | cuda:N")
+    precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))
+
+    def __post_init__(self) -> None:
+        _require(
+            [
+                *_check_choices(self),
+                (self.epochs > 0 and self.batch_size > 0, "epochs and batch_size must be positive"),
+                (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
+                (self.dropout is None or 0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
+            ],
+            "finetune",
+        )

@@ -1,32 +1,29 @@
-"""Reading documents from text corpora: txt, jsonl, csv/tsv (each optionally gzipped).
+"""Reading documents from text corpora: txt, jsonl, csv/tsv, each optionally compressed (.gz, .bz2, .xz).
 
 Everything streams: a reader yields `Paragraph`s one at a time, so a corpus of
 any size passes through bounded memory. A paragraph marks whether it starts a
 new document, because BERT's next-sentence pairs must know where documents end.
 
   .txt           one paragraph (or sentence) per line; a blank line between documents
-  .jsonl         one JSON object per line; text in --field, optional --doc-field groups rows
-  .csv / .tsv    one row per document; text in --column
+  .jsonl         one JSON object per line; text in --text-column, optional --doc-column groups rows
+  .csv / .tsv    one row per document (or --doc-column groups rows); text in --text-column
 """
 
 from __future__ import annotations
 
-import codecs
-import csv
-import gzip
 import html
-import io
-import json
 import re
-import sys
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO
 
+from .config import documented
 from .errors import UserError
+from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_rows
 
-TEXT_SUFFIXES = (".txt", ".text", ".jsonl", ".csv", ".tsv")
+TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # A longer line is read in pieces (cut at whitespace): `tokenizers` needs ~135 bytes per character of
 # one sequence, so a 100 MB line in one piece would need gigabytes.
 MAX_LINE_CHARS = 1 << 16
@@ -34,30 +31,30 @@ MAX_LINE_CHARS = 1 << 16
 
 @dataclass
 class CorpusOptions:
-    """How to find text in the input files."""
+    """Where the text is in the input files, and how to clean and split it."""
 
-    field: str = "text"  # JSONL key holding the text
-    doc_field: str | None = None  # JSONL key whose change starts a new document
-    column: str | None = None  # CSV/TSV column holding the text (a name, or an index for headerless files)
-    clean: str | None = None  # "html": strip tags, entities, URLs and control characters
-    split_sentences: bool = True
-    on_error: str = "fail"  # broken JSONL lines: fail | skip
+    text_column: str = documented(
+        "text", "JSONL key or CSV/TSV column holding the text (an index like 0 for headerless files)"
+    )
+    pair_column: str | None = documented(
+        None,
+        "with prepare: the second text of explicit pairs (Q/A, dialogue turns); "
+        "each row becomes a two-segment document",
+    )
+    doc_column: str | None = documented(
+        None, "JSONL key or column whose change starts a new document (default: each row is one)"
+    )
+    clean: str = documented("none", "html strips tags, entities, URLs and control characters", ("none", "html"))
+    split_sentences: bool = documented(
+        True, "split paragraphs into sentences (--no-split-sentences if lines are sentences already)"
+    )
+    on_error: str = documented("fail", "broken JSONL lines: stop with the line number, or skip them", ("fail", "skip"))
 
 
 @dataclass
 class Paragraph:
     text: str
     new_document: bool
-
-
-@dataclass
-class ReadStats:
-    """What reading noticed along the way, reported once at the end."""
-
-    files: list[str] = field(default_factory=list)
-    bytes_read: int = 0
-    invalid_utf8: int = 0
-    skipped_lines: int = 0
 
 
 # ---------------------------------------------------------------- files
@@ -73,7 +70,10 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_text_name(p))
             if not inside:
-                raise UserError(f"{path}: directory holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally .gz)")
+                raise UserError(
+                    f"{path}: directory holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally "
+                    f"{', '.join(COMPRESSIONS)})"
+                )
             found.extend(inside)
         else:
             found.append(path)
@@ -83,78 +83,57 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _is_text_name(path: Path) -> bool:
-    name = path.name.lower().removesuffix(".gz")
+    name = path.name.lower()
+    for suffix in COMPRESSIONS:
+        name = name.removesuffix(suffix)
     return name.endswith(TEXT_SUFFIXES)
-
-
-def _format_of(path: Path) -> str:
-    name = path.name.lower().removesuffix(".gz")
-    for suffix, kind in ((".jsonl", "jsonl"), (".csv", "csv"), (".tsv", "tsv")):
-        if name.endswith(suffix):
-            return kind
-    return "txt"
-
-
-class _CountingDecoder:
-    """UTF-8 decoding that replaces invalid bytes with U+FFFD and counts them."""
-
-    def __init__(self, stats: ReadStats):
-        self.stats = stats
-        self.name = f"bertforge-count-{id(self)}"
-        codecs.register_error(self.name, self._handle)
-
-    def _handle(self, error: UnicodeDecodeError):
-        self.stats.invalid_utf8 += 1
-        return "\ufffd", error.end
-
-
-def _open_text(path: Path, stats: ReadStats, decoder: _CountingDecoder) -> IO[str]:
-    raw = gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-    try:
-        head = raw.peek(8192)[:8192] if hasattr(raw, "peek") else b""
-    except (OSError, EOFError) as e:
-        raw.close()
-        raise UserError(f"{path}: cannot read ({e})") from None
-    if b"\x00" in head:
-        raw.close()
-        raise UserError(f"{path}: looks like a binary file (NUL bytes), not text")
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors=decoder.name, newline="")
 
 
 # ---------------------------------------------------------------- readers
 
 
-def read_paragraphs(paths: Iterable[str | Path], options: CorpusOptions | None = None, stats: ReadStats | None = None) -> Iterator[Paragraph]:
+def read_paragraphs(
+    paths: Iterable[str | Path], options: CorpusOptions | None = None, stats: ReadStats | None = None
+) -> Iterator[Paragraph]:
     """Every paragraph of every file, cleaned, in order. Each file starts a new document."""
     options = options or CorpusOptions()
     stats = stats if stats is not None else ReadStats()
-    decoder = _CountingDecoder(stats)
     files = find_files(paths)
     seen_text = False
     for path in files:
         stats.files.append(str(path))
         before = stats.invalid_utf8
-        reader = {"txt": _read_txt, "jsonl": _read_jsonl, "csv": _read_table, "tsv": _read_table}[_format_of(path)]
-        try:
-            with _open_text(path, stats, decoder) as f:
-                boundary = False  # a document starts at a paragraph that cleaning emptied: pass it on
-                for paragraph in reader(f, path, options, stats):
-                    text = clean_text(paragraph.text, options.clean)
-                    if not text:
-                        boundary = boundary or paragraph.new_document
-                        continue
-                    seen_text = True
-                    yield Paragraph(text, paragraph.new_document or boundary)
-                    boundary = False
-        except OSError as e:  # e.g. a truncated gzip file
-            raise UserError(f"{path}: cannot read ({e})") from None
+        boundary = False  # a document starts at a paragraph that cleaning emptied: pass it on
+        for paragraph in _read_file(path, options, stats):
+            text = clean_text(paragraph.text, options.clean)
+            if not text:
+                boundary = boundary or paragraph.new_document
+                continue
+            seen_text = True
+            yield Paragraph(text, paragraph.new_document or boundary)
+            boundary = False
         if stats.invalid_utf8 > before:
-            warnings.warn(f"{path}: {stats.invalid_utf8 - before} invalid UTF-8 sequences replaced by U+FFFD", stacklevel=2)
+            warnings.warn(
+                f"{path}: {stats.invalid_utf8 - before} invalid UTF-8 sequences replaced by U+FFFD", stacklevel=2
+            )
     if not seen_text:
         raise UserError(f"no text found in {', '.join(str(p) for p in files)}")
 
 
-def _read_txt(f: IO[str], path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+def _read_file(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+    if format_of(path) == "txt":
+        try:
+            with open_text(path, stats) as f:
+                yield from _read_txt(f, stats)
+        except OSError as e:  # e.g. a truncated compressed file
+            raise UserError(f"{path}: cannot read ({e})") from None
+    elif options.pair_column:
+        yield from _read_pairs(path, options, stats)
+    else:
+        yield from _read_records(path, options, stats)
+
+
+def _read_txt(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
     new_document = True
     carry = ""  # the unfinished last word of a piece of an over-long line
     while True:
@@ -175,59 +154,39 @@ def _read_txt(f: IO[str], path: Path, options: CorpusOptions, stats: ReadStats) 
         new_document = False
 
 
-def _read_jsonl(f: IO[str], path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+    """JSONL objects or table rows: one document each, or grouped by --doc-column; a text may hold several lines."""
+    columns = [options.text_column] + ([options.doc_column] if options.doc_column else [])
     previous_doc = object()
-    for number, line in enumerate(f, start=1):
-        stats.bytes_read += len(line)
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            text = row[options.field]
-            if not isinstance(text, str):
-                raise TypeError(f"field {options.field!r} is not a string")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            problem = f"missing field {options.field!r}" if isinstance(e, KeyError) else str(e)
+    for number, row in read_rows(path, columns, stats, options.on_error):
+        text = row[options.text_column]
+        if not isinstance(text, str):
             if options.on_error == "skip":
                 stats.skipped_lines += 1
                 continue
-            raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)") from None
-        doc = row.get(options.doc_field, number) if options.doc_field else number
+            raise UserError(
+                f"{path}:{number}: field {options.text_column!r} is not a string "
+                "(use --on-error skip to skip such lines)"
+            )
+        doc = row[options.doc_column] if options.doc_column else number
         for i, paragraph in enumerate(p for p in text.split("\n") if p.strip()):
             yield Paragraph(paragraph.strip(), i == 0 and doc != previous_doc)
         previous_doc = doc
 
 
-def _read_table(f: IO[str], path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
-    csv.field_size_limit(sys.maxsize)
-    delimiter = "\t" if _format_of(path) == "tsv" else ","
-    reader = csv.reader(f, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
-    index = column_index(next(reader, []), options.column, path)
-    for number, row in enumerate(reader, start=2):
-        stats.bytes_read += sum(len(cell) for cell in row)
-        if index >= len(row):
-            raise UserError(f"{path}:{number}: row has {len(row)} columns, column {options.column!r} is missing")
-        for i, paragraph in enumerate(p for p in row[index].split("\n") if p.strip()):
-            yield Paragraph(paragraph.strip(), i == 0)
-
-
-def column_index(header: list[str], column: str | None, path: Path) -> int:
-    """The index of `column` in the header row; a number names a column of a headerless file."""
-    if column is None:
-        raise UserError(f"{path}: name the text column with --column")
-    if column in header:
-        return header.index(column)
-    if column.isdigit():
-        return int(column)
-    raise UserError(f"{path}: no column {column!r}; the header has {', '.join(repr(h) for h in header)}")
+def _read_pairs(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+    """Explicit pairs: each row is a document of two paragraphs, A then B (newlines inside each become spaces)."""
+    for _, row in read_rows(path, [options.text_column, options.pair_column], stats, options.on_error):
+        a, b = (" ".join(str(row[c]).split()) for c in (options.text_column, options.pair_column))
+        if a and b:
+            yield Paragraph(a, True)
+            yield Paragraph(b, False)
 
 
 def read_lines(path: str | Path) -> list[str]:
-    """Non-empty lines of a small text file (inputs for embed, nsp --input)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    """Non-empty lines of a small text file."""
+    with open_text(path) as f:
+        lines = [line.strip() for line in f if line.strip()]
     if not lines:
         raise UserError(f"{path}: empty file")
     return lines
@@ -242,7 +201,7 @@ _URL = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 
 
-def clean_text(text: str, mode: str | None = None) -> str:
+def clean_text(text: str, mode: str = "none") -> str:
     """Control characters always go; with mode "html", also tags, entities and URLs."""
     if mode == "html":
         text = _SCRIPT.sub(" ", text)

@@ -1,6 +1,10 @@
-"""From prepared token ids to training batches: NSP instances and dynamic MLM masking.
+"""From prepared token ids to training batches: sentence-pair or packed instances, and dynamic MLM masking.
 
-    PretrainingDataset  [CLS] A [SEP] B [SEP] instances, B the true continuation or from another document
+    PretrainingDataset  [CLS] A [SEP] B [SEP] instances for a pair objective:
+                          nsp  B is the true continuation, or (half the time) text from another document
+                          sop  A and B are consecutive text, in order or (half the time) swapped (ALBERT)
+    PackedDataset       [CLS] x1 ... xW [SEP]: full-length windows of the token stream, documents joined
+                        by [SEP], for MLM alone (RoBERTa's FULL-SENTENCES): no padding, no pair task
     MaskingCollator     15% of the non-special tokens predicted: 80% [MASK], 10% random, 10% unchanged
 
 Every random choice derives from (seed, epoch, instance index), never from
@@ -10,6 +14,7 @@ the whole batch would be, and a resumed run sees exactly the same data.
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from dataclasses import dataclass
@@ -19,23 +24,24 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from .model import IGNORE_INDEX
-from .prepare import SPLITS, TokenStore, read_meta
-from .tokenizer import special_ids
+from .config import TrainConfig
+from .datadir import open_split, read_meta
+from .labels import IGNORE_INDEX, IS_NEXT, NOT_NEXT, SWAPPED
+from .tokenizer import load_tokenizer, special_ids
 
-IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as in Hugging Face
+PAIR_OBJECTIVES = ("nsp", "sop", "none")
 
 
-# ================================================================ NSP instances
+# ================================================================ instances
 
 
 @dataclass
 class Instance:
-    """One [CLS] A [SEP] B [SEP] example, before masking."""
+    """One input sequence, before masking."""
 
     input_ids: np.ndarray  # (T,) int64
     token_type_ids: np.ndarray  # (T,) int64: 0 for [CLS] A [SEP], 1 for B [SEP]
-    nsp_label: int  # 0 = IsNext, 1 = NotNext
+    nsp_label: int  # the pair head's label. NSP: 0 = IsNext, 1 = NotNext; SOP: 0 = in order, 1 = swapped; packed: 0
     index: int  # position in this epoch's plan: with the epoch, the seed of its masking
     epoch: int
     a_doc: int
@@ -43,33 +49,42 @@ class Instance:
 
 
 class PretrainingDataset(torch.utils.data.Dataset):
-    """BERT's next-sentence instances, built on the fly by the original algorithm.
+    """BERT's sentence-pair instances, built on the fly by the original algorithm.
 
     For each epoch a plan is made from (seed, epoch): walk each document,
     accumulate sentences up to a target length (max_seq_len - 3, or with
     `short_seq_prob` a shorter random one), end A at a random sentence boundary,
-    and take B as the true continuation (IsNext) or, half the time, as text from
-    another document (NotNext), putting the unused sentences back. Building an
-    instance from the plan then trims the longer of A and B until the pair fits.
+    and take B as the true continuation or, for NSP half the time, as text from
+    another document (putting the unused sentences back). Building an instance
+    from the plan then trims the longer of A and B until the pair fits; for SOP
+    it swaps A and B half the time.
     """
 
-    def __init__(self, data_dir: str | Path, split: str = "train", max_seq_len: int = 128, short_seq_prob: float = 0.1,
-                 nsp: bool = True, seed: int = 0, cls_id: int = 2, sep_id: int = 3):
-        data_dir = Path(data_dir)
+    def __init__(
+        self,
+        data_dir: str | Path,
+        split: str = "train",
+        max_seq_len: int = 128,
+        short_seq_prob: float = 0.1,
+        pair_objective: str = "nsp",
+        seed: int = 0,
+        cls_id: int = 2,
+        sep_id: int = 3,
+    ):
+        if pair_objective not in ("nsp", "sop"):
+            raise ValueError(f"sentence pairs are for nsp or sop, not {pair_objective!r}")
         self.meta = read_meta(data_dir)
-        if split not in SPLITS:
-            raise ValueError(split)
-        self.store = TokenStore(data_dir / split, self.meta["dtype"])
+        self.store = open_split(data_dir, split)
         self.split = split
         self.max_seq_len = max_seq_len
         self.short_seq_prob = short_seq_prob
-        self.random_next_prob = 0.5 if nsp else 0.0
+        self.pair_objective = pair_objective
         self.seed = seed
         self.cls_id, self.sep_id = cls_id, sep_id
         self.pairs = bool(self.meta.get("pairs"))
         self.epoch = 0
         self._plan: tuple[int, np.ndarray] | None = None
-        if self.store.num_documents == 1 and nsp and not self.pairs and split == "train":
+        if self.store.num_documents == 1 and pair_objective == "nsp" and not self.pairs and split == "train":
             warnings.warn("the corpus has one document: NotNext examples come from distant parts of it", stacklevel=2)
 
     def __len__(self) -> int:
@@ -92,8 +107,17 @@ class PretrainingDataset(torch.utils.data.Dataset):
         The latest epoch's plan is cached; a loader moving through epochs builds each once.
         """
         if self._plan is None or self._plan[0] != epoch:
-            plan = _build_plan(self.store.sentence_offsets, self.store.document_offsets, self.max_seq_len - 3,
-                               self.short_seq_prob, self.random_next_prob, self.pairs, self.seed, epoch)
+            random_next_prob = 0.5 if self.pair_objective == "nsp" else 0.0
+            plan = _build_plan(
+                self.store.sentence_offsets,
+                self.store.document_offsets,
+                self.max_seq_len - 3,
+                self.short_seq_prob,
+                random_next_prob,
+                self.pairs,
+                self.seed,
+                epoch,
+            )
             self._plan = (epoch, plan)
         return self._plan[1]
 
@@ -110,6 +134,8 @@ class PretrainingDataset(torch.utils.data.Dataset):
         tokens_b = self.store.sentence_range_tokens(b_first, b_end)
         rng = random.Random(mix_seed(self.seed, epoch, index, 1))
         tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, self.max_seq_len - 3, rng)
+        if self.pair_objective == "sop" and rng.random() < 0.5:
+            tokens_a, tokens_b, label = tokens_b, tokens_a, SWAPPED
         input_ids = np.concatenate([[self.cls_id], tokens_a, [self.sep_id], tokens_b, [self.sep_id]]).astype(np.int64)
         token_type_ids = np.zeros(len(input_ids), dtype=np.int64)
         token_type_ids[len(tokens_a) + 2 :] = 1
@@ -118,6 +144,89 @@ class PretrainingDataset(torch.utils.data.Dataset):
 
     def _document_of(self, sentence: int) -> int:
         return int(np.searchsorted(self.store.document_offsets, sentence, side="right") - 1)
+
+
+class PackedDataset(torch.utils.data.Dataset):
+    """Full-length windows over the whole split, for MLM without a pair objective.
+
+    The split is read as one stream, each document followed by [SEP]; instance i
+    of an epoch is [CLS] + the stream's window [o + i·W, o + (i+1)·W) + [SEP],
+    with W = max_seq_len - 2 and an offset o drawn per epoch, so windows start at
+    new places each epoch. Every instance is exactly max_seq_len long.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        split: str = "train",
+        max_seq_len: int = 128,
+        seed: int = 0,
+        cls_id: int = 2,
+        sep_id: int = 3,
+    ):
+        self.store = open_split(data_dir, split)
+        self.split = split
+        self.max_seq_len = max_seq_len
+        self.window = max_seq_len - 2
+        self.seed = seed
+        self.cls_id, self.sep_id = cls_id, sep_id
+        self.epoch = 0
+        token_starts = self.store.sentence_offsets[self.store.document_offsets]  # (D + 1,) first token of each document
+        documents = np.arange(len(token_starts) - 1)
+        self.stream_starts = token_starts[:-1] + documents  # (D,) where each document starts in the stream
+        self.stream_ends = token_starts[1:] + documents  # (D,) its [SEP]'s position in the stream
+        self.stream_length = int(token_starts[-1]) + len(documents)
+
+    def __len__(self) -> int:
+        return self.num_instances(self.epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _offset(self, epoch: int) -> int:
+        return int(np.random.default_rng(mix_seed(self.seed, epoch, 6)).integers(self.window)) if epoch else 0
+
+    def num_instances(self, epoch: int) -> int:
+        return max(0, (self.stream_length - self._offset(epoch)) // self.window)
+
+    def __getitem__(self, key: int | tuple[int, int]) -> Instance:
+        epoch, index = key if isinstance(key, tuple) else (self.epoch, key)
+        start = self._offset(epoch) + index * self.window
+        end = start + self.window
+        first_doc = int(
+            np.searchsorted(self.stream_ends, start, side="left")
+        )  # the document (or its [SEP]) holding `start`
+        pieces, doc = [], first_doc
+        while start < end:
+            token_from = max(start, int(self.stream_starts[doc]))
+            token_to = min(end, int(self.stream_ends[doc]))
+            if token_to > token_from:  # stream position p of document d is token p - d
+                pieces.append(np.asarray(self.store.tokens[token_from - doc : token_to - doc], dtype=np.int64))
+            if token_to < end:
+                pieces.append(np.array([self.sep_id], dtype=np.int64))  # the document ends inside the window
+            start = token_to + 1
+            doc += 1
+        input_ids = np.concatenate([[self.cls_id], *pieces, [self.sep_id]]).astype(np.int64)
+        return Instance(input_ids, np.zeros(len(input_ids), dtype=np.int64), 0, index, epoch, first_doc, doc - 1)
+
+
+def pretraining_dataset(
+    data_dir: str | Path, split: str, seq_len: int, pair_objective: str, seed: int, short_seq_prob: float = 0.0
+):
+    """The dataset a pair objective trains on: sentence pairs for nsp/sop, packed windows for none."""
+    ids = special_ids(load_tokenizer(data_dir))
+    if pair_objective == "none":
+        return PackedDataset(data_dir, split, seq_len, seed, ids.cls, ids.sep)
+    return PretrainingDataset(data_dir, split, seq_len, short_seq_prob, pair_objective, seed, ids.cls, ids.sep)
+
+
+def fixed_batches(dataset, collator: MaskingCollator, batch_size: int, max_batches: int) -> list[dict]:
+    """Up to `max_batches` batches from epoch 0, in a fixed shuffled order (not just the first documents)."""
+    n = dataset.num_instances(0)
+    order = np.random.default_rng(mix_seed(dataset.seed, 0, 4)).permutation(n)[: batch_size * max_batches]
+    return [
+        collator([dataset[(0, int(i))] for i in order[s : s + batch_size]]) for s in range(0, len(order), batch_size)
+    ]
 
 
 def mix_seed(*values: int) -> int:
@@ -141,8 +250,16 @@ def _truncate_pair(a: np.ndarray, b: np.ndarray, limit: int, rng: random.Random)
     return a[a_start:a_end], b[b_start:b_end]
 
 
-def _build_plan(sentence_offsets: np.ndarray, document_offsets: np.ndarray, max_tokens: int, short_seq_prob: float,
-                random_next_prob: float, pairs: bool, seed: int, epoch: int) -> np.ndarray:
+def _build_plan(
+    sentence_offsets: np.ndarray,
+    document_offsets: np.ndarray,
+    max_tokens: int,
+    short_seq_prob: float,
+    random_next_prob: float,
+    pairs: bool,
+    seed: int,
+    epoch: int,
+) -> np.ndarray:
     """BERT's create_instances_from_document, run over sentence lengths only.
 
     One deviation: the short target length is drawn per chunk rather than per
@@ -156,8 +273,12 @@ def _build_plan(sentence_offsets: np.ndarray, document_offsets: np.ndarray, max_
     if pairs:
         for d in range(num_docs):
             first = doc_starts[d]
+            if doc_starts[d + 1] - first < 2:
+                continue  # a pair whose A or B tokenised to nothing
             if num_docs > 1 and rng.random() < random_next_prob:
                 other = _other_document(rng, num_docs, d)
+                if doc_starts[other + 1] - doc_starts[other] < 2:
+                    continue
                 rows.append((first, first + 1, doc_starts[other] + 1, doc_starts[other] + 2, NOT_NEXT))
             else:
                 rows.append((first, first + 1, first + 1, first + 2, IS_NEXT))
@@ -201,8 +322,16 @@ def _other_document(rng: random.Random, num_docs: int, d: int) -> int:
     return other + (other >= d)
 
 
-def _random_next(rng: random.Random, d: int, doc_starts: list[int], lengths: list[int], a_first: int, a_end: int,
-                 chunk_end: int, target: int):
+def _random_next(
+    rng: random.Random,
+    d: int,
+    doc_starts: list[int],
+    lengths: list[int],
+    a_first: int,
+    a_end: int,
+    chunk_end: int,
+    target: int,
+):
     """NotNext: B from another document; in a one-document corpus, from a distant part of this one."""
     num_docs = len(doc_starts) - 1
     b_target = max(1, target - sum(lengths[a_first:a_end]))
@@ -236,6 +365,17 @@ class MaskingConfig:
     max_predictions: int = 20
     whole_word_mask: bool = False
 
+    @classmethod
+    def for_training(cls, cfg: TrainConfig) -> MaskingConfig:
+        return cls(
+            cfg.mask_prob, cfg.mask_token_prob, cfg.random_token_prob, cfg.predictions_per_sequence, cfg.whole_word_mask
+        )
+
+    @classmethod
+    def for_evaluation(cls, seq_len: int, whole_word_mask: bool = False) -> MaskingConfig:
+        """BERT's standard 15% and 80/10/10, with a cap that never binds: held-out scores compare across runs."""
+        return cls(max_predictions=math.ceil(0.15 * seq_len), whole_word_mask=whole_word_mask)
+
 
 class MaskingCollator:
     """Pads a list of instances into a batch and applies dynamic MLM masking.
@@ -246,7 +386,9 @@ class MaskingCollator:
     ids at chosen positions and -100 elsewhere.
     """
 
-    def __init__(self, tokenizer: Tokenizer, config: MaskingConfig = MaskingConfig(), seed: int = 0, pad_multiple: int = 8):
+    def __init__(
+        self, tokenizer: Tokenizer, config: MaskingConfig = MaskingConfig(), seed: int = 0, pad_multiple: int = 8
+    ):
         self.config = config
         self.seed = seed
         self.pad_multiple = pad_multiple

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from .config import ModelConfig, TrainConfig
 from .corpus import read_paragraphs
-from .prepare import prepare
 from .evaluate import evaluate_model
 from .inference import load
+from .plots import plot_training_curves
+from .prepare import prepare
 from .tokenizer import save_tokenizer, train_tokenizer
 from .train import pretrain
 
@@ -70,16 +71,56 @@ def workloads(fast: bool) -> list[Workload]:
     scale = 0.15 if fast else 1.0
     return [
         # A small closed world: no dropout, so the tiny model can learn it exactly.
-        Workload("toy", "toy_corpus.txt", "word", 1000, 1, 64,
-                 TrainConfig(seq_len=64, batch_size=32, max_steps=max(100, int(800 * scale)), lr=2e-3, warmup=0.1,
-                             log_every=10, eval_every=200, eval_batches=5, save_every=0, num_workers=0, precision="fp32"),
-                 TOY_PROBES, TOY_PAIRS, {"hidden_dropout": 0.0, "attention_dropout": 0.0}),
-        Workload("books", "gutenberg_sample.txt.gz", "wordpiece", 8000, 2, 128,
-                 TrainConfig(seq_len=128, batch_size=32, max_steps=10**9, time_budget=150 * scale, lr=1e-3, warmup=0.05,
-                             log_every=10, eval_every=100, eval_batches=10, save_every=0, num_workers=1),
-                 BOOK_PROBES, BOOK_PAIRS, {},
-                 "a tiny model after a few CPU minutes on 2 MB of books has learned frequent words and is\n"
-                 "    only starting on context; compare its held-out accuracy with the unigram baseline below"),
+        Workload(
+            "toy",
+            "toy_corpus.txt",
+            "word",
+            1000,
+            1,
+            64,
+            TrainConfig(
+                seq_len=64,
+                batch_size=32,
+                max_steps=max(100, int(800 * scale)),
+                lr=2e-3,
+                warmup=0.1,
+                log_every=10,
+                eval_every=200,
+                eval_batches=5,
+                save_every=0,
+                num_workers=0,
+                precision="fp32",
+            ),
+            TOY_PROBES,
+            TOY_PAIRS,
+            {"hidden_dropout": 0.0, "attention_dropout": 0.0},
+        ),
+        Workload(
+            "books",
+            "gutenberg_sample.txt.gz",
+            "wordpiece",
+            8000,
+            2,
+            128,
+            TrainConfig(
+                seq_len=128,
+                batch_size=32,
+                max_steps=10**9,
+                time_budget=150 * scale,
+                lr=1e-3,
+                warmup=0.05,
+                log_every=10,
+                eval_every=100,
+                eval_batches=10,
+                save_every=0,
+                num_workers=1,
+            ),
+            BOOK_PROBES,
+            BOOK_PAIRS,
+            {},
+            "a tiny model after a few CPU minutes on 2 MB of books has learned frequent words and is\n"
+            "    only starting on context; compare its held-out accuracy with the unigram baseline below",
+        ),
     ]
 
 
@@ -96,24 +137,29 @@ def run_workload(w: Workload, out: Path) -> dict:
     root = out / w.name
     shutil.rmtree(root, ignore_errors=True)
     stage(f"[{w.name}] training a {w.kind} tokenizer on {corpus.name}")
-    tokenizer = train_tokenizer((p.text for p in read_paragraphs([corpus])), kind=w.kind, vocab_size=w.vocab_size,
-                                min_frequency=w.min_frequency)
+    tokenizer = train_tokenizer(
+        (p.text for p in read_paragraphs([corpus])), kind=w.kind, vocab_size=w.vocab_size, min_frequency=w.min_frequency
+    )
     save_tokenizer(tokenizer, root / "tokenizer")
     print(f"    {tokenizer.get_vocab_size()} tokens -> {root / 'tokenizer'}")
 
     stage(f"[{w.name}] preparing the data (sentence split, tokenise, memmap)")
     meta = prepare([corpus], root / "tokenizer", root / "data", valid_fraction=0.1, progress=False)
     s = meta["splits"]
-    print(f"    train: {s['train']['documents']} documents, {s['train']['tokens']:,} tokens; "
-          f"held out: {s['valid']['documents']} documents, {s['valid']['tokens']:,} tokens")
+    print(
+        f"    train: {s['train']['documents']} documents, {s['train']['tokens']:,} tokens; "
+        f"held out: {s['valid']['documents']} documents, {s['valid']['tokens']:,} tokens"
+    )
 
     budget = f"{w.train.time_budget:.0f}s" if w.train.time_budget else f"{w.train.max_steps} steps"
     stage(f"[{w.name}] pre-training a tiny BERT (MLM + NSP) for {budget}")
-    model_config = ModelConfig.preset("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=w.seq_len,
-                                      **w.model_overrides)
+    model_config = ModelConfig.preset(
+        "tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=w.seq_len, **w.model_overrides
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = pretrain(root / "data", root / "run", model_config, w.train, overwrite=True)
+    plot_training_curves(root / "run" / "metrics.jsonl", root / "run" / "plots" / "training_curves.png")
     print(f"    {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s")
 
     stage(f"[{w.name}] asking the model")
@@ -134,8 +180,11 @@ def run_workload(w: Workload, out: Path) -> dict:
         print(f"    NSP is_next_prob {r['is_next_prob']:.2f} ({r['label']}):  {a!r} -> {b!r}")
 
     evaluation = evaluate_model(root / "run", [str(root / "data")], seq_len=w.seq_len, max_batches=20)
-    print(f"    held-out MLM accuracy {evaluation['mlm_acc']:.3f} vs unigram baseline {evaluation['unigram_baseline_acc']:.3f}; "
-          f"NSP accuracy {evaluation['nsp_acc']:.3f}; perplexity {evaluation['perplexity']:.1f}")
+    print(
+        f"    held-out MLM accuracy {evaluation['mlm_acc']:.3f} "
+        f"vs unigram baseline {evaluation['unigram_baseline_acc']:.3f}; "
+        f"NSP accuracy {evaluation['nsp_acc']:.3f}; perplexity {evaluation['perplexity']:.1f}"
+    )
     print(f"    training curves: {root / 'run' / 'plots' / 'training_curves.png'}")
     return {"probes_correct": correct, "probes": len(w.probes), **evaluation}
 
@@ -144,5 +193,5 @@ def run_demo(out: Path, fast: bool = False) -> dict:
     started = time.perf_counter()
     results = {w.name: run_workload(w, out) for w in workloads(fast)}
     stage(f"done in {time.perf_counter() - started:.0f}s; everything is under {out}/")
-    print("    next: bertforge fill-mask demo_runs/books/run \"It was a [MASK] night.\"")
+    print('    next: bertforge fill-mask demo_runs/books/run "It was a [MASK] night."')
     return results

@@ -12,14 +12,12 @@ loads it as it is.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import random
 import sys
 import time
-import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +27,16 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
-from .config import TrainConfig
+from .config import FinetuneConfig
 from .errors import UserError
-from .fileio import atomic_directory, write_json
-from .hf import config_from_hf, load_model, read_config, write_model_files
-from .inference import check_vocab_match, load_model_and_tokenizer, resolve_model_dir
+from .fileio import write_json
+from .hf import config_from_hf
 from .model import BertForSequenceClassification, set_dropout
+from .modeldir import check_vocab, load_model, load_model_and_tokenizer, read_config, resolve_model_dir, save_model
+from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
+from .runtime import MixedPrecision, resolve_device, resolve_precision
+from .textfiles import read_rows
 from .tokenizer import load_tokenizer
-from .train import autocast, build_optimizer, lr_factor, resolve_device, resolve_precision
-
-
-@dataclass
-class FinetuneConfig:
-    epochs: int = 3
-    lr: float = 5e-5
-    batch_size: int = 32
-    max_seq_len: int = 128
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    seed: int = 0
-    from_scratch: bool = False
-    device: str = "auto"
-    precision: str = "fp32"
-    dropout: float | None = None  # hidden and attention dropout while fine-tuning; None keeps the model's
 
 
 @dataclass
@@ -64,50 +49,18 @@ class Example:
 # ---------------------------------------------------------------- reading labelled files
 
 
-def read_examples(path: str | Path, text_column: str, label_column: str, pair_column: str | None = None) -> list[Example]:
+def read_examples(
+    path: str | Path, text_column: str, label_column: str, pair_column: str | None = None
+) -> list[Example]:
     """Rows of a TSV, CSV or JSONL file. Numeric column names index a headerless table."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
     columns = [text_column, label_column] + ([pair_column] if pair_column else [])
-    if path.suffix == ".jsonl":
-        rows = _jsonl_rows(path)
-    else:
-        rows = _table_rows(path, columns)
-    examples = []
-    for number, row in rows:
-        missing = [c for c in columns if c not in row]
-        if missing:
-            raise UserError(f"{path}:{number}: no column {missing[0]!r}; the row has {', '.join(repr(k) for k in row)}")
-        examples.append(Example(row[text_column], row[pair_column] if pair_column else None, str(row[label_column]).strip()))
+    examples = [
+        Example(str(row[text_column]), str(row[pair_column]) if pair_column else None, str(row[label_column]).strip())
+        for _, row in read_rows(path, columns)
+    ]
     if not examples:
         raise UserError(f"{path}: no examples (empty file)")
     return examples
-
-
-def _jsonl_rows(path: Path):
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if line.strip():
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise UserError(f"{path}:{number}: not JSON ({e.msg})") from None
-
-
-def _table_rows(path: Path, columns: list[str]):
-    delimiter = "," if path.suffix == ".csv" else "\t"
-    quoting = csv.QUOTE_MINIMAL if delimiter == "," else csv.QUOTE_NONE
-    headerless = all(c.isdigit() for c in columns)
-    with open(path, encoding="utf-8-sig", newline="") as f:  # utf-8-sig drops a byte-order mark
-        reader = csv.reader(f, delimiter=delimiter, quoting=quoting)
-        header = None if headerless else next(reader, None)
-        if header is not None:
-            header = [h.strip() for h in header]
-        for number, cells in enumerate(reader, start=1 if headerless else 2):
-            if not any(c.strip() for c in cells):
-                continue
-            keys = header if header is not None else [str(i) for i in range(len(cells))]
-            yield number, dict(zip(keys, cells))
 
 
 def label_mapping(train: list[Example], dev: list[Example], dev_path: str) -> list[str]:
@@ -160,14 +113,19 @@ def classification_metrics(predictions: np.ndarray, labels: np.ndarray, num_labe
 
 
 @torch.no_grad()
-def predict(model: BertForSequenceClassification, batcher: TextBatcher, encoded: Encoded, device: str, precision: str = "fp32",
-            batch_size: int = 64) -> np.ndarray:
+def predict(
+    model: BertForSequenceClassification,
+    batcher: TextBatcher,
+    encoded: Encoded,
+    precision: MixedPrecision,
+    batch_size: int = 64,
+) -> np.ndarray:
     """Class probabilities (n, num_labels), in input order."""
     model.eval()
     out = np.zeros((len(encoded), model.num_labels), dtype=np.float32)
     for indices in length_buckets(encoded, batch_size):
-        batch = {k: v.to(device) for k, v in batcher.batch(encoded, indices).items()}
-        with autocast(device, precision):
+        batch = {k: v.to(precision.device) for k, v in batcher.batch(encoded, indices).items()}
+        with precision.autocast():
             logits, _ = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         out[indices] = logits.float().softmax(-1).cpu().numpy()
     return out
@@ -177,28 +135,32 @@ def predict(model: BertForSequenceClassification, batcher: TextBatcher, encoded:
 
 
 def load_classifier(model_path: str | Path, num_labels: int, from_scratch: bool):
-    """A classifier on top of a pre-trained encoder, or the same architecture freshly initialised."""
+    """A classifier on top of a pre-trained encoder (its head new), or the same architecture freshly initialised."""
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)
     if from_scratch:
-        config = config_from_hf(read_config(directory), str(directory / "config.json"))
-        model = BertForSequenceClassification(config, num_labels)
+        model = BertForSequenceClassification(
+            config_from_hf(read_config(directory), str(directory / "config.json")), num_labels
+        )
     else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the classifier is new by design
-            model = load_model(BertForSequenceClassification, directory)
-        if model.num_labels != num_labels:
-            model.num_labels = num_labels
-            model.classifier = torch.nn.Linear(model.config.hidden_size, num_labels)
-            model.classifier.weight.data.normal_(0.0, model.config.initializer_range)
-            model.classifier.bias.data.zero_()
-    check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
+        model = load_model(BertForSequenceClassification, directory, keep_heads=False, num_labels=num_labels)
+    check_vocab(tokenizer, model.config.vocab_size, str(directory))
     return model, tokenizer
 
 
-def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column: str, label_column: str, out: str | Path,
-             pair_column: str | None = None, cfg: FinetuneConfig = FinetuneConfig(), progress: bool = True) -> dict[str, Any]:
+def finetune(
+    model_path: str | Path,
+    train_path: str,
+    dev_path: str,
+    text_column: str,
+    label_column: str,
+    out: str | Path,
+    pair_column: str | None = None,
+    cfg: FinetuneConfig | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Fine-tune, evaluate on dev after every epoch, keep the best epoch in `out`."""
+    cfg = cfg or FinetuneConfig()
     train = read_examples(train_path, text_column, label_column, pair_column)
     dev = read_examples(dev_path, text_column, label_column, pair_column)
     labels = label_mapping(train, dev, dev_path)
@@ -209,16 +171,16 @@ def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column
     if cfg.dropout is not None:
         set_dropout(model, cfg.dropout, cfg.dropout)
     device = resolve_device(cfg.device)
-    precision = resolve_precision(cfg.precision, device)
+    precision = MixedPrecision(device, resolve_precision(cfg.precision, device))
     model.to(device)
-    batcher = TextBatcher(tokenizer, min(cfg.max_seq_len, model.config.max_position_embeddings))
+    batcher = TextBatcher(tokenizer, min(cfg.seq_len, model.config.max_position_embeddings))
     train_encoded, dev_encoded = encode_examples(batcher, train), encode_examples(batcher, dev)
     train_labels = torch.tensor([label_id[e.label] for e in train])
     dev_labels = np.array([label_id[e.label] for e in dev])
-    schedule = TrainConfig(lr=cfg.lr, warmup=cfg.warmup, weight_decay=cfg.weight_decay, schedule="linear")
-    optimizer = build_optimizer(model, schedule, device)
+    optimizer = build_optimizer(model, device, cfg.lr, cfg.weight_decay)
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total_steps = steps_per_epoch * cfg.epochs
+    warmup = warmup_fraction(cfg.warmup, total_steps)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     metrics_path = out / "metrics.jsonl"
@@ -230,38 +192,56 @@ def finetune(model_path: str | Path, train_path: str, dev_path: str, text_column
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         batches = shuffled_buckets(train_encoded, cfg.batch_size, rng)
-        bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr)
+        bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr, mininterval=1.0)
         train_loss = 0.0
         for b, indices in enumerate(bar):
             batch = {k: v.to(device) for k, v in batcher.batch(train_encoded, indices).items()}
-            for group in optimizer.param_groups:
-                group["lr"] = cfg.lr * lr_factor((step + 1) / total_steps, schedule)
-            with autocast(device, precision):
-                _, loss = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], train_labels[indices].to(device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            set_lr(optimizer, cfg.lr * lr_factor((step + 1) / total_steps, warmup, "linear"))
+            with precision.autocast():
+                _, loss = model(
+                    batch["input_ids"],
+                    batch["token_type_ids"],
+                    batch["attention_mask"],
+                    train_labels[indices].to(device),
+                )
+            precision.backward(loss)
+            precision.step(optimizer, model.parameters(), cfg.grad_clip)
             step += 1
             train_loss += float(loss.detach())
             bar.set_postfix(loss=f"{train_loss / (b + 1):.4f}", refresh=False)
-        probabilities = predict(model, batcher, dev_encoded, device, precision)
-        record = {"epoch": epoch, "step": step, "train_loss": train_loss / steps_per_epoch, "elapsed": time.perf_counter() - started,
-                  **{f"dev_{k}": v for k, v in classification_metrics(probabilities.argmax(-1), dev_labels, len(labels)).items()}}
+        probabilities = predict(model, batcher, dev_encoded, precision)
+        record = {
+            "epoch": epoch,
+            "step": step,
+            "train_loss": train_loss / steps_per_epoch,
+            "elapsed": time.perf_counter() - started,
+            **{
+                f"dev_{k}": v
+                for k, v in classification_metrics(probabilities.argmax(-1), dev_labels, len(labels)).items()
+            },
+        }
         with open(metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        tqdm.write(f"epoch {epoch}: dev accuracy {record['dev_accuracy']:.4f}, macro-F1 {record['dev_macro_f1']:.4f}"
-                   + (f", MCC {record['dev_mcc']:.4f}" if "dev_mcc" in record else ""), file=sys.stderr)
+        tqdm.write(
+            f"epoch {epoch}: dev accuracy {record['dev_accuracy']:.4f}, macro-F1 {record['dev_macro_f1']:.4f}"
+            + (f", MCC {record['dev_mcc']:.4f}" if "dev_mcc" in record else ""),
+            file=sys.stderr,
+        )
         if not best or record["dev_accuracy"] > best["dev_accuracy"]:
             best = record
-            save_classifier(model, tokenizer, labels, out / "model", {"finetune": asdict(cfg), "best_epoch": epoch})
+            save_classifier(model, tokenizer, labels, out / "model", {"finetune": cfg.to_dict(), "best_epoch": epoch})
     summary = {"labels": labels, "best": best, "train_examples": len(train), "dev_examples": len(dev)}
     write_json(out / "summary.json", summary)
     return summary
 
 
-def save_classifier(model: BertForSequenceClassification, tokenizer: Tokenizer, labels: list[str], directory: Path,
-                    extra: dict[str, Any]) -> None:
+def save_classifier(
+    model: BertForSequenceClassification,
+    tokenizer: Tokenizer,
+    labels: list[str],
+    directory: Path,
+    extra: dict[str, Any],
+) -> None:
     """A transformers BertForSequenceClassification directory, with the label mapping."""
     extra_config = {
         "id2label": {str(i): label for i, label in enumerate(labels)},
@@ -269,26 +249,34 @@ def save_classifier(model: BertForSequenceClassification, tokenizer: Tokenizer, 
         "problem_type": "single_label_classification",
         "bertforge_finetune": extra,
     }
-    with atomic_directory(directory) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config)
+    save_model(model, directory, tokenizer, extra_config)
 
 
 class Classifier:
     """A fine-tuned model with its tokenizer and label names."""
 
-    def __init__(self, path: str | Path, device: str = "cpu"):
+    def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
         config = read_config(directory)
         if "id2label" not in config:
             raise UserError(f"{directory}: not a classification model (no id2label in config.json)")
         self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
-        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForSequenceClassification)
-        self.model.to(device)
+        _, self.model, tokenizer = load_model_and_tokenizer(
+            directory, BertForSequenceClassification, trust_pickle, num_labels=len(self.labels)
+        )
+        self.precision = MixedPrecision(resolve_device(device), "fp32")
+        self.model.to(self.precision.device)
         self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
-        self.device = device
 
     def classify(self, texts: list[str], pairs: list[str] | None = None) -> list[dict[str, Any]]:
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
-        probabilities = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.device)
-        return [{"text": e.text, **({"pair": e.pair} if e.pair is not None else {}), "label": self.labels[int(p.argmax())],
-                 "probabilities": {label: float(q) for label, q in zip(self.labels, p)}} for e, p in zip(examples, probabilities)]
+        probabilities = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
+        return [
+            {
+                "text": e.text,
+                **({"pair": e.pair} if e.pair is not None else {}),
+                "label": self.labels[int(p.argmax())],
+                "probabilities": {label: float(q) for label, q in zip(self.labels, p)},
+            }
+            for e, p in zip(examples, probabilities)
+        ]

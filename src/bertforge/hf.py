@@ -1,26 +1,21 @@
 """Hugging Face interop: our state dict and config to and from the `transformers` BERT layout.
 
-A model directory is a `transformers` BERT directory (config.json,
-model.safetensors, tokenizer files). The only structural difference is the
-attention projection: we keep one fused QKV matrix, `transformers` keeps
-query, key and value apart, so they are split on save and joined on load.
+Pure mappings between dictionaries, with no file access (that is `modeldir.py`)
+and no model classes: a model passes in its config and the architecture name
+it declares. The only structural difference is the attention projection: we
+keep one fused QKV matrix, `transformers` keeps query, key and value apart, so
+they are split on save and joined on load.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from .config import ModelConfig
 from .errors import UserError
-from .fileio import atomic_directory, write_json
 
 # Our module path -> the `transformers` module path; "{i}" is a layer index.
 MODULE_NAMES = {
@@ -120,7 +115,9 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> tupl
     for (layer, param), parts in qkv_parts.items():
         if set(parts) != {"query", "key", "value"}:
             raise UserError(f"layer {layer} lacks one of query/key/value {param}")
-        ours[f"bert.layers.{layer}.attention.qkv.{param}"] = torch.cat([parts["query"], parts["key"], parts["value"]], dim=0)
+        ours[f"bert.layers.{layer}.attention.qkv.{param}"] = torch.cat(
+            [parts["query"], parts["key"], parts["value"]], dim=0
+        )
     for name in VOCAB_ROWS:
         if name in ours:
             ours[name] = _pad_rows(ours[name], config)
@@ -131,9 +128,16 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> tupl
 
 def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     if table.shape[0] != config.vocab_size:
-        raise UserError(f"embedding table has {table.shape[0]} rows but config.json says vocab_size {config.vocab_size}")
+        raise UserError(
+            f"embedding table has {table.shape[0]} rows but config.json says vocab_size {config.vocab_size}"
+        )
     padding = table.new_zeros(config.padded_vocab_size - config.vocab_size, table.shape[1])
     return torch.cat([table, padding], dim=0)
+
+
+def bert_can_express(config: ModelConfig) -> bool:
+    """True when `transformers.BertModel` computes exactly what this config does."""
+    return config.norm_style == "post" and config.position_embedding == "learned"
 
 
 def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -145,7 +149,7 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
     """
     hf = {
         "architectures": [architecture],
-        "model_type": "bert" if config.is_hf_compatible else "bertforge",
+        "model_type": "bert" if bert_can_express(config) else "bertforge",
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -180,7 +184,9 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
     if missing:
         raise UserError(f"{source}: missing keys {', '.join(missing)}")
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise UserError(f"{source}: position_embedding_type {hf['position_embedding_type']!r} is not supported (only absolute)")
+        raise UserError(
+            f"{source}: position_embedding_type {hf['position_embedding_type']!r} is not supported (only absolute)"
+        )
     ours = hf.get("bertforge", {})
     return ModelConfig(
         vocab_size=hf["vocab_size"],
@@ -201,84 +207,3 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
         initializer_range=hf.get("initializer_range", 0.02),
         pad_vocab_multiple=ours.get("pad_vocab_multiple", 64),
     )
-
-
-def read_config(directory: Path) -> dict[str, Any]:
-    path = directory / "config.json"
-    if not path.is_file():
-        raise UserError(f"{directory}: not a model directory (no config.json)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-
-
-def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
-    """model.safetensors; a pickle-only directory is refused unless the user trusts it."""
-    path = directory / "model.safetensors"
-    if path.is_file():
-        try:
-            return load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as e:
-            raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
-    pickle_path = directory / "pytorch_model.bin"
-    if pickle_path.is_file():
-        if not trust_pickle:
-            raise UserError(
-                f"{pickle_path}: only a pickle checkpoint, which can run arbitrary code when loaded; "
-                "convert it to model.safetensors, or pass --trust-pickle if you trust its source"
-            )
-        warnings.warn(f"loading pickle weights from {pickle_path} because --trust-pickle was given", stacklevel=2)
-        return torch.load(pickle_path, map_location="cpu", weights_only=True)
-    raise UserError(f"{directory}: no model.safetensors")
-
-
-def load_model(cls, directory: str | Path, trust_pickle: bool = False):
-    """Build `cls` (BertForPreTraining or BertForSequenceClassification) from a model directory."""
-    from .model import BertForPreTraining
-
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise UserError(f"{directory}: no such model directory")
-    hf_config = read_config(directory)
-    config = config_from_hf(hf_config, str(directory / "config.json"))
-    if cls is BertForPreTraining:
-        model = cls(config)
-    else:
-        id2label = hf_config.get("id2label") or {}
-        model = cls(config, num_labels=max(len(id2label), 2))
-    state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), config)
-    expected = set(model.state_dict())
-    # Heads may differ between directory and class (a BertForMaskedLM has no NSP head; a
-    # pre-trained model has no classifier): missing ones start fresh, extra ones are dropped.
-    missing = sorted(expected - set(state))
-    fresh_heads = [k for k in missing if k.startswith(HEAD_PREFIXES)]
-    body_mismatch = [k for k in missing if k not in fresh_heads] + unknown
-    body_mismatch += sorted(k for k in set(state) - expected if not k.startswith(HEAD_PREFIXES))
-    if body_mismatch:
-        raise UserError(f"{directory}: weights do not match config.json ({', '.join(body_mismatch[:5])})")
-    if fresh_heads:
-        heads = sorted({k.rsplit(".", 1)[0] for k in fresh_heads})
-        warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=2)
-    try:
-        model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
-    except RuntimeError as e:
-        raise UserError(f"{directory}: weight shapes do not match config.json: {str(e).splitlines()[-1].strip()}") from None
-    return model.eval()
-
-
-def write_model_files(model, directory: Path, tokenizer=None, extra_config: dict[str, Any] | None = None) -> None:
-    """config.json, model.safetensors and, with a tokenizer, its files, into an existing directory."""
-    from .tokenizer import save_tokenizer
-
-    architecture = "BertForPreTraining" if hasattr(model, "mlm_head") else "BertForSequenceClassification"
-    write_json(directory / "config.json", config_to_hf(model.config, architecture, extra_config))
-    save_file(to_hf_state_dict(model.state_dict(), model.config), str(directory / "model.safetensors"), metadata={"format": "pt"})
-    if tokenizer is not None:
-        save_tokenizer(tokenizer, directory, model.config.max_position_embeddings)
-
-
-def save_model_dir(model, directory: str | Path, tokenizer=None, extra_config: dict[str, Any] | None = None) -> None:
-    """A Hugging Face model directory, written atomically as a whole."""
-    with atomic_directory(directory) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config)

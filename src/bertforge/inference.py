@@ -1,10 +1,10 @@
 """Question a pre-trained model: fill in blanks, judge sentence pairs, embed text, show attention.
 
-    import bertforge
-    bert = bertforge.load("runs/mini")          # a run directory or a model directory
-    bert.fill_mask("the cat sat on the [MASK].")
-    bert.nsp("The cat sat down.", "It purred.")   # {"is_next_prob": ..., "label": "IsNext"}
-    bert.embed(["a sentence", "another"])         # (2, H) numpy array
+import bertforge
+bert = bertforge.load("runs/mini")          # a run directory or a model directory
+bert.fill_mask("the cat sat on the [MASK].")
+bert.nsp("The cat sat down.", "It purred.")   # {"is_next_prob": ..., "label": "IsNext"}
+bert.embed(["a sentence", "another"])         # (2, H) numpy array
 """
 
 from __future__ import annotations
@@ -18,54 +18,30 @@ from tokenizers import Tokenizer
 
 from .batching import TextBatcher, length_buckets
 from .errors import UserError
-from .hf import load_model
 from .model import BertForPreTraining
-from .tokenizer import MASK, load_tokenizer, special_ids
+from .modeldir import load_model_and_tokenizer, pretraining_info
+from .runtime import resolve_device
+from .tokenizer import MASK, special_ids
 
-
-def resolve_model_dir(path: str | Path) -> Path:
-    """A run directory holds its final model in model/; a model directory is itself."""
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file or directory")
-    if (path / "config.json").is_file() and ((path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()):
-        return path
-    if (path / "model" / "config.json").is_file():
-        return path / "model"
-    raise UserError(f"{path}: neither a model directory (config.json + model.safetensors) nor a run directory with model/")
-
-
-def check_vocab_match(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
-    """A tokenizer that emits ids beyond the model's table would index out of range."""
-    if tokenizer.get_vocab_size() > vocab_size:
-        raise UserError(
-            f"{where}: tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocabulary has {vocab_size}; "
-            "they were not trained together"
-        )
-
-
-def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False):
-    """(directory, model, tokenizer) from a run or model directory, their vocabularies checked against each other."""
-    directory = resolve_model_dir(path)
-    model = load_model(cls, directory, trust_pickle)
-    tokenizer = load_tokenizer(directory)
-    check_vocab_match(tokenizer, model.config.vocab_size, str(directory))
-    return directory, model, tokenizer
+PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
 
 
 class Bert:
     """A pre-trained model with its tokenizer, ready to answer questions."""
 
-    def __init__(self, model: BertForPreTraining, tokenizer: Tokenizer, device: str = "cpu"):
-        self.model = model.to(device).eval()
+    def __init__(
+        self, model: BertForPreTraining, tokenizer: Tokenizer, device: str = "cpu", pair_objective: str = "nsp"
+    ):
+        self.device = resolve_device(device)
+        self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
-        self.device = device
         self.ids = special_ids(tokenizer)
+        self.pair_objective = pair_objective  # what the pair head learned: nsp, sop or none
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> "Bert":
-        _, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle)
-        return cls(model, tokenizer, device)
+    def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> Bert:
+        directory, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle)
+        return cls(model, tokenizer, device, pretraining_info(directory).get("pair_objective", "nsp"))
 
     def encode(self, text: str, pair: str | None = None):
         """(tokenizers Encoding, input_ids (1, T), token_type_ids (1, T)); too long an input is a user error."""
@@ -89,8 +65,8 @@ class Bert:
         probs = logits.float().softmax(dim=-1)  # (M, V)
         if targets:
             candidates = torch.tensor([self._target_id(word) for word in targets], device=self.device)
-        else:
-            candidates = torch.arange(probs.shape[-1], device=self.device)
+        else:  # ids the tokenizer can write: a model table larger than the tokenizer has rows with no token
+            candidates = torch.arange(min(probs.shape[-1], self.tokenizer.get_vocab_size()), device=self.device)
         k = min(top_k, len(candidates))
         scores, order = probs[:, candidates].topk(k, dim=-1)  # (M, k)
         masks = []
@@ -99,12 +75,14 @@ class Bert:
             for score, index in zip(row_scores, row_order):
                 token_id = int(candidates[index])
                 filled = [token_id if i == position else t for i, t in enumerate(encoding.ids)]
-                predictions.append({
-                    "token": self.tokenizer.id_to_token(token_id),
-                    "token_id": token_id,
-                    "score": score,
-                    "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
-                })
+                predictions.append(
+                    {
+                        "token": self.tokenizer.id_to_token(token_id),
+                        "token_id": token_id,
+                        "score": score,
+                        "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
+                    }
+                )
             masks.append({"position": position, "predictions": predictions})
         return {"text": text, "masks": masks}
 
@@ -116,11 +94,15 @@ class Bert:
 
     @torch.inference_mode()
     def nsp(self, sentence_a: str, sentence_b: str) -> dict:
-        """Probability that B really follows A (NSP class 0 = IsNext)."""
+        """The pair head's answer: for NSP, the probability that B really follows A (class 0 = IsNext);
+        for an SOP model, the probability that A and B are in their written order."""
+        if self.pair_objective not in PAIR_CLASSES:
+            raise UserError("this model was pre-trained without a pair objective (MLM only): its NSP head is untrained")
+        key, yes, no = PAIR_CLASSES[self.pair_objective]
         _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
-        nsp_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)
-        is_next_prob = float(nsp_logits.float().softmax(-1)[0, 0])
-        return {"a": sentence_a, "b": sentence_b, "is_next_prob": is_next_prob, "label": "IsNext" if is_next_prob >= 0.5 else "NotNext"}
+        pair_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)
+        probability = float(pair_logits.float().softmax(-1)[0, 0])
+        return {"a": sentence_a, "b": sentence_b, key: probability, "label": yes if probability >= 0.5 else no}
 
     @cached_property
     def _batcher(self) -> TextBatcher:
@@ -158,4 +140,3 @@ class Bert:
 def load(path: str | Path, device: str = "cpu", trust_pickle: bool = False) -> Bert:
     """Load a run or model directory for inference (a pickle-only directory needs trust_pickle)."""
     return Bert.load(path, device, trust_pickle)
-

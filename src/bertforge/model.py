@@ -9,22 +9,21 @@ Shapes: B batch, T sequence length, H hidden size, nh heads, hs = H / nh,
 N number of predicted (masked) positions, V vocabulary size.
 
 Parallelism, compilation and device placement live in the trainer, not here.
-Loading and saving in the Hugging Face layout lives in `hf.py`.
+Each model class names the `transformers` architecture it corresponds to;
+`hf.py` maps the weights and `modeldir.py` saves and loads model directories.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-
-IGNORE_INDEX = -100  # label meaning "no MLM prediction at this position"
+from .labels import IGNORE_INDEX
 
 
 def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
@@ -47,7 +46,9 @@ class Embeddings(nn.Module):
         if config.position_embedding == "learned":
             self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         else:
-            self.register_buffer("sinusoid", sinusoidal_table(config.max_position_embeddings, config.hidden_size), persistent=False)
+            self.register_buffer(
+                "sinusoid", sinusoidal_table(config.max_position_embeddings, config.hidden_size), persistent=False
+            )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
@@ -56,7 +57,9 @@ class Embeddings(nn.Module):
             return self.position.weight[:seq_len]  # (T, H)
         return self.sinusoid[:seq_len]  # (T, H)
 
-    def parts(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def parts(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The three summands, before LayerNorm: each (B, T, H)."""
         seq_len = input_ids.shape[1]
         token = self.token(input_ids)
@@ -164,7 +167,9 @@ class BertModel(nn.Module):
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
         # Pre-LN leaves the residual stream unnormalised, so it needs one LayerNorm at the top.
-        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+        self.final_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+        )
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
 
     def forward(
@@ -211,7 +216,9 @@ class MaskedLMHead(nn.Module):
         if config.tie_word_embeddings:
             self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
         else:
-            self.decoder_weight = nn.Parameter(torch.empty_like(token_embedding.weight).normal_(0.0, config.initializer_range))
+            self.decoder_weight = nn.Parameter(
+                torch.empty_like(token_embedding.weight).normal_(0.0, config.initializer_range)
+            )
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -237,6 +244,8 @@ class PreTrainingOutput:
 
 class BertForPreTraining(nn.Module):
     """The BERT pre-training model: encoder + masked-LM head + next-sentence head."""
+
+    hf_architecture = "BertForPreTraining"
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -274,22 +283,13 @@ class BertForPreTraining(nn.Module):
         """Parameters counted once: parameters() yields the tied decoder/embedding matrix a single time."""
         return sum(p.numel() for p in self.parameters())
 
-    def save_pretrained(self, directory: str | Path, tokenizer=None) -> None:
-        from .hf import save_model_dir
-
-        save_model_dir(self, directory, tokenizer)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path, trust_pickle: bool = False) -> "BertForPreTraining":
-        from .hf import load_model
-
-        return load_model(cls, directory, trust_pickle=trust_pickle)
-
 
 class BertForSequenceClassification(nn.Module):
     """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels."""
 
-    def __init__(self, config: ModelConfig, num_labels: int):
+    hf_architecture = "BertForSequenceClassification"
+
+    def __init__(self, config: ModelConfig, num_labels: int = 2):
         super().__init__()
         self.config = config
         self.num_labels = num_labels

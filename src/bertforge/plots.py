@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -12,40 +11,45 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from .errors import UserError  # noqa: E402
-
-
-def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """(train records, held-out records) from a metrics.jsonl."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no metrics yet")
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [r for r in records if r["split"] == "train"], [r for r in records if r["split"] == "valid"]
+from .metrics import read_metrics  # noqa: E402
 
 
 def plot_training_curves(metrics_path: str | Path, out: str | Path, title: str | None = None) -> Path:
-    """Loss (total, MLM, NSP), accuracy (MLM, NSP) and learning rate over steps, with held-out points."""
+    """Loss (total, MLM, pair), accuracy (MLM, pair) and learning rate over steps, with held-out points."""
     train, valid = read_metrics(metrics_path)
     if not train and not valid:
         raise UserError(f"{metrics_path}: no metrics to plot")
     fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(15, 4.2))
     steps = [r["step"] for r in train]
     # One colour per quantity: the held-out points sit on their training curve's colour.
-    for key, style, color in (("loss", "-", "tab:blue"), ("mlm_loss", "--", "tab:orange"), ("nsp_loss", ":", "tab:green")):
-        label = key.replace("_", " ").replace("mlm", "MLM").replace("nsp", "NSP")
+    pair = next((p for p in ("nsp", "sop") if any(f"{p}_loss" in r for r in train + valid)), "nsp")
+    for key, style, color in (
+        ("loss", "-", "tab:blue"),
+        ("mlm_loss", "--", "tab:orange"),
+        (f"{pair}_loss", ":", "tab:green"),
+    ):
+        label = key.replace("_", " ").replace("mlm", "MLM").replace(pair, pair.upper())
         if train and key in train[0]:
             ax_loss.plot(steps, [r[key] for r in train], style, color=color, label=f"train {label}")
         if key != "loss" and valid and key in valid[0]:
-            ax_loss.plot([r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {label}")
-    for key, style, color in (("mlm_acc", "-", "tab:orange"), ("nsp_acc", "--", "tab:green")):
+            ax_loss.plot(
+                [r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {label}"
+            )
+    for key, style, color in (("mlm_acc", "-", "tab:orange"), (f"{pair}_acc", "--", "tab:green")):
         name = key.replace("_acc", "").upper()
         if train and key in train[0]:
             ax_acc.plot(steps, [r[key] for r in train], style, color=color, label=f"train {name} accuracy")
         if valid and key in valid[0]:
-            ax_acc.plot([r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {name} accuracy")
+            ax_acc.plot(
+                [r["step"] for r in valid], [r[key] for r in valid], "o", color=color, label=f"held-out {name} accuracy"
+            )
     if train:
         ax_lr.plot(steps, [r["lr"] for r in train], color="tab:purple", label="learning rate")
-    for ax, ylabel, name in ((ax_loss, "loss", "Loss"), (ax_acc, "accuracy", "Accuracy"), (ax_lr, "learning rate", "Learning rate")):
+    for ax, ylabel, name in (
+        (ax_loss, "loss", "Loss"),
+        (ax_acc, "accuracy", "Accuracy"),
+        (ax_lr, "learning rate", "Learning rate"),
+    ):
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(ylabel)
         ax.set_title(name)
@@ -86,16 +90,28 @@ def embedding_parts(bert, sentence_a: str, sentence_b: str | None = None) -> dic
 
     encoding, input_ids, token_type_ids = bert.encode(sentence_a, sentence_b)
     with torch.no_grad():
-        token, segment, position = (x[0].float().cpu().numpy() for x in bert.model.bert.embeddings.parts(input_ids, token_type_ids))
-    return {"tokens": encoding.tokens, "token": token, "segment": segment, "position": position, "sum": token + segment + position}
+        token, segment, position = (
+            x[0].float().cpu().numpy() for x in bert.model.bert.embeddings.parts(input_ids, token_type_ids)
+        )
+    return {
+        "tokens": encoding.tokens,
+        "token": token,
+        "segment": segment,
+        "position": position,
+        "sum": token + segment + position,
+    }
 
 
 def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Path) -> Path:
     """The classic figure: token, segment and position embeddings of the input, and their sum."""
     parts = embedding_parts(bert, sentence_a, sentence_b)
     tokens = parts["tokens"]
-    panels = [("token embeddings", "token"), ("segment embeddings", "segment"), ("position embeddings", "position"),
-              ("input representation = sum", "sum")]
+    panels = [
+        ("token embeddings", "token"),
+        ("segment embeddings", "segment"),
+        ("position embeddings", "position"),
+        ("input representation = sum", "sum"),
+    ]
     fig, axes = plt.subplots(1, 4, figsize=(max(14, 0.9 * len(tokens) * 4 * 0.35), 4.8), sharey=True)
     limit = max(abs(parts[key]).max() for _, key in panels)
     for ax, (title, key) in zip(axes, panels):
@@ -114,7 +130,9 @@ def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Pa
 # ---------------------------------------------------------------- attention
 
 
-def plot_attention(tokens: list[str], attention, out: str | Path, layer: int, head: int | None = None, title: str = "") -> Path:
+def plot_attention(
+    tokens: list[str], attention, out: str | Path, layer: int, head: int | None = None, title: str = ""
+) -> Path:
     """One head's attention map, or a grid with every head of `layer`. attention: (L, nh, T, T)."""
     num_layers, num_heads = attention.shape[:2]
     if not -num_layers <= layer < num_layers:
@@ -125,10 +143,12 @@ def plot_attention(tokens: list[str], attention, out: str | Path, layer: int, he
     columns = min(4, len(heads))
     rows = -(-len(heads) // columns)
     size = max(3.5, 0.28 * len(tokens))
-    fig, axes = plt.subplots(rows, columns, figsize=(size * columns + 1.5, size * rows + 0.8), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(size * columns + 1.5, size * rows + 0.8), squeeze=False, layout="constrained"
+    )
     labels = [shorten(t, 12) for t in tokens]
     fontsize = _token_fontsize(len(tokens))
-    for ax in axes.flat[len(heads):]:
+    for ax in axes.flat[len(heads) :]:
         ax.axis("off")
     for i, (ax, h) in enumerate(zip(axes.flat, heads)):
         image = ax.imshow(attention[layer, h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
@@ -162,21 +182,25 @@ def plot_fill_mask(result: dict, out: str | Path, answer: str | None = None) -> 
         ax.set_ylabel("predicted token")
         ax.set_title(f"[MASK] at token {mask['position']}")
     if answer is not None:
-        axes[0][-1].legend(handles=[Patch(color="tab:green", label=f"answer: {answer}"), Patch(color="tab:blue", label="other")],
-                           loc="lower right", fontsize=8)
+        axes[0][-1].legend(
+            handles=[Patch(color="tab:green", label=f"answer: {answer}"), Patch(color="tab:blue", label="other")],
+            loc="lower right",
+            fontsize=8,
+        )
     fig.suptitle(f"fill-mask: {shorten(result['text'], 80)}")
     return save_figure(fig, out)
 
 
 def plot_nsp(results: list[dict], out: str | Path) -> Path:
-    """is_next_prob per sentence pair, with the 0.5 decision line."""
+    """is_next_prob (or, for an SOP model, in_order_prob) per sentence pair, with the 0.5 decision line."""
+    key = "is_next_prob" if "is_next_prob" in results[0] else "in_order_prob"
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(results) + 1.8))
     names = [f"{shorten(r['a'], 35)}  →  {shorten(r['b'], 35)}" for r in results][::-1]
-    probabilities = [r["is_next_prob"] for r in results][::-1]
+    probabilities = [r[key] for r in results][::-1]
     ax.barh(names, probabilities, color=["tab:green" if p >= 0.5 else "tab:red" for p in probabilities])
     ax.axvline(0.5, color="gray", linestyle="--", label="decision threshold")
     ax.set_xlim(0, 1)
-    ax.set_xlabel("is_next_prob (B follows A)")
+    ax.set_xlabel("is_next_prob (B follows A)" if key == "is_next_prob" else "in_order_prob (A and B in order)")
     ax.set_ylabel("sentence pair (A → B)")
     ax.set_title("Next sentence prediction")
     ax.legend(loc="lower right", fontsize=8)

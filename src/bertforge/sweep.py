@@ -1,6 +1,7 @@
 """Ablation sweeps: every combination of a grid, with the same seed and data, into one results table.
 
-    bertforge sweep --data data --out sweep --preset mini --grid mask_prob=0.15,0.2 --grid num_layers=2,4 --max-steps 500
+    bertforge sweep --data data --out sweep --preset mini --grid mask_prob=0.15,0.2 --grid num_layers=2,4 \\
+        --max-steps 500
 
 Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
 so it is resumable on its own: a finished run (it has model/) is skipped, an
@@ -22,25 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import ModelConfig, TrainConfig
+import torch
+
+from .config import ModelConfig, TrainConfig, parse_field
 from .errors import UserError
-from .plots import plt, read_metrics, save_figure, shorten
+from .metrics import read_metrics
+from .model import BertForPreTraining
+from .plots import plt, save_figure, shorten
 
-FIELDS = {f.name: f for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)}
-
-
-def parse_value(name: str, text: str) -> Any:
-    default = FIELDS[name].default
-    if isinstance(default, bool):
-        if text.lower() in ("true", "1", "yes"):
-            return True
-        if text.lower() in ("false", "0", "no"):
-            return False
-        raise UserError(f"--grid {name}: {text!r} is not true or false")
-    try:
-        return type(default)(text)
-    except ValueError:
-        raise UserError(f"--grid {name}: {text!r} is not a valid {type(default).__name__}") from None
+OWNER = {
+    f.name: cls for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
+}  # field -> its config class
 
 
 def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
@@ -49,11 +42,14 @@ def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
     for spec in specs:
         name, _, values = spec.partition("=")
         name = name.strip().replace("-", "_")
-        if name not in FIELDS:
+        if name not in OWNER:
             raise UserError(f"--grid {spec!r}: {name!r} is not a model or training setting")
         if not values:
             raise UserError(f"--grid {spec!r}: give values, like {name}=a,b")
-        axes[name] = [parse_value(name, v.strip()) for v in values.split(",") if v.strip()]
+        try:
+            axes[name] = [parse_field(OWNER[name], name, v.strip()) for v in values.split(",") if v.strip()]
+        except UserError as e:
+            raise UserError(f"--grid {e}") from None
     if not axes:
         raise UserError("give at least one --grid FIELD=V1,V2")
     return axes
@@ -78,8 +74,15 @@ def as_flags(settings: dict[str, Any]) -> list[str]:
     return flags
 
 
-def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, list[Any]], fixed: dict[str, Any],
-              parallel: int = 1) -> list[dict[str, Any]]:
+def run_sweep(
+    data: str | Path,
+    out: str | Path,
+    preset: str,
+    axes: dict[str, list[Any]],
+    fixed: dict[str, Any],
+    parallel: int = 1,
+    quiet: bool = False,
+) -> list[dict[str, Any]]:
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     points = grid_points(axes)
@@ -88,10 +91,22 @@ def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, li
     for point in points:
         run_dir = out / "runs" / run_name(point)
         if (run_dir / "model" / "config.json").is_file():
-            print(f"skip (finished): {run_dir.name}", file=sys.stderr)
+            _say(f"skip (finished): {run_dir.name}", quiet)
             continue
-        command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(data), "--out", str(run_dir), "--preset", preset,
-                   *as_flags({**fixed, **point}), "--quiet"]
+        command = [
+            sys.executable,
+            "-m",
+            "bertforge",
+            "pretrain",
+            "--data",
+            str(data),
+            "--out",
+            str(run_dir),
+            "--preset",
+            preset,
+            *as_flags({**fixed, **point}),
+            "--quiet",
+        ]
         if (run_dir / "config.json").is_file():
             command.append("--resume")  # an interrupted run continues where it stopped
         pending.append((run_dir, command))
@@ -99,7 +114,7 @@ def run_sweep(data: str | Path, out: str | Path, preset: str, axes: dict[str, li
     failures: list[str] = []
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _drive(pending, running, failures, parallel, threads)
+        _drive(pending, running, failures, parallel, threads, quiet)
     except BaseException:
         for _, process, _ in running:
             process.send_signal(signal.SIGINT)  # each run saves a checkpoint; the next sweep resumes it
@@ -120,14 +135,19 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _drive(pending: list, running: list, failures: list[str], parallel: int, threads: int) -> None:
+def _say(message: str, quiet: bool) -> None:
+    if not quiet:
+        print(message, file=sys.stderr)
+
+
+def _drive(pending: list, running: list, failures: list[str], parallel: int, threads: int, quiet: bool) -> None:
     """Keep up to `parallel` runs going until all have finished."""
     while pending or running:
         while pending and len(running) < parallel:
             run_dir, command = pending.pop(0)
             run_dir.mkdir(parents=True, exist_ok=True)
             log = open(run_dir / "sweep.log", "a", encoding="utf-8")
-            print(f"run: {run_dir.name}", file=sys.stderr)
+            _say(f"run: {run_dir.name}", quiet)
             env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
             running.append((run_dir, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log))
         time.sleep(0.2)
@@ -139,10 +159,6 @@ def _drive(pending: list, running: list, failures: list[str], parallel: int, thr
 
 
 def count_parameters(model_config: dict[str, Any]) -> int:
-    import torch
-
-    from .model import BertForPreTraining
-
     with torch.device("meta"):  # shapes only, no memory
         model = BertForPreTraining(ModelConfig.from_dict(model_config))
     return model.num_parameters()
@@ -153,10 +169,15 @@ def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
     config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
     last, held_out = (train[-1] if train else {}), (valid[-1] if valid else {})
     return {
-        "run": run_dir.name, **point,
-        "final_train_loss": last.get("loss"), "valid_mlm_acc": held_out.get("mlm_acc"), "valid_mlm_loss": held_out.get("mlm_loss"),
-        "valid_nsp_acc": held_out.get("nsp_acc"), "parameters": count_parameters(config["model"]),
-        "wall_s": last.get("elapsed"), "tokens_per_s": last["tokens"] / last["elapsed"] if last.get("elapsed") else None,
+        "run": run_dir.name,
+        **point,
+        "final_train_loss": last.get("loss"),
+        "valid_mlm_acc": held_out.get("mlm_acc"),
+        "valid_mlm_loss": held_out.get("mlm_loss"),
+        "valid_pair_acc": held_out.get("nsp_acc", held_out.get("sop_acc")),
+        "parameters": count_parameters(config["model"]),
+        "wall_s": last.get("elapsed"),
+        "tokens_per_s": last["tokens"] / last["elapsed"] if last.get("elapsed") else None,
     }
 
 
@@ -171,7 +192,17 @@ def _cell(value: Any) -> str:
 
 
 def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> None:
-    columns = ["run", *axes, "final_train_loss", "valid_mlm_acc", "valid_mlm_loss", "valid_nsp_acc", "parameters", "wall_s", "tokens_per_s"]
+    columns = [
+        "run",
+        *axes,
+        "final_train_loss",
+        "valid_mlm_acc",
+        "valid_mlm_loss",
+        "valid_pair_acc",
+        "parameters",
+        "wall_s",
+        "tokens_per_s",
+    ]
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
@@ -191,10 +222,17 @@ def plot_sweep(out: Path, rows: list[dict[str, Any]]) -> Path:
         label = shorten(row["run"].replace("__", ", ").replace("-", "="), 45)
         line = ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)[0]
         if valid:
-            ax_acc.plot([r["step"] for r in valid], [r["mlm_acc"] for r in valid], "o-", color=line.get_color(), label=label)
+            ax_acc.plot(
+                [r["step"] for r in valid], [r["mlm_acc"] for r in valid], "o-", color=line.get_color(), label=label
+            )
         else:
-            ax_acc.plot([r["step"] for r in train], [r["mlm_acc"] for r in train], color=line.get_color(), label=f"{label} (train)")
-    ax_loss.set(title="Training loss (MLM + NSP)", xlabel="optimizer step", ylabel="loss")
+            ax_acc.plot(
+                [r["step"] for r in train],
+                [r["mlm_acc"] for r in train],
+                color=line.get_color(),
+                label=f"{label} (train)",
+            )
+    ax_loss.set(title="Training loss (MLM + pair objective)", xlabel="optimizer step", ylabel="loss")
     ax_acc.set(title="Held-out MLM accuracy", xlabel="optimizer step", ylabel="accuracy")
     for ax in (ax_loss, ax_acc):
         ax.grid(alpha=0.3)

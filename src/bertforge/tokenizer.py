@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -81,14 +81,21 @@ def train_tokenizer(
     if kind == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
         trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, continuing_subword_prefix="##",
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            continuing_subword_prefix="##",
             show_progress=sys.stderr.isatty(),
         )
         tokenizer.decoder = decoders.WordPiece(prefix="##")
     elif kind == "word":
         tokenizer = Tokenizer(models.WordLevel(unk_token=UNK))
-        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS,
-                                            show_progress=sys.stderr.isatty())
+        trainer = trainers.WordLevelTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            show_progress=sys.stderr.isatty(),
+        )
     else:
         raise UserError(f"unknown tokenizer kind {kind!r}; choose wordpiece or word")
     _bert_pipeline(tokenizer, lowercase, strip_accents)

@@ -1,0 +1,154 @@
+"""Metrics: one set of running sums for a window of training steps and for a held-out evaluation,
+and the run's metrics log (metrics.jsonl, optionally TensorBoard).
+
+Sums stay on the device until they are read, so accumulating costs no host sync.
+The pair head's metrics are named after its objective: nsp_loss/nsp_acc or sop_loss/sop_acc.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .errors import UserError
+from .runtime import Distributed, MixedPrecision
+
+KEYS = ("steps", "grad_norm", "mlm_sum", "masked", "mlm_correct", "pair_sum", "pair_correct", "sequences")
+AVERAGED_OVER_PROCESSES = ("steps", "grad_norm")  # every process counts the same steps and sees the same norm
+
+
+class MetricSums:
+    """Sums of MLM loss, correct predictions and counts (and the pair head's), over any number of batches."""
+
+    def __init__(self, values: dict[str, float] | None = None):
+        self.sums: dict[str, Any] = dict.fromkeys(KEYS, 0.0)
+        self.sums.update(values or {})
+
+    def add_batch(self, out, pair_labels: torch.Tensor | None = None) -> None:
+        """One forward pass's output; `pair_labels` when the pair head is trained."""
+        s, n = self.sums, out.mlm_targets.numel()
+        s["mlm_sum"] = s["mlm_sum"] + out.mlm_loss.detach() * n
+        s["masked"] += n
+        s["mlm_correct"] = s["mlm_correct"] + out.mlm_correct()
+        if pair_labels is not None:
+            s["pair_sum"] = s["pair_sum"] + out.nsp_loss.detach() * len(pair_labels)
+            s["pair_correct"] = s["pair_correct"] + (out.nsp_logits.argmax(-1) == pair_labels).sum()
+            s["sequences"] += len(pair_labels)
+
+    def add_step(self, grad_norm: torch.Tensor) -> None:
+        self.sums["grad_norm"] = self.sums["grad_norm"] + grad_norm.detach()
+        self.sums["steps"] += 1
+
+    def totals(self, processes: Distributed | None = None, device: str = "cpu") -> dict[str, float]:
+        """The sums as floats, added up over all processes (one all-reduce)."""
+        values = torch.tensor([float(self.sums[k]) for k in KEYS], dtype=torch.float64)
+        if processes is not None and processes.world > 1:
+            values = values.to(device)
+            dist.all_reduce(values)
+            values = values.cpu()
+            for key in AVERAGED_OVER_PROCESSES:
+                values[KEYS.index(key)] /= processes.world
+        return dict(zip(KEYS, values.tolist()))
+
+
+def summarise(totals: dict[str, float], pair_objective: str) -> dict[str, float]:
+    """Losses and accuracies from summed totals: mlm_loss, mlm_acc, and the pair head's, and their sum."""
+    mlm_loss = totals["mlm_sum"] / max(totals["masked"], 1)
+    record = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": totals["mlm_correct"] / max(totals["masked"], 1)}
+    if pair_objective != "none" and totals["sequences"]:
+        pair_loss = totals["pair_sum"] / totals["sequences"]
+        record.update(
+            {
+                "loss": mlm_loss + pair_loss,
+                f"{pair_objective}_loss": pair_loss,
+                f"{pair_objective}_acc": totals["pair_correct"] / totals["sequences"],
+            }
+        )
+    return record
+
+
+@torch.no_grad()
+def evaluate_batches(
+    model, batches: list[dict], precision: MixedPrecision, pair_objective: str = "nsp"
+) -> dict[str, float]:
+    """Held-out MLM loss, accuracy and perplexity (and the pair head's) of `model` on fixed batches."""
+    was_training = model.training
+    model.eval()
+    sums = MetricSums()
+    pair = pair_objective != "none"
+    for batch in batches:
+        batch = {k: v.to(precision.device) for k, v in batch.items()}
+        with precision.autocast():
+            out = model(
+                batch["input_ids"],
+                batch["token_type_ids"],
+                batch["attention_mask"],
+                batch["mlm_labels"],
+                batch["nsp_labels"] if pair else None,
+            )
+        sums.add_batch(out, batch["nsp_labels"] if pair else None)
+    model.train(was_training)
+    totals = sums.totals()
+    result = summarise(totals, pair_objective)
+    result.update(perplexity=math.exp(min(result["mlm_loss"], 50)), masked_tokens=int(totals["masked"]))
+    return result
+
+
+class MetricsLog:
+    """A JSON-lines file, one object per logged step or evaluation, and optionally TensorBoard event files."""
+
+    def __init__(self, path: Path, tensorboard_dir: Path | None = None):
+        self.path = path
+        self.tensorboard = _open_tensorboard(tensorboard_dir) if tensorboard_dir else None
+
+    def truncate(self, step: int) -> None:
+        """Drop lines logged after `step` (a resumed run writes them again) and a line torn by a kill."""
+        if not self.path.is_file():
+            return
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line)["step"] <= step:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        self.path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+    def write(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self.tensorboard.add_scalar(f"{record['split']}/{key}", value, record["step"])
+
+    def close(self) -> None:
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+
+def _open_tensorboard(directory: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise UserError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+    return SummaryWriter(str(directory))
+
+
+def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
+    """(train records, held-out records) from a metrics.jsonl; a torn last line is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no metrics yet")
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [r for r in records if r.get("split") == "train"], [r for r in records if r.get("split") == "valid"]

@@ -1,0 +1,191 @@
+"""Model directories: a Hugging Face BERT directory (config.json, model.safetensors, tokenizer files).
+
+    save_model(model, directory, tokenizer)   written atomically as a whole
+    load_model(cls, directory)                any such directory, ours or written by `transformers`
+    load_model_and_tokenizer(path)            a run or model directory, vocabularies checked against each other
+
+We never unpickle what a user hands us: weights are safetensors, and a
+pickle-only directory is refused unless the user says they trust it.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from .errors import UserError
+from .fileio import atomic_directory, write_json
+from .hf import HEAD_PREFIXES, config_from_hf, config_to_hf, from_hf_state_dict, to_hf_state_dict
+from .model import BertForPreTraining
+from .tokenizer import TOKENIZER_FILES, load_tokenizer, save_tokenizer
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A run directory holds its final model in model/; a model directory is itself."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    if (path / "config.json").is_file() and (
+        (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
+    ):
+        return path
+    if (path / "model" / "config.json").is_file():
+        return path / "model"
+    raise UserError(
+        f"{path}: neither a model directory (config.json + model.safetensors) nor a run directory with model/"
+    )
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    path = directory / "config.json"
+    if not path.is_file():
+        raise UserError(f"{directory}: not a model directory (no config.json)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
+    """model.safetensors; a pickle-only directory is refused unless the user trusts it."""
+    path = directory / "model.safetensors"
+    if path.is_file():
+        try:
+            return load_file(str(path))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
+    pickle_path = directory / "pytorch_model.bin"
+    if pickle_path.is_file():
+        if not trust_pickle:
+            raise UserError(
+                f"{pickle_path}: only a pickle checkpoint, which can run arbitrary code when loaded; "
+                "convert it to model.safetensors, or pass --trust-pickle if you trust its source"
+            )
+        warnings.warn(f"loading pickle weights from {pickle_path} because --trust-pickle was given", stacklevel=2)
+        return torch.load(pickle_path, map_location="cpu", weights_only=True)
+    raise UserError(f"{directory}: no model.safetensors")
+
+
+def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs):
+    """Build `cls` from a model directory, in eval mode.
+
+    Heads may differ between directory and class (a BertForMaskedLM directory has
+    no NSP head; a pre-trained model has no classifier): missing ones start
+    fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
+    every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such model directory")
+    config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    model = cls(config, **model_kwargs)
+    state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), config)
+    if not keep_heads:
+        state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIXES) or k.startswith("bert.pooler.")}
+    expected = set(model.state_dict())
+    missing = sorted(expected - set(state))
+    fresh_heads = [k for k in missing if k.startswith(HEAD_PREFIXES)]
+    body_mismatch = [k for k in missing if k not in fresh_heads] + unknown
+    body_mismatch += sorted(k for k in set(state) - expected if not k.startswith(HEAD_PREFIXES))
+    if body_mismatch:
+        raise UserError(f"{directory}: weights do not match config.json ({', '.join(body_mismatch[:5])})")
+    if fresh_heads and keep_heads:
+        heads = sorted({k.rsplit(".", 1)[0] for k in fresh_heads})
+        warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=2)
+    try:
+        model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
+    except RuntimeError as e:
+        raise UserError(
+            f"{directory}: weight shapes do not match config.json: {str(e).splitlines()[-1].strip()}"
+        ) from None
+    return model.eval()
+
+
+def write_model_files(
+    model, directory: Path, tokenizer: Tokenizer | None, extra_config: dict[str, Any] | None = None
+) -> None:
+    """config.json, model.safetensors and the tokenizer's files, into an existing directory."""
+    write_json(directory / "config.json", config_to_hf(model.config, model.hf_architecture, extra_config))
+    save_file(
+        to_hf_state_dict(model.state_dict(), model.config),
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    if tokenizer is not None:
+        save_tokenizer(tokenizer, directory, model.config.max_position_embeddings)
+
+
+def save_model(
+    model, directory: str | Path, tokenizer: Tokenizer | None, extra_config: dict[str, Any] | None = None
+) -> Path:
+    """A Hugging Face model directory, written atomically as a whole.
+
+    Without a tokenizer, `transformers` can still load the weights, but bertforge's
+    commands (which tokenise text) cannot use the directory; a warning says so.
+    """
+    if tokenizer is None:
+        warnings.warn(
+            f"{directory}: saved without a tokenizer; `transformers` loads the weights, but bertforge's "
+            f"commands need the tokenizer's files ({', '.join(TOKENIZER_FILES)}): pass tokenizer=",
+            stacklevel=2,
+        )
+    with atomic_directory(directory) as tmp:
+        write_model_files(model, tmp, tokenizer, extra_config)
+    return Path(directory)
+
+
+def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
+    """A tokenizer with more ids than the model's table would index out of range; one with fewer leaves rows unused."""
+    size = tokenizer.get_vocab_size()
+    if size > vocab_size:
+        raise UserError(
+            f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "
+            "they were not trained together"
+        )
+    if size < vocab_size:
+        warnings.warn(
+            f"{where}: tokenizer has {size} tokens, the model's vocabulary {vocab_size}; "
+            f"ids {size}..{vocab_size - 1} have no token and are never predicted",
+            stacklevel=3,
+        )
+
+
+def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, **model_kwargs):
+    """(directory, model, tokenizer) from a run or model directory."""
+    directory = resolve_model_dir(path)
+    model = load_model(cls, directory, trust_pickle, **model_kwargs)
+    if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+        raise UserError(
+            f"{directory}: no tokenizer (tokenizer.json or vocab.txt); the model was saved without one: "
+            "save it with its tokenizer, or copy the tokenizer's files into the directory"
+        )
+    tokenizer = load_tokenizer(directory)
+    check_vocab(tokenizer, model.config.vocab_size, str(directory))
+    return directory, model, tokenizer
+
+
+def pretraining_info(directory: Path) -> dict[str, Any]:
+    """What pre-training recorded about the model: its pair objective (nsp, sop or none).
+
+    A directory from elsewhere has an NSP head exactly when it holds one
+    (`transformers`' BertForPreTraining does, BertForMaskedLM does not).
+    """
+    info = read_config(directory).get("bertforge_pretrain")
+    if info is not None:
+        return info
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        return {"pair_objective": "nsp"}
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            has_head = any(name.startswith("cls.seq_relationship.") for name in f.keys())
+    except (SafetensorError, OSError) as e:
+        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
+    return {"pair_objective": "nsp" if has_head else "none"}

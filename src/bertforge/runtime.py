@@ -1,0 +1,120 @@
+"""Where and how a loop computes: the device, the precision, the processes (torchrun), and stop signals.
+
+Shared by pre-training, fine-tuning, evaluation and inference, so that every
+command chooses its device and precision the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from .errors import UserError
+from .flops import cpu_has_fast_bf16
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass
+class Distributed:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(requested_device: str) -> Distributed:
+    """torchrun sets WORLD_SIZE/RANK/LOCAL_RANK; NCCL on CUDA, gloo on CPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Distributed()
+    cuda = requested_device.startswith("cuda") or (requested_device == "auto" and torch.cuda.is_available())
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def resolve_device(requested: str, local_rank: int = 0) -> str:
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda requested but no CUDA device is available")
+        return f"cuda:{local_rank}" if requested == "cuda" else requested
+    return "cpu"
+
+
+def resolve_precision(requested: str, device: str) -> str:
+    """auto: bf16 on CUDA with bf16, fp16 on older CUDA, bf16 on CPUs measured to be fast at it, else fp32."""
+    if requested != "auto":
+        if requested == "fp16" and not device.startswith("cuda"):
+            raise UserError("--precision fp16 needs CUDA; use bf16 or fp32 on CPU")
+        return requested
+    if device.startswith("cuda"):
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if cpu_has_fast_bf16() else "fp32"
+
+
+def autocast(device: str, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.split(":")[0], dtype=AUTOCAST_DTYPES[precision])
+
+
+class MixedPrecision:
+    """A loop's precision policy: autocast for the forward pass and, in fp16, loss scaling for the backward."""
+
+    def __init__(self, device: str, precision: str):
+        self.device, self.precision = device, precision
+        self.scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+
+    def autocast(self):
+        return autocast(self.device, self.precision)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer, parameters, max_norm: float) -> torch.Tensor:
+        """Clip the gradients (0 = no clipping) and update. Returns the norm before clipping.
+
+        A non-finite norm skips the update; with fp16 the scaler decides, and shrinks its scale.
+        """
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm if max_norm > 0 else float("inf"))
+        if self.scaler is not None:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        elif torch.isfinite(grad_norm):
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return grad_norm
+
+
+class StopSignals:
+    """While active, SIGINT and SIGTERM are recorded instead of killing the process, so a loop can save and stop."""
+
+    def __init__(self):
+        self.received = 0
+        self._previous: dict = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._record) for sig in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _record(self, signum, frame) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,182 @@
+"""Opening text files and reading rows from them: one place for compression, encodings and table formats.
+
+    open_text(path)             a text stream: .gz/.bz2/.xz decompressed, a byte-order mark dropped,
+                                invalid UTF-8 replaced (and counted), binary files refused
+    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl or .txt, streaming
+    read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
+
+Columns are header names, or indexes ("0", "1") for a file without a header:
+a table is headerless exactly when every column asked for is a number. TSV is
+read without quote processing (GLUE's files contain bare quotes), CSV with it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import csv
+import gzip
+import io
+import json
+import lzma
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import UserError
+
+COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+
+
+@dataclass
+class ReadStats:
+    """What reading noticed along the way, reported once at the end."""
+
+    files: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    invalid_utf8: int = 0
+    skipped_lines: int = 0
+
+
+def compression_of(path: Path) -> str | None:
+    suffix = path.suffix.lower()
+    return suffix if suffix in COMPRESSIONS else None
+
+
+def format_of(path: Path) -> str:
+    """txt, jsonl, csv or tsv, from the name with any compression suffix removed."""
+    name = path.name.lower()
+    if compression_of(path):
+        name = name[: -len(path.suffix)]
+    return next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
+
+
+class _CountingDecoder:
+    """UTF-8 decoding that replaces invalid bytes with U+FFFD and counts them."""
+
+    def __init__(self, stats: ReadStats):
+        self.stats = stats
+        self.name = f"bertforge-count-{id(self)}"
+        codecs.register_error(self.name, self._handle)
+
+    def _handle(self, error: UnicodeDecodeError):
+        self.stats.invalid_utf8 += 1
+        return "\ufffd", error.end
+
+
+def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
+    """A text stream over `path`; invalid UTF-8 is replaced and counted in `stats`."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    opener = COMPRESSIONS.get(compression_of(path) or "", open)
+    raw = opener(path, "rb")
+    try:
+        raw = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+        head = raw.peek(8192)[:8192]
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        raw.close()
+        raise UserError(f"{path}: cannot read ({e})") from None
+    if b"\x00" in head:
+        raw.close()
+        raise UserError(f"{path}: looks like a binary file (NUL bytes), not text")
+    decoder = _CountingDecoder(stats if stats is not None else ReadStats())
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors=decoder.name, newline="")
+
+
+def read_rows(
+    path: str | Path, columns: list[str], stats: ReadStats | None = None, on_error: str = "fail"
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, {column: value}) for every non-empty row; a missing column names the file and line.
+
+    `on_error="skip"` skips JSONL lines that are not JSON or lack a column (counted in
+    `stats.skipped_lines`) instead of stopping at them.
+    """
+    path = Path(path)
+    stats = stats if stats is not None else ReadStats()
+    kind = format_of(path)
+    try:
+        with open_text(path, stats) as f:
+            rows = _jsonl_rows(f, stats) if kind == "jsonl" else _table_rows(f, path, columns, kind, stats)
+            for number, row in rows:
+                if isinstance(row, str):
+                    problem = row
+                else:
+                    missing = [c for c in columns if c not in row]
+                    if not missing:
+                        yield number, row
+                        continue
+                    if kind != "jsonl":
+                        raise UserError(
+                            f"{path}:{number}: row has {len(row)} columns, column {missing[0]!r} is missing"
+                        )
+                    problem = f"missing field {missing[0]!r}"
+                if on_error != "skip":
+                    raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)")
+                stats.skipped_lines += 1
+    except (OSError, EOFError, lzma.LZMAError) as e:  # a truncated compressed file
+        raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """(line number, the object) per non-empty line, or (line number, what is wrong with it)."""
+    for number, line in enumerate(f, start=1):
+        stats.bytes_read += len(line)
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            yield number, f"not JSON ({e.msg})"
+            continue
+        yield number, row if isinstance(row, dict) else "not a JSON object"
+
+
+def _table_rows(
+    f: IO[str], path: Path, columns: list[str], kind: str, stats: ReadStats
+) -> Iterator[tuple[int, dict[str, str]]]:
+    csv.field_size_limit(sys.maxsize)
+    reader = csv.reader(
+        f, delimiter="," if kind == "csv" else "\t", quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE
+    )
+    headerless = all(c.isdigit() for c in columns)
+    header = None
+    if not headerless:
+        header = [h.strip() for h in next(reader, [])]
+        unknown = [c for c in columns if c not in header]
+        if unknown:
+            raise UserError(f"{path}: no column {unknown[0]!r}; the header has {', '.join(repr(h) for h in header)}")
+    for cells in reader:
+        stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
+        if not any(cell.strip() for cell in cells):
+            continue
+        keys = header if header is not None else [str(i) for i in range(len(cells))]
+        yield reader.line_num, dict(zip(keys, cells))
+
+
+def read_texts(
+    path: str | Path, text_column: str = "0", pair_column: str | None = None
+) -> tuple[list[str], list[str] | None]:
+    """Texts (and second texts) to run a model on.
+
+    A .txt file holds one text per line, or TEXT<TAB>PAIR per line when pairs are
+    asked for; a table or JSONL file names its columns.
+    """
+    path = Path(path)
+    if format_of(path) == "txt" and pair_column is None:
+        with open_text(path) as f:
+            texts = [line.strip() for line in f if line.strip()]
+        pairs = None
+    else:
+        if format_of(path) == "txt":
+            text_column, pair_column = "0", "1"
+        columns = [text_column] + ([pair_column] if pair_column else [])
+        rows = [row for _, row in read_rows(path, columns)]
+        texts = [str(row[text_column]).strip() for row in rows]
+        pairs = [str(row[pair_column]).strip() for row in rows] if pair_column else None
+    if not texts:
+        raise UserError(f"{path}: empty file")
+    return texts, pairs

@@ -1,0 +1,193 @@
+"""One command language: every flag shows its default, one name per concept, --json wherever there are results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import pytest
+import torch
+
+from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge.cli import build_parser
+
+from conftest import bertforge, bertforge_ok, one_line_error
+
+# Verbs that print a result a program may want to read.
+RESULT_VERBS = [
+    "tokenizer train",
+    "prepare",
+    "data show",
+    "data stats",
+    "pretrain",
+    "sweep",
+    "evaluate",
+    "fill-mask",
+    "nsp",
+    "embed",
+    "finetune",
+    "classify",
+]
+# Older spellings that still work but are no longer listed.
+HIDDEN_ALIASES = ["--field", "--column", "--doc-field", "--max-seq-len", "--pairs", "--no-nsp", "--jsonl"]
+
+
+def verb_parsers() -> dict[str, argparse.ArgumentParser]:
+    """ "tokenizer train" -> its parser, for every verb."""
+    found = {}
+
+    def walk(parser: argparse.ArgumentParser, prefix: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix} {name}".strip())
+                return
+        found[prefix] = parser
+
+    walk(build_parser(), "")
+    return found
+
+
+def test_every_listed_flag_that_takes_a_value_shows_its_default():
+    missing = []
+    for name, parser in verb_parsers().items():
+        assert parser.description, f"{name} has no description"
+        for action in parser._actions:
+            if not action.option_strings or action.help == argparse.SUPPRESS or action.nargs == 0 or action.required:
+                continue
+            text = parser.formatter_class(prog="x")._get_help_string(action)
+            if "default" not in text and action.default not in (None, argparse.SUPPRESS):
+                missing.append(f"{name} {action.option_strings[0]}")
+            if action.default is argparse.SUPPRESS and "(default:" not in (action.help or ""):
+                missing.append(f"{name} {action.option_strings[0]}")
+    assert not missing, missing
+
+
+def test_one_flag_name_per_concept_everywhere():
+    parsers = verb_parsers()
+    listed = {
+        name: {o for a in p._actions if a.help != argparse.SUPPRESS for o in a.option_strings}
+        for name, p in parsers.items()
+    }
+    for verb in RESULT_VERBS:
+        assert "--json" in listed[verb], verb
+    for verb in ("tokenizer train", "prepare", "finetune", "classify", "nsp", "embed"):
+        assert "--text-column" in listed[verb], verb
+    for verb in ("prepare", "finetune", "classify", "nsp"):
+        assert "--pair-column" in listed[verb], verb
+    for verb in ("attention", "classify", "nsp", "plot-embeddings"):
+        assert "--pair" in listed[verb], verb
+    for verb in ("evaluate", "fill-mask", "nsp", "embed", "attention", "plot-embeddings", "classify"):
+        assert {"--device", "--trust-pickle"} <= listed[verb], verb
+    for verb in ("pretrain", "finetune", "data show"):
+        assert "--seq-len" in listed[verb], verb
+    for verb in ("tokenizer train", "prepare", "pretrain", "sweep", "finetune"):
+        assert "--quiet" in listed[verb], verb
+    for flags in listed.values():
+        assert not flags & set(HIDDEN_ALIASES)
+
+
+def test_older_spellings_still_work():
+    parser = build_parser()
+    old = parser.parse_args(
+        ["prepare", "c.txt", "--tokenizer", "t", "--out", "d", "--field", "body", "--doc-field", "id"]
+    )
+    new = parser.parse_args(
+        ["prepare", "c.txt", "--tokenizer", "t", "--out", "d", "--text-column", "body", "--doc-column", "id"]
+    )
+    assert (old.text_column, old.doc_column) == (new.text_column, new.doc_column) == ("body", "id")
+    assert (
+        parser.parse_args(
+            [
+                "finetune",
+                "m",
+                "--train",
+                "a",
+                "--dev",
+                "b",
+                "--text-column",
+                "t",
+                "--label-column",
+                "l",
+                "--out",
+                "o",
+                "--max-seq-len",
+                "64",
+            ]
+        ).seq_len
+        == 64
+    )
+    assert parser.parse_args(["pretrain", "--data", "d", "--out", "o", "--no-nsp"]).pair_objective == "none"
+    assert not hasattr(
+        parser.parse_args(["pretrain", "--data", "d", "--out", "o"]), "pair_objective"
+    )  # unset: the config decides
+
+
+def test_fill_mask_never_answers_with_an_id_the_tokenizer_cannot_write(wordpiece_tokenizer, tmp_path):
+    """A model table larger than its tokenizer: a warning at load, and only real tokens in the answers."""
+    size = wordpiece_tokenizer.get_vocab_size()
+    torch.manual_seed(0)
+    model = BertForPreTraining(
+        ModelConfig(vocab_size=size + 40, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    )
+    with torch.no_grad():
+        model.mlm_head.bias[size:] = 50.0  # the rows without a token would win every prediction
+    save_model(model, tmp_path / "m", wordpiece_tokenizer)
+    done = bertforge_ok("fill-mask", tmp_path / "m", "the cat sat on the [MASK].", "--json")
+    predictions = json.loads(done.stdout)["masks"][0]["predictions"]
+    assert all(p["token"] is not None and p["token_id"] < size for p in predictions)
+    assert f"tokenizer has {size} tokens" in done.stderr
+
+
+def test_a_model_saved_without_its_tokenizer_says_so(tmp_path):
+    torch.manual_seed(0)
+    model = BertForPreTraining(
+        ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    )
+    with pytest.warns(UserWarning, match="without a tokenizer"):
+        save_model(model, tmp_path / "m", None)
+    one_line_error(bertforge("fill-mask", tmp_path / "m", "the [MASK] sat."), "saved without one")
+
+
+def test_classify_and_nsp_read_tables_and_pair_lines(wordpiece_tokenizer, tmp_path):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        save_model(
+            BertForPreTraining(
+                ModelConfig(
+                    vocab_size=wordpiece_tokenizer.get_vocab_size(),
+                    hidden_size=32,
+                    num_layers=1,
+                    num_heads=2,
+                    intermediate_size=64,
+                )
+            ),
+            tmp_path / "m",
+            wordpiece_tokenizer,
+        )
+    (tmp_path / "pairs.txt").write_text(
+        "the cat sat.\tthe dog ran.\na bird sang.\tthe mat was red.\n", encoding="utf-8"
+    )
+    (tmp_path / "pairs.csv").write_text(
+        "first,second\nthe cat sat.,the dog ran.\na bird sang.,the mat was red.\n", encoding="utf-8"
+    )
+    from_lines = json.loads(bertforge_ok("nsp", tmp_path / "m", "--input", tmp_path / "pairs.txt", "--json").stdout)
+    from_table = json.loads(
+        bertforge_ok(
+            "nsp",
+            tmp_path / "m",
+            "--input",
+            tmp_path / "pairs.csv",
+            "--text-column",
+            "first",
+            "--pair-column",
+            "second",
+            "--json",
+        ).stdout
+    )
+    assert from_lines == from_table and len(from_lines) == 2
+    single = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "--pair", "the dog ran.", "--json").stdout)
+    positional = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "the dog ran.", "--json").stdout)
+    assert single == positional == from_lines[0]
