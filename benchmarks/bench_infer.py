@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig
+from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.corpus import read_paragraphs, split_sentences
 from bertforge.demo import asset_path
 from bertforge.inference import load
@@ -65,8 +65,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer = train_tokenizer(texts, vocab_size=30522, min_frequency=1)
         torch.manual_seed(0)
-        BertForPreTraining(ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size())).save_pretrained(
-            scratch, tokenizer
+        save_model(
+            BertForPreTraining(ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size())),
+            scratch,
+            tokenizer,
         )
         ours = load(scratch)
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(scratch)

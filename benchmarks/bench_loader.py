@@ -29,8 +29,9 @@ from bertforge.config import TrainConfig  # noqa: E402
 from bertforge.data import MaskingCollator, PretrainingDataset  # noqa: E402
 from bertforge.demo import asset_path  # noqa: E402
 from bertforge.prepare import prepare  # noqa: E402
+from bertforge.runtime import Distributed, autocast, resolve_precision, use_fast_paths  # noqa: E402
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer  # noqa: E402
-from bertforge.train import BatchPlan, Distributed, autocast, make_loader, resolve_precision  # noqa: E402
+from bertforge.train import BatchPlan, make_loader  # noqa: E402
 
 
 def main() -> None:
@@ -66,6 +67,7 @@ def main() -> None:
             rates[workers] = args.batches / (time.perf_counter() - start)
         precision = resolve_precision("auto", "cpu")
         model = BertForPreTraining(ModelConfig.preset(args.preset, vocab_size=30522))
+        use_fast_paths(model, "cpu", precision)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
         times = []
         for batch in batches[: args.train_steps + 2]:

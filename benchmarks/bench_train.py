@@ -1,13 +1,14 @@
 """Training throughput: bertforge against `transformers.BertForPreTraining`, on identical batches.
 
-    python benchmarks/bench_train.py --presets tiny,mini,small
-    python benchmarks/bench_train.py --presets mini --ablate        # what each lever buys
+    python benchmarks/bench_train.py --presets tiny,mini,small       # fp32 and auto rows per preset
+    python benchmarks/bench_train.py --ablate                         # what each lever buys, fp32 and bf16
 
-A step is forward + backward + clip + AdamW. The two models alternate step by
-step (A B A B) after warm-up steps, so drift in machine speed hits both alike.
-Tokens/s counts real (non-pad) tokens. MFU is bertforge's useful FLOP/s
-(PaLM count, MLM head at masked positions only) over the fp32 (or bf16) matmul
-peak measured in the same run.
+A step is forward + backward + clip + AdamW. Contenders alternate step by step,
+in a shuffled order each round, after warm-up steps, so drift in machine speed
+and cache effects hit all alike.
+Tokens/s counts real (non-pad) tokens. MFU is useful FLOP/s (PaLM count, MLM
+head at masked positions only) over the matmul peak of the precision in use,
+measured in the same run. The first lines name the machine.
 
 Batches come from our own pipeline on ../shared/data/gutenberg (a 30522-token
 WordPiece vocabulary trained on its first MB) or, without it, from synthetic
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -29,10 +31,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.flops import measure_peak_flops, training_flops_per_token  # noqa: E402
-from bertforge.model import IGNORE_INDEX  # noqa: E402
+from bertforge.flops import cpu_has_fast_bf16, measure_peak_flops, training_flops_per_token  # noqa: E402
+from bertforge.labels import IGNORE_INDEX  # noqa: E402
+from bertforge.model import set_explicit_attention  # noqa: E402
+from bertforge.runtime import use_fast_paths  # noqa: E402
 
-from common import gutenberg_batches, synthetic_batches  # noqa: E402
+from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
+
+VOCAB = 30522
 
 
 def hf_model(config: ModelConfig):
@@ -52,7 +58,11 @@ def hf_model(config: ModelConfig):
     return transformers.BertForPreTraining(hf_config)
 
 
-def ours_step(model, precision: str):
+def autocast(precision: str):
+    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+
+
+def ours_loss(model, precision: str):
     def forward(batch):
         with autocast(precision):
             return model(
@@ -66,8 +76,8 @@ def ours_step(model, precision: str):
     return forward
 
 
-def ours_dense_head_step(model, precision: str):
-    """The lever off: the MLM decoder at every position, loss over the labelled ones (what transformers does)."""
+def ours_dense_head_loss(model, precision: str):
+    """The gather lever off: the MLM decoder at every position, loss over the labelled ones (what transformers does)."""
 
     def forward(batch):
         with autocast(precision):
@@ -75,13 +85,12 @@ def ours_dense_head_step(model, precision: str):
             mlm = torch.nn.functional.cross_entropy(
                 out.mlm_logits.flatten(0, 1).float(), batch["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX
             )
-            nsp = torch.nn.functional.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"])
-            return mlm + nsp
+            return mlm + torch.nn.functional.cross_entropy(out.nsp_logits.float(), batch["nsp_labels"])
 
     return forward
 
 
-def hf_step(model, precision: str):
+def hf_loss(model, precision: str):
     def forward(batch):
         with autocast(precision):
             return model(
@@ -95,30 +104,22 @@ def hf_step(model, precision: str):
     return forward
 
 
-def autocast(precision: str):
-    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-
-
 class Contender:
     """One model with its optimizer; `step(batch)` returns seconds for a full training step."""
 
-    def __init__(self, name: str, model, forward_factory, precision: str, compile_model: bool = False):
-        self.name = name
+    def __init__(self, name: str, model, loss_factory, precision: str, compile_model: bool = False):
+        self.name, self.precision = name, precision
         self.model = model.train()
         self.params = list(model.parameters())  # the tied matrix appears once
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01)
-        runnable = model
-        self.compile_seconds = 0.0
-        if compile_model:
-            runnable = torch.compile(model)
-        self.forward = forward_factory(runnable, precision)
+        self.forward = loss_factory(torch.compile(model) if compile_model else model, precision)
+        self.first_step = 0.0
         self.times: list[float] = []
         self.tokens: list[int] = []
 
     def step(self, batch) -> float:
         start = time.perf_counter()
-        loss = self.forward(batch)
-        loss.backward()
+        self.forward(batch).backward()
         torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -129,17 +130,30 @@ class Contender:
 
 
 def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
-    """Alternate contenders step by step: A B A B ..."""
+    """Alternate contenders step by step, in a new random order each round: no one always follows the same model."""
+    order = list(contenders)
+    rng = random.Random(0)
     for i in range(warmup + steps):
         batch = batches[i % len(batches)]
         real_tokens = int(batch["attention_mask"].sum())
-        for c in contenders:
+        rng.shuffle(order)
+        for c in order:
             seconds = c.step(batch)
             if i == 0:
-                c.compile_seconds = seconds
+                c.first_step = seconds
             if i >= warmup:
                 c.times.append(seconds)
                 c.tokens.append(real_tokens)
+
+
+def ours(config: ModelConfig, precision: str, name: str = "bertforge", **levers) -> Contender:
+    """Our model with the trainer's fast paths for `precision`, then any lever overridden."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(config)
+    use_fast_paths(model, "cpu", precision)
+    if "explicit_attention" in levers:
+        set_explicit_attention(model, levers["explicit_attention"])
+    return Contender(name, model, levers.get("loss", ours_loss), precision, levers.get("compile", False))
 
 
 def mask_fraction(batches: list[dict]) -> float:
@@ -147,59 +161,62 @@ def mask_fraction(batches: list[dict]) -> float:
     return masked / sum(int(b["attention_mask"].sum()) for b in batches)
 
 
-def bench_preset(preset: str, batches: list[dict], args, peak: float) -> dict:
-    vocab = 30522
-    config = ModelConfig.preset(preset, vocab_size=vocab)
-    torch.manual_seed(0)
-    ours = Contender("bertforge", BertForPreTraining(config), ours_step, args.precision)
-    theirs = Contender("transformers", hf_model(config), hf_step, args.precision)
-    race([ours, theirs], batches, args.warmup, args.steps)
+def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float], auto: str) -> list[dict]:
+    """bertforge fp32 and at --precision auto, transformers fp32 (and bf16 where auto is bf16), racing together."""
+    config = ModelConfig.preset(preset, vocab_size=VOCAB, hidden_dropout=args.dropout, attention_dropout=args.dropout)
+    racers = [ours(config, "fp32", "bertforge fp32"), Contender("transformers fp32", hf_model(config), hf_loss, "fp32")]
+    if auto == "bf16":
+        racers += [
+            ours(config, "bf16", "bertforge auto (bf16)"),
+            Contender("transformers bf16", hf_model(config), hf_loss, "bf16"),
+        ]
+    race(racers, batches, args.warmup, args.steps)
     flops = training_flops_per_token(config, args.seq_len, mask_fraction(batches))
-    result = {
-        "preset": preset,
-        "precision": args.precision,
-        "batch_size": args.batch_size,
-        "seq_len": args.seq_len,
-        "bertforge_tokens_per_s": ours.tokens_per_second(),
-        "transformers_tokens_per_s": theirs.tokens_per_second(),
-        "bertforge_step_ms_median": 1000 * statistics.median(ours.times),
-        "transformers_step_ms_median": 1000 * statistics.median(theirs.times),
-    }
-    result["ratio"] = result["bertforge_tokens_per_s"] / result["transformers_tokens_per_s"]
-    result["bertforge_mfu"] = flops * result["bertforge_tokens_per_s"] / peak
-    result["transformers_mfu_same_useful_flops"] = flops * result["transformers_tokens_per_s"] / peak
-    return result
-
-
-def ablate(batches: list[dict], args, peak: float) -> list[dict]:
-    """Each lever switched off (or an option switched on) against the default, on the mini preset."""
-    torch.manual_seed(0)
-    base = ModelConfig.preset("mini", vocab_size=30522)
-    variants = [
-        Contender("bertforge (all levers)", BertForPreTraining(base), ours_step, args.precision),
-        Contender("MLM head at every position", BertForPreTraining(base), ours_dense_head_step, args.precision),
-        Contender(
-            "vocabulary not padded to 64",
-            BertForPreTraining(ModelConfig.preset("mini", vocab_size=30522, pad_vocab_multiple=1)),
-            ours_step,
-            args.precision,
-        ),
-        Contender("transformers (unfused QKV, dense head)", hf_model(base), hf_step, args.precision),
+    return [
+        {
+            "preset": preset,
+            "contender": c.name,
+            "precision": c.precision,
+            "tokens_per_s": c.tokens_per_second(),
+            "step_ms_median": 1000 * statistics.median(c.times),
+            "mfu": flops * c.tokens_per_second() / peaks[c.precision],
+        }
+        for c in racers
     ]
-    if args.precision == "fp32":
-        variants.append(Contender("bf16 autocast", BertForPreTraining(base), ours_step, "bf16"))
+
+
+def ablate(batches: list[dict], args, precision: str) -> list[dict]:
+    """Each lever switched off (or on) against the default, on the mini preset, in one precision."""
+    config = ModelConfig.preset("mini", vocab_size=VOCAB, hidden_dropout=args.dropout, attention_dropout=args.dropout)
+    variants = [
+        ours(config, precision, "bertforge (the trainer's choice)"),
+        ours(config, precision, "MLM head at every position (gather off)", loss=ours_dense_head_loss),
+        ours(
+            ModelConfig.preset(
+                "mini",
+                vocab_size=VOCAB,
+                pad_vocab_multiple=1,
+                hidden_dropout=args.dropout,
+                attention_dropout=args.dropout,
+            ),
+            precision,
+            "vocabulary not padded to 64",
+        ),
+        ours(config, precision, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
+        ours(config, precision, "PyTorch SDPA attention", explicit_attention=False),
+        Contender("transformers", hf_model(config), hf_loss, precision),
+    ]
     if args.compile:
-        variants.append(
-            Contender("torch.compile", BertForPreTraining(base), ours_step, args.precision, compile_model=True)
-        )
+        variants.append(ours(config, precision, "torch.compile", compile=True))
     race(variants, batches, args.warmup, args.steps)
     reference = variants[0].tokens_per_second()
     return [
         {
+            "precision": precision,
             "variant": v.name,
             "tokens_per_s": v.tokens_per_second(),
             "vs_default": v.tokens_per_second() / reference,
-            "first_step_s": v.compile_seconds,
+            "first_step_s": v.first_step,
         }
         for v in variants
     ]
@@ -213,11 +230,11 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout of both models")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
-    parser.add_argument("--ablate", action="store_true", help="per-lever table on the mini preset")
+    parser.add_argument("--ablate", action="store_true", help="per-lever table on the mini preset, fp32 and bf16")
     parser.add_argument("--compile", action="store_true", help="include torch.compile in the ablation")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
@@ -227,42 +244,53 @@ def main() -> None:
         batches = gutenberg_batches(Path(args.data), Path(scratch), args.batch_size, args.seq_len, n_batches=8)
         source = "gutenberg"
         if batches is None:
-            batches, source = synthetic_batches(args.batch_size, args.seq_len, 30522, n_batches=8), "synthetic"
-    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
-    peak = measure_peak_flops("cpu", dtype, 2.0)
+            batches, source = synthetic_batches(args.batch_size, args.seq_len, VOCAB, n_batches=8), "synthetic"
+    peaks = {
+        "fp32": measure_peak_flops("cpu", torch.float32, 2.0),
+        "bf16": measure_peak_flops("cpu", torch.bfloat16, 2.0),
+    }
+    auto = "bf16" if cpu_has_fast_bf16() else "fp32"
+    print(machine_description())
     print(
-        f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}; "
-        f"threads {torch.get_num_threads()}; measured {args.precision} matmul peak {peak / 1e9:.0f} GFLOP/s",
+        f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}, "
+        f"dropout {args.dropout}; matmul peaks fp32 {peaks['fp32'] / 1e9:.0f} / bf16 {peaks['bf16'] / 1e9:.0f} "
+        f"GFLOP/s; --precision auto picks {auto}",
         flush=True,
     )
     results = {
+        "machine": machine_description(),
         "source": source,
-        "peak_gflops": peak / 1e9,
-        "threads": torch.get_num_threads(),
+        "peak_gflops": {k: v / 1e9 for k, v in peaks.items()},
+        "auto": auto,
         "presets": [],
         "ablation": [],
     }
     if args.ablate:
-        results["ablation"] = ablate(batches, args, peak)
-        print(f"\n| variant (mini, {args.precision}) | tokens/s | vs default | first step s |\n|---|---:|---:|---:|")
-        for row in results["ablation"]:
-            print(
-                f"| {row['variant']} | {row['tokens_per_s']:,.0f} | {row['vs_default']:.2f}× "
-                f"| {row['first_step_s']:.1f} |"
-            )
+        print("\n| precision | variant (mini) | tokens/s | vs default | first step s |\n|---|---|---:|---:|---:|")
+        for precision in ("fp32", "bf16"):
+            for row in ablate(batches, args, precision):
+                results["ablation"].append(row)
+                print(
+                    f"| {precision} | {row['variant']} | {row['tokens_per_s']:,.0f} | {row['vs_default']:.2f}× "
+                    f"| {row['first_step_s']:.1f} |",
+                    flush=True,
+                )
     else:
         print(
-            "\n| preset | bertforge tokens/s | transformers tokens/s | ratio | bertforge MFU |"
-            "\n|---|---:|---:|---:|---:|"
+            "\n| preset | contender | tokens/s | vs transformers fp32 | vs bertforge fp32 | MFU |"
+            "\n|---|---|---:|---:|---:|---:|"
         )
         for preset in args.presets.split(","):
-            r = bench_preset(preset, batches, args, peak)
-            results["presets"].append(r)
-            print(
-                f"| {preset} | {r['bertforge_tokens_per_s']:,.0f} | {r['transformers_tokens_per_s']:,.0f} | "
-                f"{r['ratio']:.2f}× | {r['bertforge_mfu']:.1%} |",
-                flush=True,
-            )
+            rows = bench_preset(preset, batches, args, peaks, auto)
+            hf32 = next(r for r in rows if r["contender"] == "transformers fp32")["tokens_per_s"]
+            ours32 = next(r for r in rows if r["contender"] == "bertforge fp32")["tokens_per_s"]
+            for r in rows:
+                results["presets"].append(r)
+                print(
+                    f"| {preset} | {r['contender']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / hf32:.2f}× | "
+                    f"{r['tokens_per_s'] / ours32:.2f}× | {r['mfu']:.1%} |",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

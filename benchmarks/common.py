@@ -1,8 +1,10 @@
-"""Batches for benchmarks: from our pipeline on real text, or synthetic with realistic lengths."""
+"""Shared by the benchmarks: the machine they ran on, and batches from our pipeline on real text
+(or synthetic with realistic lengths)."""
 
 from __future__ import annotations
 
 import itertools
+import platform
 import warnings
 from pathlib import Path
 
@@ -12,6 +14,26 @@ from bertforge.corpus import read_paragraphs
 from bertforge.data import Instance, MaskingCollator, PretrainingDataset
 from bertforge.prepare import prepare
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
+
+
+def machine_description() -> str:
+    """CPU model, cores and the ISA flags that decide bf16 speed, with the torch build: one line for RESULTS.md."""
+    import torch
+
+    model, flags = platform.processor() or "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    return (
+        f"machine: {model}; {torch.get_num_threads()} torch threads; "
+        f"flags: {' '.join(wanted) or 'none of avx512f/avx512_bf16/amx'}; torch {torch.__version__}"
+    )
 
 
 def gutenberg_batches(

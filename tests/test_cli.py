@@ -53,6 +53,7 @@ def test_every_listed_flag_that_takes_a_value_shows_its_default():
     missing = []
     for name, parser in verb_parsers().items():
         assert parser.description, f"{name} has no description"
+        assert "--help" in parser.format_help(), name  # renders: no stray % in a help text
         for action in parser._actions:
             if not action.option_strings or action.help == argparse.SUPPRESS or action.nargs == 0 or action.required:
                 continue

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
-from bertforge.finetune import Classifier, FinetuneConfig, classification_metrics, finetune
+from bertforge.classification import Classifier, Columns, classification_metrics
+from bertforge.config import FinetuneConfig
+from bertforge.finetune import finetune
 
 from conftest import bertforge
 
@@ -63,12 +65,12 @@ def test_single_sentence_task_is_learned_completely(pretrained, tmp_path):
     write_tsv(tmp_path / "dev.tsv", ["sentence", "label"], rows[:10])
     summary = finetune(
         pretrained,
+        "classification",
         tmp_path / "train.tsv",
         tmp_path / "dev.tsv",
-        "sentence",
-        "label",
         tmp_path / "out",
-        cfg=fast(),
+        fast(),
+        Columns("sentence", "label"),
         progress=False,
     )
     assert summary["labels"] == ["animal", "person"]
@@ -88,13 +90,12 @@ def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):
     (tmp_path / "train.jsonl").write_text("".join(json.dumps({"a": a, "b": b, "y": y}) + "\n" for a, b, y in rows))
     summary = finetune(
         pretrained,
+        "classification",
         tmp_path / "train.jsonl",
         tmp_path / "train.jsonl",
-        "a",
-        "y",
         tmp_path / "out",
-        pair_column="b",
-        cfg=fast(),
+        fast(),
+        Columns("a", "y", "b"),
         progress=False,
     )
     assert summary["best"]["dev_accuracy"] == 1.0
@@ -109,22 +110,22 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
     write_tsv(tmp_path / "t.tsv", ["s", "l"], rows)
     finetune(
         pretrained,
+        "classification",
         tmp_path / "t.tsv",
         tmp_path / "t.tsv",
-        "s",
-        "l",
         tmp_path / "scratch",
-        cfg=fast(epochs=1, from_scratch=True),
+        fast(epochs=1, from_scratch=True),
+        Columns("s", "l"),
         progress=False,
     )
     finetune(
         pretrained,
+        "classification",
         tmp_path / "t.tsv",
         tmp_path / "t.tsv",
-        "s",
-        "l",
         tmp_path / "pre",
-        cfg=fast(epochs=1, lr=1e-9),
+        fast(epochs=1, lr=1e-9),
+        Columns("s", "l"),
         progress=False,
     )
     scratch = Classifier(tmp_path / "scratch" / "model").model.state_dict()
@@ -138,10 +139,11 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
 
 def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
     """A model pre-trained without dropout is fine-tuned with it: training passes are stochastic; the config says so."""
-    from bertforge.finetune import load_classifier
-    from bertforge.model import set_dropout
+    from bertforge.model import BertForSequenceClassification, set_dropout
+    from bertforge.tokenizer import load_tokenizer
 
-    model, tokenizer = load_classifier(pretrained, 2, from_scratch=False)
+    model = load_model(BertForSequenceClassification, pretrained, keep_heads=False, num_labels=2)
+    tokenizer = load_tokenizer(pretrained)
     input_ids = torch.tensor([tokenizer.encode("the cat sat on the mat.").ids])  # (1, T)
     model.train()
     assert torch.equal(model(input_ids)[0], model(input_ids)[0])  # pre-trained with dropout 0
@@ -151,12 +153,12 @@ def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
     write_tsv(tmp_path / "t.tsv", ["s", "l"], rows)
     finetune(
         pretrained,
+        "classification",
         tmp_path / "t.tsv",
         tmp_path / "t.tsv",
-        "s",
-        "l",
         tmp_path / "out",
-        cfg=fast(epochs=1, dropout=0.2),
+        fast(epochs=1, dropout=0.2),
+        Columns("s", "l"),
         progress=False,
     )
     saved = json.loads((tmp_path / "out" / "model" / "config.json").read_text())
@@ -173,12 +175,12 @@ def test_label_mapping_round_trips_and_transformers_agrees(pretrained, tmp_path)
     write_tsv(tmp_path / "t.tsv", ["text", "label"], rows)
     finetune(
         pretrained,
+        "classification",
         tmp_path / "t.tsv",
         tmp_path / "t.tsv",
-        "text",
-        "label",
         tmp_path / "out",
-        cfg=fast(epochs=3),
+        fast(epochs=3),
+        Columns("text", "label"),
         progress=False,
     )
     model_dir = tmp_path / "out" / "model"
@@ -279,12 +281,12 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
     (tmp_path / "t.tsv").write_text(rows, encoding="utf-8")
     summary = finetune(
         pretrained,
+        "classification",
         tmp_path / "t.tsv",
         tmp_path / "t.tsv",
-        "0",
-        "1",
         tmp_path / "out",
-        cfg=fast(epochs=2),
+        fast(epochs=2),
+        Columns("0", "1"),
         progress=False,
     )
     assert summary["labels"] == ["no", "yes"] and summary["train_examples"] == 16

@@ -19,7 +19,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS, FinetuneConfig, ModelConfig, TrainConfig, field_parser
+from .config import (
+    DEFAULT_RECIPE,
+    PRESETS,
+    RECIPES,
+    FinetuneConfig,
+    ModelConfig,
+    TrainConfig,
+    field_parser,
+    recipe_configs,
+)
 from .corpus import CorpusOptions
 from .errors import UserError
 
@@ -42,19 +51,21 @@ def _argparse_type(parse: Callable[[str], Any], name: str) -> Callable[[str], An
 
 
 def add_config_flags(
-    parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = (), keep_defaults: bool = False
+    parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = (), keep_defaults: bool = False, shown_defaults=None
 ) -> None:
     """One flag per dataclass field (`num_layers` -> `--num-layers`), help from its documentation.
 
     Without `keep_defaults` the defaults are suppressed, so that only the flags a
-    user gives override a preset, a recipe or a resumed run's saved values.
+    user gives override a recipe, a preset or a resumed run's saved values;
+    `shown_defaults` (a config) then supplies the defaults the help shows.
     """
     group = parser.add_argument_group(f"{cls.__name__} ({cls.__doc__.strip().rstrip('.')})")
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata.get('help', '')} (default: {f.default})".replace("%", "%%")
+        default_text = getattr(shown_defaults, f.name) if shown_defaults is not None else f.default
+        help_text = f"{f.metadata.get('help', '')} (default: {default_text})".replace("%", "%%")
         default = f.default if keep_defaults else argparse.SUPPRESS
         if f.type in ("bool", bool):
             group.add_argument(
@@ -188,9 +199,9 @@ def cmd_data_stats(args: argparse.Namespace) -> None:
 def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     """Model and train configs for `pretrain`.
 
-    A new run: the preset with the given flags on top. `--resume`: the run's saved
-    configs with the given flags on top (a --preset given then must match the saved
-    architecture, which the trainer checks).
+    A new run: the recipe's defaults, its preset (or --preset), then the given flags.
+    `--resume`: the run's saved configs with the given flags on top (a --preset given
+    then must match the saved architecture, which the trainer checks).
     """
     from .checkpoint import run_configs
     from .datadir import read_meta
@@ -198,17 +209,16 @@ def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainCon
     model_overrides = config_values(args, ModelConfig)
     train_overrides = config_values(args, TrainConfig)
     saved = run_configs(Path(args.out)) if args.resume else None
-    if saved is not None:
-        preset = (
-            ModelConfig.preset(args.preset, vocab_size=saved["model"]["vocab_size"]).to_dict() if args.preset else {}
-        )
-        model = ModelConfig.from_dict({**saved["model"], **preset, **model_overrides})
-        train = TrainConfig.from_dict({**saved["train"], **train_overrides})
-    else:
+    if saved is None:
         model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
-        model = ModelConfig.preset(args.preset or "mini", **model_overrides)
-        train = TrainConfig(**train_overrides)
-    return model, train
+        return recipe_configs(args.recipe or DEFAULT_RECIPE, args.preset, model_overrides, train_overrides)
+    if args.recipe:
+        raise UserError(
+            "--recipe chooses how a new run starts; a resumed run keeps its saved settings (flags change them)"
+        )
+    preset = ModelConfig.preset(args.preset, vocab_size=saved["model"]["vocab_size"]).to_dict() if args.preset else {}
+    model = ModelConfig.from_dict({**saved["model"], **preset, **model_overrides})
+    return model, TrainConfig.from_dict({**saved["train"], **train_overrides})
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -259,9 +269,8 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     clash = sorted(set(axes) & set(fixed))
     if clash:
         raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
-    rows = run_sweep(
-        args.data, args.out, args.preset, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json
-    )
+    base = (["--recipe", args.recipe] if args.recipe else []) + (["--preset", args.preset] if args.preset else [])
+    rows = run_sweep(args.data, args.out, base, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json)
     if args.json:
         _print_json(rows)
         return
@@ -404,33 +413,29 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
+    from .classification import Columns
     from .finetune import finetune
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
-    summary = finetune(
-        args.model,
-        args.train,
-        args.dev,
-        args.text_column,
-        args.label_column,
-        args.out,
-        args.pair_column,
-        cfg,
-        progress=not (args.quiet or args.json),
-    )
+    columns = None
+    if args.task in ("classification", "regression"):
+        if not (args.text_column and args.label_column):
+            raise UserError(f"--task {args.task} needs --text-column and --label-column")
+        columns = Columns(args.text_column, args.label_column, args.pair_column)
+    quiet = args.quiet or args.json
+    summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
     if args.json:
         _print_json(summary)
         return
     best = summary["best"]
+    scores = ", ".join(f"{k.removeprefix('dev_')} {v:.4f}" for k, v in best.items() if k.startswith("dev_"))
     print(
-        f"best epoch {best['epoch']}: dev accuracy {best['dev_accuracy']:.4f}, macro-F1 {best['dev_macro_f1']:.4f}"
-        + (f", MCC {best['dev_mcc']:.4f}" if "dev_mcc" in best else "")
-        + f"; model in {Path(args.out) / 'model'}"
+        f"best epoch {best['epoch']} (by dev {summary['main_metric']}): {scores}; model in {Path(args.out) / 'model'}"
     )
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from .finetune import Classifier
+    from .classification import Classifier
     from .textfiles import read_texts
 
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
@@ -445,8 +450,54 @@ def cmd_classify(args: argparse.Namespace) -> None:
         _print_json(results if args.input else results[0])
         return
     for r in results:
+        pair = f" / {r['pair']!r}" if "pair" in r else ""
+        if "value" in r:
+            print(f"{r['value']:10.4f}  {r['text']!r}{pair}")
+            continue
         probabilities = "  ".join(f"{label}={p:.3f}" for label, p in r["probabilities"].items())
-        print(f"{r['label']:<12} {probabilities}  {r['text']!r}" + (f" / {r['pair']!r}" if "pair" in r else ""))
+        print(f"{r['label']:<12} {probabilities}  {r['text']!r}{pair}")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    from .tagging import Tagger
+    from .textfiles import read_texts
+
+    tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
+    if args.input:
+        texts, _ = read_texts(args.input, args.text_column)
+    elif args.text is not None:
+        texts = [args.text]
+    else:
+        raise UserError("give a text, or --input FILE")
+    results = [{"text": text, "entities": tagger.tag(text)} for text in texts]
+    if args.json:
+        _print_json(results if args.input else results[0]["entities"])
+        return
+    for r in results:
+        found = (
+            "  ".join(f"[{e['word']}]{e['entity_group']} ({e['score']:.2f})" for e in r["entities"]) or "(no entities)"
+        )
+        print(f"{r['text']!r}: {found}")
+
+
+def cmd_answer(args: argparse.Namespace) -> None:
+    from .qa import Answerer
+    from .textfiles import open_text
+
+    if (args.context is None) == (args.context_file is None):
+        raise UserError("give the context once: --context TEXT or --context-file FILE")
+    context = args.context
+    if args.context_file:
+        with open_text(args.context_file) as f:
+            context = f.read()
+    answerer = Answerer(
+        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
+    )
+    result = answerer.answer(args.question, context, args.max_answer_length)
+    if args.json:
+        _print_json(result)
+        return
+    print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -582,32 +633,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("data", help="prepared data directory")
     output_flags(p, quiet=False)
 
+    default_model, default_train = recipe_configs(DEFAULT_RECIPE, None, {}, {})
+    recipes = "; ".join(f"{name}: {recipe.description}" for name, recipe in RECIPES.items()).replace("%", "%%")
+
+    def run_flags(p: argparse.ArgumentParser) -> None:
+        """What a new run starts from (recipe, size) and every model and training setting."""
+        p.add_argument(
+            "--recipe", choices=list(RECIPES), help=f"defaults to start from (default: {DEFAULT_RECIPE}). {recipes}"
+        )
+        p.add_argument(
+            "--preset", choices=list(PRESETS), help="model size (default: the recipe's; on --resume, the saved one)"
+        )
+        add_config_flags(p, ModelConfig, shown_defaults=default_model)
+        add_config_flags(p, TrainConfig, shown_defaults=default_train)
+        _pair_objective_aliases(p)
+
     p = verb(verbs, "pretrain", cmd_pretrain, "pre-train a BERT with masked LM and a sentence-pair objective")
     p.add_argument("--data", required=True, help="prepared data directory (bertforge prepare)")
     p.add_argument("--out", required=True, help="run directory")
-    p.add_argument("--preset", choices=list(PRESETS), help="model size (default mini; on --resume, the saved one)")
     p.add_argument(
-        "--resume", action="store_true", help="continue from the latest checkpoint in --out, with its saved settings"
+        "--resume", action="store_true", help="continue from the latest checkpoint in --out, with its settings"
     )
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     output_flags(p)
-    add_config_flags(p, ModelConfig)
-    add_config_flags(p, TrainConfig)
-    _pair_objective_aliases(p)
+    run_flags(p)
 
     p = verb(verbs, "sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results")
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--out", required=True, help="sweep directory")
-    p.add_argument("--preset", default="mini", choices=list(PRESETS), help="model size")
     p.add_argument(
         "--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting"
     )
     p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
     output_flags(p)
-    add_config_flags(p, ModelConfig)
-    add_config_flags(p, TrainConfig)
-    _pair_objective_aliases(p)
+    run_flags(p)
 
     p = verb(
         verbs, "evaluate", cmd_evaluate, "held-out MLM loss, accuracy and perplexity, and the pair head's accuracy"
@@ -681,13 +741,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
     output_flags(p, quiet=False)
 
-    p = verb(verbs, "finetune", cmd_finetune, "fine-tune for sentence or sentence-pair classification")
+    p = verb(
+        verbs, "finetune", cmd_finetune, "fine-tune for classification, regression, tagging (NER) or question answering"
+    )
     p.add_argument("model", help="run directory or model directory (pre-trained)")
-    p.add_argument("--train", required=True, help="TSV, CSV or JSONL")
-    p.add_argument("--dev", required=True, help="TSV, CSV or JSONL, same columns")
-    p.add_argument("--text-column", required=True, help="name, or index for headerless files")
-    p.add_argument("--pair-column", help="second text of a sentence pair")
-    p.add_argument("--label-column", required=True, help="the label's column")
+    p.add_argument(
+        "--task",
+        choices=["classification", "regression", "token-classification", "question-answering"],
+        default="classification",
+        help="what to learn; the files' formats follow from it",
+    )
+    p.add_argument(
+        "--train",
+        required=True,
+        help="TSV, CSV or JSONL (classification, regression); CoNLL (tagging); SQuAD v1.1 JSON (question answering)",
+    )
+    p.add_argument("--dev", required=True, help="the same format as --train")
+    p.add_argument("--text-column", help="classification, regression: the text's column (a name, or an index)")
+    p.add_argument("--pair-column", help="classification, regression: the second text of a pair")
+    p.add_argument("--label-column", help="classification, regression: the label's (or the number's) column")
     p.add_argument("--out", required=True, help="output directory (model/, metrics.jsonl, summary.json)")
     add_config_flags(p, FinetuneConfig, keep_defaults=True)
     p.add_argument(
@@ -702,6 +774,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
+    output_flags(p, quiet=False)
+
+    p = verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
+    model_flags(p)
+    p.add_argument("text", nargs="?", help="the text")
+    p.add_argument("--input", help="file with one text per line, or a table with --text-column")
+    column_flags(p, pair=False)
+    output_flags(p, quiet=False)
+
+    p = verb(verbs, "answer", cmd_answer, "answer a question from a context, with a question-answering model")
+    model_flags(p)
+    p.add_argument("--question", required=True, help="the question")
+    p.add_argument("--context", help="the text holding the answer")
+    p.add_argument("--context-file", help="read the context from this file")
+    p.add_argument(
+        "--max-answer-length", type=int, default=15, help="longest answer in tokens (the pipeline's default)"
+    )
+    p.add_argument("--seq-len", type=int, default=384, help="tokens per window over a long context")
+    p.add_argument("--stride", type=int, default=128, help="context tokens that consecutive windows share")
     output_flags(p, quiet=False)
 
     p = verb(verbs, "demo", cmd_demo, "train tokenizers and tiny BERTs on the bundled corpora, then question them")

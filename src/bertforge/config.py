@@ -280,8 +280,14 @@ class FinetuneConfig(_DictMixin):
     lr: float = documented(5e-5, "peak learning rate (BERT: 2e-5 to 5e-5; small models like 1e-4 or more)")
     batch_size: int = documented(32, "examples per step")
     seq_len: int = documented(
-        128, "longest input in tokens; longer inputs are truncated, the longer text of a pair first"
+        0,
+        "longest input in tokens (0 = the task's default: 384 for question answering, else 128); longer texts "
+        "are truncated, the longer of a pair first, except that tagging and QA read long inputs in windows",
     )
+    stride: int = documented(
+        128, "question answering: context tokens that consecutive windows share (at most half a window)"
+    )
+    max_answer_length: int = documented(30, "question answering: longest answer, in tokens")
     warmup: float = documented(0.1, "warm-up as a fraction of all steps (< 1) or a number of steps (>= 1)")
     weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)")
     grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)")
@@ -300,8 +306,61 @@ class FinetuneConfig(_DictMixin):
             [
                 *_check_choices(self),
                 (self.epochs > 0 and self.batch_size > 0, "epochs and batch_size must be positive"),
-                (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
+                (self.seq_len == 0 or self.seq_len >= 8, f"seq_len must be at least 8 (or 0), not {self.seq_len}"),
                 (self.dropout is None or 0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
+                (self.stride >= 0, "stride must not be negative"),
+                (self.max_answer_length > 0, "max_answer_length must be positive"),
             ],
             "finetune",
         )
+
+    def sequence_length(self, task: str) -> int:
+        """seq_len, or the task's default when it is 0."""
+        return self.seq_len or (384 if task == "question-answering" else 128)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A named set of defaults for pretrain: a model size, then ModelConfig and TrainConfig values.
+
+    Explicit flags override a recipe; --preset overrides its size.
+    """
+
+    description: str
+    preset: str
+    model: dict[str, Any]
+    train: dict[str, Any]
+
+
+RECIPES: dict[str, Recipe] = {
+    "bert": Recipe(
+        "BERT's own recipe (Devlin et al. 2019): post-LN, NSP, dropout 0.1, AdamW beta2 0.999, lr 1e-4 with 1% warm-up "
+        "(BERT warmed up for 10k of 1M steps), clip 1.0. For learning what BERT did; slow to learn on a small budget.",
+        "mini",
+        {"norm_style": "post", "hidden_dropout": 0.1, "attention_dropout": 0.1},
+        {
+            "pair_objective": "nsp",
+            "lr": 1e-4,
+            "warmup": 0.01,
+            "adam_beta2": 0.999,
+            "grad_clip": 1.0,
+            "weight_decay": 0.01,
+            "mask_prob": 0.15,
+            "schedule": "linear",
+        },
+    ),
+}
+
+
+DEFAULT_RECIPE = "bert"
+
+
+def recipe_configs(
+    recipe: str, preset: str | None, model_values: dict[str, Any], train_values: dict[str, Any]
+) -> tuple[ModelConfig, TrainConfig]:
+    """The recipe's defaults, its (or the given) preset's size on top, then the explicitly given values."""
+    if recipe not in RECIPES:
+        raise UserError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+    chosen = RECIPES[recipe]
+    model = ModelConfig.preset(preset or chosen.preset, **{**chosen.model, **model_values})
+    return model, TrainConfig(**{**chosen.train, **train_values})

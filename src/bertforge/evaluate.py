@@ -35,13 +35,19 @@ def evaluate_model(
     precision: str = "fp32",
     seed: int = EVAL_SEED,
     trust_pickle: bool = False,
+    layout: str | None = None,
 ) -> dict:
-    """Evaluate a model on a prepared data directory (its held-out split) or on raw text files."""
+    """Evaluate a model on a prepared data directory (its held-out split) or on raw text files.
+
+    The instances are laid out for the model's own pair objective (sentence pairs
+    for nsp/sop, full-length windows for none), or as `layout` says: one layout for
+    every model makes the MLM accuracies of different recipes comparable.
+    """
     directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
     device = resolve_device(device)
     model.to(device)
     seq_len = min(seq_len, model.config.max_position_embeddings)
-    pair_objective = pretraining_info(directory).get("pair_objective", "nsp")
+    pair_objective = layout or pretraining_info(directory).get("pair_objective", "nsp")
     with tempfile.TemporaryDirectory() as scratch:
         if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():
             data_dir = Path(data[0])

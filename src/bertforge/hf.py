@@ -34,6 +34,7 @@ MODULE_NAMES = {
     "mlm_head.norm": "cls.predictions.transform.LayerNorm",
     "nsp_head": "cls.seq_relationship",
     "classifier": "classifier",
+    "qa_outputs": "qa_outputs",
 }
 PARAM_NAMES = {"mlm_head.bias": "cls.predictions.bias", "mlm_head.decoder_weight": "cls.predictions.decoder.weight"}
 QKV = re.compile(r"bert\.layers\.(\d+)\.attention\.qkv\.(weight|bias)")
@@ -43,7 +44,7 @@ VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
 HF_DECODER_BIAS = "cls.predictions.decoder.bias"
 HF_IGNORED = re.compile(r".*position_ids$")  # buffers, not parameters
 
-HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "classifier.", "bert.pooler.")
+HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "classifier.", "qa_outputs.", "bert.pooler.")
 HF_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
 

@@ -73,7 +73,13 @@ class Embeddings(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with one fused QKV projection."""
+    """Multi-head self-attention with one fused QKV projection.
+
+    Two ways to compute the same thing: PyTorch's fused `scaled_dot_product_attention`
+    (flash kernels), or the explicit softmax(q kᵀ / √hs) v. The explicit form is
+    needed to return the probabilities, and on CPUs in bf16 it trains faster
+    (`set_explicit_attention`; benchmarks/RESULTS.md has the measurement).
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -82,6 +88,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_dropout
+        self.explicit = False  # compute attention in the explicit form even when no probabilities are asked for
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, need_weights: bool = False):
         """x (B, T, H); key_mask (B, 1, 1, T) bool, True = a real key, or None when nothing is padded.
@@ -96,8 +103,7 @@ class SelfAttention(nn.Module):
         v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
-        if need_weights:
-            # The explicit form, only for plots: softmax(q kᵀ / √hs) v.
+        if need_weights or self.explicit:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, nh, T, T)
             if key_mask is not None:
                 scores = scores.masked_fill(~key_mask, float("-inf"))
@@ -106,7 +112,7 @@ class SelfAttention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, nh, T, hs)
         y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H): heads side by side again
-        return self.out(y), probs
+        return self.out(y), probs if need_weights else None
 
 
 class FeedForward(nn.Module):
@@ -159,9 +165,9 @@ class EncoderOutput:
 
 
 class BertModel(nn.Module):
-    """Embeddings, the encoder stack and the pooler: the body every head sits on."""
+    """Embeddings, the encoder stack and (for heads that read [CLS]) the pooler: the body every head sits on."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, pooler: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
@@ -170,7 +176,7 @@ class BertModel(nn.Module):
         self.final_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
         )
-        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
 
     def forward(
         self,
@@ -200,7 +206,7 @@ class BertModel(nn.Module):
             x = self.final_norm(x)
             if output_hidden_states:
                 hidden_states[-1] = x
-        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, H): the [CLS] summary
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): the [CLS] summary
         return EncoderOutput(x, pooled, hidden_states, attentions)
 
 
@@ -285,28 +291,82 @@ class BertForPreTraining(nn.Module):
 
 
 class BertForSequenceClassification(nn.Module):
-    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels."""
+    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels (or, for regression, one number)."""
 
     hf_architecture = "BertForSequenceClassification"
+
+    def __init__(self, config: ModelConfig, num_labels: int = 2, regression: bool = False):
+        super().__init__()
+        self.config = config
+        self.num_labels = 1 if regression else num_labels
+        self.regression = regression
+        self.bert = BertModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """labels (B,): class ids, or target values for regression. Returns (logits (B, num_labels), loss or None)."""
+        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooled_output  # (B, H)
+        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        if labels is None:
+            return logits, None
+        if self.regression:
+            return logits, F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        return logits, F.cross_entropy(logits.float(), labels)
+
+
+class BertForTokenClassification(nn.Module):
+    """Fine-tuning head for tagging (NER): every token's hidden state -> dropout -> linear over the tags."""
+
+    hf_architecture = "BertForTokenClassification"
 
     def __init__(self, config: ModelConfig, num_labels: int = 2):
         super().__init__()
         self.config = config
         self.num_labels = num_labels
-        self.bert = BertModel(config)
+        self.bert = BertModel(config, pooler=False)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.apply(lambda module: init_weights(module, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
-        """Returns (logits (B, num_labels), loss or None)."""
-        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooled_output  # (B, H)
-        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        """labels (B, T): a tag id on each word's first piece, -100 elsewhere. Returns (logits (B, T, tags), loss)."""
+        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+        logits = self.classifier(self.dropout(hidden))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
         return logits, loss
 
 
-def set_dropout(model: BertForPreTraining | BertForSequenceClassification, hidden: float, attention: float) -> None:
+class BertForQuestionAnswering(nn.Module):
+    """Extractive QA head (SQuAD): each token's hidden state -> two logits, "the answer starts here" and "ends here"."""
+
+    hf_architecture = "BertForQuestionAnswering"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, pooler=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """labels (B, 2): the answer's first and last token ([CLS], 0, when the window holds no answer).
+
+        Returns (logits (B, T, 2): start and end, loss or None); the loss averages the two cross-entropies, as BERT's.
+        """
+        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+        logits = self.qa_outputs(hidden)  # (B, T, 2); span decoding keeps answers inside the context
+        loss = None
+        if labels is not None:
+            start, end = logits.float().unbind(-1)  # 2 × (B, T)
+            loss = (F.cross_entropy(start, labels[:, 0]) + F.cross_entropy(end, labels[:, 1])) / 2
+        return logits, loss
+
+
+def set_dropout(model: nn.Module, hidden: float, attention: float) -> None:
     """Change dropout after loading: a model pre-trained without it is usually fine-tuned with it."""
     for module in model.modules():
         if isinstance(module, nn.Dropout):
@@ -314,6 +374,13 @@ def set_dropout(model: BertForPreTraining | BertForSequenceClassification, hidde
         elif isinstance(module, SelfAttention):
             module.dropout_p = attention
     model.config.hidden_dropout, model.config.attention_dropout = hidden, attention
+
+
+def set_explicit_attention(model: nn.Module, explicit: bool) -> None:
+    """Choose the attention form of every layer (the results are the same; the speed differs by device and dtype)."""
+    for module in model.modules():
+        if isinstance(module, SelfAttention):
+            module.explicit = explicit
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:

@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from .errors import UserError
 from .flops import cpu_has_fast_bf16
+from .model import set_explicit_attention
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -68,6 +69,16 @@ def autocast(device: str, precision: str):
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.split(":")[0], dtype=AUTOCAST_DTYPES[precision])
+
+
+def use_fast_paths(model: torch.nn.Module, device: str, precision: str) -> None:
+    """Switch on the model's fast paths where they were measured to pay (benchmarks/RESULTS.md).
+
+    Each computes the same result as the readable default. On CPUs in bf16 the
+    explicit attention form beats PyTorch's flash kernel, whose backward pass is
+    several times slower there; elsewhere the fused kernel wins or ties.
+    """
+    set_explicit_attention(model, device == "cpu" and precision == "bf16")
 
 
 class MixedPrecision:

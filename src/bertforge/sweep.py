@@ -1,6 +1,6 @@
 """Ablation sweeps: every combination of a grid, with the same seed and data, into one results table.
 
-    bertforge sweep --data data --out sweep --preset mini --grid mask_prob=0.15,0.2 --grid num_layers=2,4 \\
+    bertforge sweep --data data --out sweep --recipe budget --grid mask_prob=0.15,0.2 --grid num_layers=2,4 \\
         --max-steps 500
 
 Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
@@ -77,12 +77,13 @@ def as_flags(settings: dict[str, Any]) -> list[str]:
 def run_sweep(
     data: str | Path,
     out: str | Path,
-    preset: str,
+    base: list[str],
     axes: dict[str, list[Any]],
     fixed: dict[str, Any],
     parallel: int = 1,
     quiet: bool = False,
 ) -> list[dict[str, Any]]:
+    """Every grid point as a `pretrain` run with the flags `base` (recipe, preset), `fixed` and the point's values."""
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     points = grid_points(axes)
@@ -93,22 +94,10 @@ def run_sweep(
         if (run_dir / "model" / "config.json").is_file():
             _say(f"skip (finished): {run_dir.name}", quiet)
             continue
-        command = [
-            sys.executable,
-            "-m",
-            "bertforge",
-            "pretrain",
-            "--data",
-            str(data),
-            "--out",
-            str(run_dir),
-            "--preset",
-            preset,
-            *as_flags({**fixed, **point}),
-            "--quiet",
-        ]
-        if (run_dir / "config.json").is_file():
-            command.append("--resume")  # an interrupted run continues where it stopped
+        command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(data), "--out", str(run_dir), "--quiet"]
+        command += as_flags({**fixed, **point})
+        # An interrupted run continues where it stopped, with its saved settings.
+        command += ["--resume"] if (run_dir / "config.json").is_file() else base
         pending.append((run_dir, command))
     running: list[tuple[Path, subprocess.Popen, Any]] = []
     failures: list[str] = []

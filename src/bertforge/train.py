@@ -57,6 +57,7 @@ from .runtime import (
     resolve_device,
     resolve_precision,
     setup_distributed,
+    use_fast_paths,
 )
 from .tokenizer import fingerprint, load_tokenizer
 
@@ -170,6 +171,7 @@ class Trainer:
 
         torch.manual_seed(cfg.seed)
         self.model = BertForPreTraining(model_config).to(self.device)
+        use_fast_paths(self.model, self.device, self.precision.precision)
         self.optimizer = build_optimizer(
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
         )

@@ -1,0 +1,356 @@
+"""Learning per hour: recipes and levers pre-trained for the same time on the same text, scored on held-out text.
+
+    python benchmarks/learning.py --out learning --budget 30m --arms bert,budget
+    python benchmarks/learning.py --out learning --report            # tables and figure from what has finished
+
+Equal time, robustly. Each arm first runs a short calibration on a quiet machine
+(its own settings, 40 steps) to measure its seconds per step; it then trains for
+the number of steps that fills the budget at that speed, with the learning-rate
+schedule laid over those steps. A machine shared with other work while an arm
+trains therefore changes how long the arm takes, not how much it learns.
+
+Scored the same way for every arm, at every checkpoint (a tenth of the budget apart):
+- held-out MLM accuracy on ../shared/data/gutenberg/valid.txt (books by authors absent
+  from the training text), full-length 128-token windows, BERT's 15% masking with fixed
+  seeds: one layout for all arms, whatever their pair objective;
+- whole-word cloze: 1,000 held-out sentences with one frequent word masked, top-1 and
+  top-5, comparable across vocabularies (the words are single tokens in every tokenizer);
+- 20 hand-written probes with an obvious answer ("The old man shook his [MASK] slowly."),
+  top-1 and top-3.
+
+Everything is resumable: a finished arm is skipped, an interrupted one resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bertforge.checkpoint import checkpoint_dirs  # noqa: E402
+from bertforge.corpus import read_paragraphs, split_sentences  # noqa: E402
+from bertforge.evaluate import evaluate_model  # noqa: E402
+from bertforge.inference import load  # noqa: E402
+from bertforge.metrics import read_metrics  # noqa: E402
+from bertforge.plots import plt, save_figure  # noqa: E402
+
+from common import machine_description  # noqa: E402
+
+# Cramming's switches (Geiping & Goldstein 2022), on top of BERT's recipe.
+CRAMMING = (
+    "--recipe bert --norm-style pre --pair-objective none --hidden-dropout 0 --attention-dropout 0 "
+    "--adam-beta2 0.98 --grad-clip 0.5 --lr 1e-3 --warmup 0.02"
+).split()
+# name: (vocabulary size, pretrain flags)
+ARMS: dict[str, tuple[int, list[str]]] = {
+    "bert": (30522, ["--recipe", "bert"]),
+    "cramming": (30522, CRAMMING),
+    "cramming-mask40": (30522, [*CRAMMING, "--mask-prob", "0.4"]),
+    "cramming-batch128": (30522, [*CRAMMING, "--batch-size", "128", "--lr", "2e-3"]),
+    "cramming-sinusoidal": (30522, [*CRAMMING, "--position-embedding", "sinusoidal"]),
+    "cramming-tiny": (30522, [*CRAMMING, "--preset", "tiny", "--lr", "2e-3"]),
+}
+
+PROBES = [
+    ("The old man shook his [MASK] slowly.", {"head"}),
+    ("She closed the [MASK] behind her.", {"door"}),
+    ("He opened the [MASK] and went out into the street.", {"door"}),
+    ("It was a dark and stormy [MASK].", {"night"}),
+    ("She put her hand on his [MASK].", {"arm", "shoulder", "head"}),
+    ("The sun rose over the [MASK].", {"hills", "sea", "mountains", "horizon", "city", "trees", "water", "river"}),
+    ("He took off his [MASK] and sat down.", {"hat", "coat"}),
+    ("They sat down to [MASK] at seven o'clock.", {"dinner", "supper", "breakfast", "tea"}),
+    ("The king and the [MASK] lived in a great castle.", {"queen"}),
+    ("She wrote a long [MASK] to her sister.", {"letter"}),
+    ("He drank a glass of [MASK].", {"water", "wine", "milk", "beer"}),
+    (
+        "The children ran across the [MASK] to the river.",
+        {"field", "fields", "meadow", "road", "garden", "grass", "bridge", "street"},
+    ),
+    ("He looked at his [MASK] and saw that it was late.", {"watch"}),
+    ("The ship sailed across the [MASK].", {"sea", "ocean", "bay", "water", "river"}),
+    ("I have not seen him for many [MASK].", {"years", "days", "months", "weeks"}),
+    ("She smiled and took his [MASK].", {"hand", "arm"}),
+    ("The dog began to [MASK] loudly.", {"bark"}),
+    ("He lit a [MASK] and read the letter.", {"candle", "lamp", "pipe", "match", "cigarette", "fire"}),
+    ("Snow fell all through the [MASK].", {"night", "day", "winter"}),
+    ("He put the key in the [MASK] and turned it.", {"lock", "door"}),
+]
+
+
+def bertforge(*args: str, log: Path | None = None) -> None:
+    command = [sys.executable, "-m", "bertforge", *map(str, args)]
+    with open(log, "a") if log else open(os.devnull, "w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise SystemExit(f"failed ({done.returncode}): {' '.join(command)}" + (f"; see {log}" if log else ""))
+
+
+def data_dir(out: Path, corpus: Path, vocab: int) -> Path:
+    """A tokenizer of `vocab` tokens trained on train.txt, and the data prepared with it; valid.txt held out."""
+    data = out / f"data{vocab}"
+    if not (data / "meta.json").is_file():
+        bertforge(
+            "tokenizer", "train", corpus / "train.txt", "--out", out / f"tok{vocab}", "--vocab-size", vocab, "--quiet"
+        )
+        bertforge(
+            "prepare",
+            corpus / "train.txt",
+            "--valid",
+            corpus / "valid.txt",
+            "--tokenizer",
+            out / f"tok{vocab}",
+            "--out",
+            data,
+            "--workers",
+            "2",
+            "--quiet",
+        )
+    return data
+
+
+def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
+    """Seconds per step of this arm's exact settings, from steps 10..40 of a throwaway run."""
+    path = out / "runs" / arm / "calibration.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    scratch = out / "calibration" / arm
+    bertforge(
+        "pretrain",
+        "--data",
+        data,
+        "--out",
+        scratch,
+        "--overwrite",
+        *flags,
+        "--max-steps",
+        "40",
+        "--log-every",
+        "10",
+        "--eval-every",
+        "0",
+        "--save-every",
+        "0",
+        "--quiet",
+    )
+    train, _ = read_metrics(scratch / "metrics.jsonl")
+    by_step = {r["step"]: r for r in train}
+    seconds = (by_step[40]["elapsed"] - by_step[10]["elapsed"]) / 30
+    result = {
+        "seconds_per_step": seconds,
+        "tokens_per_step": (by_step[40]["tokens"] - by_step[10]["tokens"]) / 30,
+        "load_average": os.getloadavg()[0],
+        "machine": machine_description(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def train_arm(arm: str, out: Path, data: Path, flags: list[str], budget: float) -> None:
+    run = out / "runs" / arm
+    if (run / "model" / "config.json").is_file():
+        return
+    calibration = json.loads((run / "calibration.json").read_text())
+    steps = max(10, int(budget / calibration["seconds_per_step"]))
+    every = max(1, steps // 10)
+    print(f"{arm}: {calibration['seconds_per_step']:.3f} s/step -> {steps} steps for {budget:.0f} s", flush=True)
+    common = [
+        "--max-steps",
+        steps,
+        "--eval-every",
+        every,
+        "--save-every",
+        every,
+        "--keep-last",
+        20,
+        "--log-every",
+        10,
+        "--quiet",
+    ]
+    if (run / "config.json").is_file():
+        bertforge("pretrain", "--data", data, "--out", run, "--resume", *common, log=run / "train.log")
+    else:
+        bertforge("pretrain", "--data", data, "--out", run, *flags, *common, log=out / "runs" / f"{arm}.log")
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def cloze_sentences(
+    out: Path, corpus: Path, n: int = 1000, frequent: int = 1000, seed: int = 0
+) -> list[tuple[str, str]]:
+    """(sentence with [MASK], the word) from valid.txt: one of the `frequent` most common training words masked."""
+    path = out / "cloze.json"
+    if path.is_file():
+        return [tuple(x) for x in json.loads(path.read_text())]
+    counts: collections.Counter = collections.Counter()
+    with open(corpus / "train.txt", encoding="utf-8") as f:
+        for line in f:
+            counts.update(re.findall(r"[a-z]+", line.lower()))
+    common = {w for w, _ in counts.most_common(frequent)}
+    rng = random.Random(seed)
+    chosen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paragraphs = [p.text for p in read_paragraphs([corpus / "valid.txt"])]
+    rng.shuffle(paragraphs)
+    for paragraph in paragraphs:
+        for sentence in split_sentences(paragraph):
+            words = sentence.split()
+            if not 8 <= len(words) <= 30:
+                continue
+            candidates = [i for i, w in enumerate(words) if w.lower() in common and w.isalpha()]
+            if candidates:
+                i = rng.choice(candidates)
+                chosen.append((" ".join(words[:i] + ["[MASK]"] + words[i + 1 :]), words[i].lower()))
+                break  # one sentence per paragraph: spread over the held-out books
+        if len(chosen) == n:
+            break
+    path.write_text(json.dumps(chosen, ensure_ascii=False, indent=0))
+    return chosen
+
+
+def cloze_scores(model_dir: Path, cloze: list[tuple[str, str]]) -> dict:
+    bert = load(model_dir)
+    single = [
+        (text, word) for text, word in cloze if len(bert.tokenizer.encode(word, add_special_tokens=False).ids) == 1
+    ]
+    top1 = top5 = 0
+    for text, word in single:
+        tokens = [p["token"] for p in bert.fill_mask(text, top_k=5)["masks"][0]["predictions"]]
+        top1 += tokens[0] == word
+        top5 += word in tokens
+    probes1 = probes3 = 0
+    answers = []
+    for text, right in PROBES:
+        tokens = [p["token"] for p in bert.fill_mask(text, top_k=3)["masks"][0]["predictions"]]
+        probes1 += tokens[0] in right
+        probes3 += bool(set(tokens) & right)
+        answers.append(tokens[0])
+    return {
+        "cloze_top1": top1 / len(single),
+        "cloze_top5": top5 / len(single),
+        "cloze_sentences": len(single),
+        "probes_top1": probes1,
+        "probes_top3": probes3,
+        "probe_answers": answers,
+    }
+
+
+def score_arm(arm: str, out: Path, data: Path, cloze: list[tuple[str, str]]) -> list[dict]:
+    """Every checkpoint of a finished arm, scored the same way; cached in scores.json."""
+    run = out / "runs" / arm
+    path = run / "scores.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    seconds = json.loads((run / "calibration.json").read_text())["seconds_per_step"]
+    rows = []
+    for checkpoint in checkpoint_dirs(run):
+        step = int(checkpoint.name.split("_")[1])
+        evaluation = evaluate_model(checkpoint, [str(data)], max_batches=50, layout="none")
+        rows.append(
+            {
+                "step": step,
+                "seconds": step * seconds,
+                "mlm_acc": evaluation["mlm_acc"],
+                "mlm_loss": evaluation["mlm_loss"],
+                "unigram_acc": evaluation["unigram_baseline_acc"],
+                **cloze_scores(checkpoint, cloze),
+            }
+        )
+        print(
+            f"  {arm} step {step}: held-out MLM accuracy {rows[-1]['mlm_acc']:.3f}, "
+            f"cloze top-1 {rows[-1]['cloze_top1']:.3f}, probes {rows[-1]['probes_top1']}/20",
+            flush=True,
+        )
+    path.write_text(json.dumps(rows, indent=2))
+    return rows
+
+
+def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
+    lines = [
+        "| arm | steps | s/step | tokens | held-out MLM acc | cloze top-1 / top-5 | probes top-1 / top-3 (of 20) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    fig, (ax_acc, ax_cloze) = plt.subplots(1, 2, figsize=(13, 4.5))
+    for arm in arms:
+        rows = scores.get(arm)
+        if not rows:
+            continue
+        calibration = json.loads((out / "runs" / arm / "calibration.json").read_text())
+        last = rows[-1]
+        tokens = last["step"] * calibration["tokens_per_step"]
+        lines.append(
+            f"| {arm} | {last['step']:,} | {calibration['seconds_per_step']:.3f} | {tokens / 1e6:.1f}M | "
+            f"{last['mlm_acc']:.3f} | {last['cloze_top1']:.3f} / {last['cloze_top5']:.3f} | "
+            f"{last['probes_top1']} / {last['probes_top3']} |"
+        )
+        minutes = [r["seconds"] / 60 for r in rows]
+        line = ax_acc.plot(minutes, [r["mlm_acc"] for r in rows], "o-", label=arm)[0]
+        ax_cloze.plot(minutes, [r["cloze_top1"] for r in rows], "o-", color=line.get_color(), label=arm)
+    ax_acc.set(
+        title="Held-out MLM accuracy (valid.txt, 15% masked)", xlabel="training minutes (calibrated)", ylabel="accuracy"
+    )
+    ax_cloze.set(
+        title="Whole-word cloze, top-1 (1,000 held-out sentences)",
+        xlabel="training minutes (calibrated)",
+        ylabel="accuracy",
+    )
+    for ax in (ax_acc, ax_cloze):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, out / "learning.png")
+    (out / "results.md").write_text(machine_description() + "\n\n" + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default="../shared/data/gutenberg", help="directory with train.txt and valid.txt")
+    parser.add_argument("--out", default="learning")
+    parser.add_argument("--budget", default="30m", help="training time per arm: 90s, 30m, 1.5h")
+    parser.add_argument("--arms", default="bert,cramming", help=f"comma-separated, of: {', '.join(ARMS)}")
+    parser.add_argument(
+        "--report", action="store_true", help="only score finished arms and write the tables and figure"
+    )
+    args = parser.parse_args()
+    from bertforge.config import parse_duration
+
+    out, corpus, budget = Path(args.out), Path(args.corpus), parse_duration(args.budget)
+    arms = args.arms.split(",")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown:
+        raise SystemExit(f"unknown arm {unknown[0]!r}; choose from {', '.join(ARMS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    print(machine_description(), flush=True)
+    cloze = cloze_sentences(out, corpus)
+    data = {arm: data_dir(out, corpus, ARMS[arm][0]) for arm in arms}
+    if not args.report:
+        for arm in arms:  # all calibrations first, back to back, while the machine is as quiet as it will be
+            calibrate(arm, out, data[arm], ARMS[arm][1])
+        for arm in arms:
+            started = time.perf_counter()
+            train_arm(arm, out, data[arm], ARMS[arm][1], budget)
+            print(f"{arm}: trained ({(time.perf_counter() - started) / 60:.0f} min wall)", flush=True)
+    scores = {
+        arm: score_arm(arm, out, data[arm], cloze)
+        for arm in arms
+        if (out / "runs" / arm / "model" / "config.json").is_file()
+    }
+    report(out, arms, scores)
+    print(f"{len(scores)} arms scored; {out / 'results.md'}, {out / 'learning.png'}")
+
+
+if __name__ == "__main__":
+    main()

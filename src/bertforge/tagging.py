@@ -1,0 +1,286 @@
+"""Token classification (named entities, tags): CoNLL files in, one tag per word out.
+
+CoNLL format: `token<TAB or space>tag` per line (the tag is the last field), a
+blank line between sentences, `-DOCSTART-` lines ignored. Each word's tag goes on
+its first word piece; the other pieces get -100 and are not scored. A sentence
+longer than the model reads is cut into windows at word boundaries, never
+truncated. Scores are entity-level precision, recall and F1 (exact span and
+type), with chunks found as conlleval finds them. The saved model is a
+`transformers` BertForTokenClassification directory with id2label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from .errors import UserError
+from .labels import IGNORE_INDEX
+from .model import BertForTokenClassification
+from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
+from .runtime import MixedPrecision, resolve_device
+from .textfiles import open_text
+from .tokenizer import special_ids
+
+
+@dataclass
+class Sentence:
+    words: list[str]
+    tags: list[str]
+
+
+def read_conll(path: str | Path) -> list[Sentence]:
+    """Sentences of a CoNLL file; a line with one field, or a tag that is missing, names its line."""
+    sentences, words, tags = [], [], []
+    with open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            fields = line.split()
+            if not fields or fields[0] == "-DOCSTART-":
+                if words:
+                    sentences.append(Sentence(words, tags))
+                words, tags = [], []
+                continue
+            if len(fields) < 2:
+                raise UserError(f"{path}:{number}: expected 'token<TAB>tag', found one field {line.strip()!r}")
+            words.append(fields[0])
+            tags.append(fields[-1])
+    if words:
+        sentences.append(Sentence(words, tags))
+    if not sentences:
+        raise UserError(f"{path}: no sentences (empty file)")
+    return sentences
+
+
+# ---------------------------------------------------------------- entities
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    """("B", "person") from "B-person"; ("O", "") from "O"; a bare "person" is an inside tag."""
+    if tag == "O":
+        return "O", ""
+    if tag[:2] in ("B-", "I-", "E-", "S-"):
+        return tag[0], tag[2:]
+    return "I", tag
+
+
+def entities(tags: list[str]) -> set[tuple[str, int, int]]:
+    """(type, first word, last word + 1) of every chunk, by conlleval's rules.
+
+    A chunk starts at B-X, or at I-X after O or after another type (IOB1 and sloppy
+    IOB2 alike), and ends before the next tag that does not continue it.
+    """
+    chunks, start, kind = set(), None, ""
+    for i, tag in enumerate([*tags, "O"]):
+        prefix, tag_kind = _split_tag(tag)
+        continues = start is not None and prefix in ("I", "E") and tag_kind == kind
+        if start is not None and not continues:
+            chunks.add((kind, start, i))
+            start = None
+        if prefix != "O" and not continues:
+            start, kind = i, tag_kind
+    return chunks
+
+
+def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
+    """Entity-level precision, recall and F1 over sentences, as conlleval computes them."""
+    found = correct = expected = 0
+    for gold_tags, predicted_tags in zip(gold, predicted):
+        gold_chunks, predicted_chunks = entities(gold_tags), entities(predicted_tags)
+        correct += len(gold_chunks & predicted_chunks)
+        found += len(predicted_chunks)
+        expected += len(gold_chunks)
+    precision = correct / found if found else 0.0
+    recall = correct / expected if expected else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+# ---------------------------------------------------------------- encoding
+
+
+@dataclass
+class Window:
+    """Some of a sentence's words, encoded: ids (T,) and each piece's word index (None: a special or a later piece)."""
+
+    sentence: int
+    ids: list[int]
+    first_piece_word: list[int | None]
+
+
+def encode_sentences(tokenizer: Tokenizer, sentences: list[list[str]], seq_len: int) -> list[Window]:
+    """[CLS] pieces [SEP] per window; a sentence too long for `seq_len` is cut between words."""
+    ids = special_ids(tokenizer)
+    windows = []
+    for s, words in enumerate(sentences):
+        pieces = [tokenizer.encode(word, add_special_tokens=False).ids or [ids.unk] for word in words]
+        current: list[int] = []
+        first: list[int | None] = []
+        for w, word_pieces in enumerate(pieces):
+            word_pieces = word_pieces[: seq_len - 2]  # a single word longer than a window keeps its first pieces
+            if current and len(current) + len(word_pieces) > seq_len - 2:
+                windows.append(Window(s, [ids.cls, *current, ids.sep], [None, *first, None]))
+                current, first = [], []
+            current += word_pieces
+            first += [w] + [None] * (len(word_pieces) - 1)
+        windows.append(Window(s, [ids.cls, *current, ids.sep], [None, *first, None]))
+    return windows
+
+
+def window_batch(windows: list[Window], pad: int, tag_ids: list[list[int]] | None = None) -> dict[str, torch.Tensor]:
+    """input_ids, token_type_ids, attention_mask (and with tags, labels: -100 except on first pieces), padded right."""
+    width = max(len(w.ids) for w in windows)
+    input_ids = torch.full((len(windows), width), pad, dtype=torch.long)
+    labels = torch.full((len(windows), width), IGNORE_INDEX, dtype=torch.long)
+    for row, w in enumerate(windows):
+        input_ids[row, : len(w.ids)] = torch.tensor(w.ids)
+        if tag_ids is not None:
+            for position, word in enumerate(w.first_piece_word):
+                if word is not None:
+                    labels[row, position] = tag_ids[w.sentence][word]
+    batch = {
+        "input_ids": input_ids,
+        "token_type_ids": torch.zeros_like(input_ids),
+        "attention_mask": (input_ids != pad).long(),
+    }
+    return {**batch, "labels": labels} if tag_ids is not None else batch
+
+
+@torch.no_grad()
+def predict_words(
+    model: BertForTokenClassification,
+    windows: list[Window],
+    lengths: list[int],
+    pad: int,
+    precision: MixedPrecision,
+    batch_size: int = 64,
+) -> list[list[int]]:
+    """The predicted tag id of every word of every sentence (from its first piece)."""
+    model.eval()
+    predicted = [[0] * n for n in lengths]
+    for start in range(0, len(windows), batch_size):
+        chunk = windows[start : start + batch_size]
+        batch = {k: v.to(precision.device) for k, v in window_batch(chunk, pad).items()}
+        with precision.autocast():
+            logits, _ = model(**batch)
+        best = logits.argmax(-1).cpu()  # (b, T)
+        for row, w in enumerate(chunk):
+            for position, word in enumerate(w.first_piece_word):
+                if word is not None:
+                    predicted[w.sentence][word] = int(best[row, position])
+    return predicted
+
+
+# ---------------------------------------------------------------- the task
+
+
+class TaggingTask:
+    """CoNLL sentences for `finetune`; the tag set is the training file's."""
+
+    model_class = BertForTokenClassification
+    main_metric = "f1"
+
+    def __init__(self, tokenizer: Tokenizer, train_path: str | Path, dev_path: str | Path, seq_len: int):
+        self.pad = special_ids(tokenizer).pad
+        train, self.dev = read_conll(train_path), read_conll(dev_path)
+        self.tags = sorted({t for s in train for t in s.tags}, key=lambda t: (t != "O", _split_tag(t)[1], t))
+        tag_id = {t: i for i, t in enumerate(self.tags)}
+        unknown = sorted({t for s in self.dev for t in s.tags} - set(tag_id))
+        if unknown:
+            raise UserError(f"{dev_path}: tag {unknown[0]!r} does not occur in the training file")
+        self.train_tags = [[tag_id[t] for t in s.tags] for s in train]
+        self.train_windows = encode_sentences(tokenizer, [s.words for s in train], seq_len)
+        self.dev_windows = encode_sentences(tokenizer, [s.words for s in self.dev], seq_len)
+        self.sizes = {"train_sentences": len(train), "dev_sentences": len(self.dev)}
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {"num_labels": len(self.tags)}
+
+    def train_batches(self, batch_size: int, rng: np.random.Generator) -> list[dict[str, torch.Tensor]]:
+        order = rng.permutation(len(self.train_windows))
+        return [
+            window_batch([self.train_windows[i] for i in order[s : s + batch_size]], self.pad, self.train_tags)
+            for s in range(0, len(order), batch_size)
+        ]
+
+    def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]:
+        predicted = predict_words(model, self.dev_windows, [len(s.words) for s in self.dev], self.pad, precision)
+        return entity_scores([s.tags for s in self.dev], [[self.tags[i] for i in p] for p in predicted])
+
+    def saved_config(self) -> dict[str, Any]:
+        return {
+            "id2label": {str(i): t for i, t in enumerate(self.tags)},
+            "label2id": {t: i for i, t in enumerate(self.tags)},
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {"labels": self.tags, **self.sizes}
+
+
+class Tagger:
+    """A fine-tuned tagger: entities in raw text, grouped as `pipeline("token-classification",
+    aggregation_strategy="simple")` groups them (adjacent pieces whose tags continue one entity)."""
+
+    def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
+        directory = resolve_model_dir(path)
+        config = read_config(directory)
+        if "id2label" not in config:
+            raise UserError(f"{directory}: not a token-classification model (no id2label in config.json)")
+        self.tags = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+        _, self.model, self.tokenizer = load_model_and_tokenizer(
+            directory, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
+        )
+        self.precision = MixedPrecision(resolve_device(device), "fp32")
+        self.model.to(self.precision.device).eval()
+
+    @torch.no_grad()
+    def tag(self, text: str) -> list[dict[str, Any]]:
+        """[{entity_group, score, word, start, end}] for each entity, with character offsets into `text`."""
+        encoding = self.tokenizer.encode(text)
+        limit = self.model.config.max_position_embeddings
+        if len(encoding.ids) > limit:
+            raise UserError(f"input is {len(encoding.ids)} tokens but the model reads at most {limit}")
+        input_ids = torch.tensor([encoding.ids], device=self.precision.device)  # (1, T)
+        logits, _ = self.model(input_ids, torch.zeros_like(input_ids))
+        probabilities = logits[0].float().softmax(-1).cpu().numpy()  # (T, tags)
+        unk = special_ids(self.tokenizer).unk
+        tokens = [
+            {
+                "entity": self.tags[int(p.argmax())],
+                "score": float(p.max()),
+                "start": start,
+                "end": end,
+                "word": text[start:end] if token_id == unk else token,
+            }  # an unknown piece shows the text it stands for
+            for p, token, token_id, (start, end), special in zip(
+                probabilities, encoding.tokens, encoding.ids, encoding.offsets, encoding.special_tokens_mask
+            )
+            if not special
+        ]
+        groups: list[list[dict]] = []
+        for token in tokens:
+            prefix, kind = _split_tag(token["entity"])
+            if groups and prefix != "B" and kind == _split_tag(groups[-1][-1]["entity"])[1]:
+                groups[-1].append(token)
+            else:
+                groups.append([token])
+        result = []
+        for group in groups:
+            kind = group[0]["entity"].split("-", 1)[-1]
+            if kind == "O":
+                continue
+            words = [t["word"] for t in group]
+            result.append(
+                {
+                    "entity_group": kind,
+                    "score": float(np.mean([t["score"] for t in group])),
+                    "word": self.tokenizer.decoder.decode(words) if self.tokenizer.decoder else " ".join(words),
+                    "start": group[0]["start"],
+                    "end": group[-1]["end"],
+                }
+            )
+        return result

@@ -1,0 +1,333 @@
+"""Tagging (NER), question answering and regression: learned completely on tiny tasks, scored exactly,
+in agreement with `transformers`, and bad input refused with one line."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge.classification import Classifier, Columns, regression_metrics
+from bertforge.config import FinetuneConfig
+from bertforge.finetune import finetune
+from bertforge.qa import (
+    Answerer,
+    answer_tokens,
+    best_span,
+    f1_score,
+    normalize_answer,
+    span_text,
+    squad_scores,
+    windowing_tokenizer,
+    windows,
+)
+from bertforge.tagging import Tagger, encode_sentences, entities, entity_scores
+from bertforge.tokenizer import special_ids, train_tokenizer
+
+from conftest import bertforge, bertforge_ok, one_line_error
+
+NAMES = ["alice", "bob", "carol", "dave", "erin", "frank"]
+PLACES = ["paris", "london", "rome", "oslo", "lima", "cairo"]
+FILLER = ["walked", "to", "the", "market", "and", "saw", "a", "dog", "today", "with", "friends"]
+
+
+def fast(**overrides) -> FinetuneConfig:
+    values = dict(epochs=30, lr=3e-3, batch_size=16, warmup=0.05, device="cpu", precision="fp32")
+    values.update(overrides)
+    return FinetuneConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    # Every word of the tasks is one token; a word never seen (cairolondon) splits into pieces.
+    texts = [" ".join(NAMES + PLACES + FILLER + ["new", "york", "where", "does", "live", "lives", "in", "?"])] * 20
+    return train_tokenizer(texts, kind="wordpiece", vocab_size=200, min_frequency=1)
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory, tokenizer):
+    directory = tmp_path_factory.mktemp("encoder") / "model"
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.get_vocab_size(),
+        hidden_size=48,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
+    save_model(BertForPreTraining(config), directory, tokenizer)
+    return directory
+
+
+# ---------------------------------------------------------------- tagging
+
+
+def tagged_sentence(rng: random.Random) -> list[tuple[str, str]]:
+    words = [(w, "O") for w in rng.sample(FILLER, 4)]
+    words.insert(rng.randrange(len(words) + 1), (rng.choice(NAMES), "B-person"))
+    if rng.random() < 0.5:
+        words.insert(rng.randrange(len(words) + 1), (rng.choice(PLACES), "B-place"))
+    else:
+        at = rng.randrange(len(words) + 1)
+        words[at:at] = [("new", "B-place"), ("york", "I-place")]
+    return words
+
+
+def write_conll(path, sentences) -> None:
+    path.write_text("-DOCSTART- O\n\n" + "\n\n".join("\n".join(f"{w}\t{t}" for w, t in s) for s in sentences) + "\n")
+
+
+def test_conlleval_chunks_and_scores():
+    assert entities(["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4), ("LOC", 4, 6)}
+    assert entities(["I-PER", "I-PER", "O", "I-LOC", "I-PER"]) == {("PER", 0, 2), ("LOC", 3, 4), ("PER", 4, 5)}  # IOB1
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG"]]
+    predicted = [
+        ["B-PER", "I-PER", "O", "O"],
+        ["B-ORG", "B-ORG"],
+    ]  # PER and the second ORG right: 2 of 3 found, 2 of 3 gold
+    assert entity_scores(gold, predicted) == pytest.approx({"precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3})
+    assert entity_scores(gold, [["O"] * 4, ["O", "O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_a_multi_piece_word_gets_one_label_and_long_sentences_become_windows(tokenizer):
+    words = ["cairolondon"] + ["alice", "walked", "to", "paris"] * 10
+    assert len(tokenizer.encode("cairolondon", add_special_tokens=False).ids) > 1
+    windows = encode_sentences(tokenizer, [words], seq_len=16)
+    assert len(windows) > 1 and all(len(w.ids) <= 16 for w in windows)
+    labelled = [word for w in windows for word in w.first_piece_word if word is not None]
+    assert labelled == list(range(len(words)))  # every word labelled once, on its first piece, none lost
+    ids = special_ids(tokenizer)
+    assert all(w.ids[0] == ids.cls and w.ids[-1] == ids.sep for w in windows)
+
+
+def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    rng = random.Random(0)
+    sentences = [tagged_sentence(rng) for _ in range(48)]
+    write_conll(tmp_path / "train.conll", sentences)
+    write_conll(tmp_path / "dev.conll", sentences[:12])
+    summary = finetune(
+        encoder,
+        "token-classification",
+        tmp_path / "train.conll",
+        tmp_path / "dev.conll",
+        tmp_path / "ner",
+        fast(),
+        progress=False,
+    )
+    assert summary["best"]["dev_f1"] == 1.0 and summary["labels"] == ["O", "B-person", "B-place", "I-place"]
+    model_dir = tmp_path / "ner" / "model"
+    text = "frank walked to new york and saw alice in rome"
+    ours = json.loads(bertforge_ok("tag", model_dir, text, "--json").stdout)
+    assert [(e["entity_group"], e["word"]) for e in ours] == [
+        ("person", "frank"),
+        ("place", "new york"),
+        ("person", "alice"),
+        ("place", "rome"),
+    ]
+    assert all(text[e["start"] : e["end"]] == e["word"] for e in ours)
+    pipe = transformers.pipeline("token-classification", model=str(model_dir), aggregation_strategy="simple")
+    reference = pipe(text)
+    assert [(r["entity_group"], r["word"], r["start"], r["end"]) for r in reference] == [
+        (e["entity_group"], e["word"], e["start"], e["end"]) for e in ours
+    ]
+    assert [e["score"] for e in ours] == pytest.approx([float(r["score"]) for r in reference], abs=1e-5)
+    theirs = transformers.AutoModelForTokenClassification.from_pretrained(model_dir).eval()
+    ids = torch.tensor([Tagger(model_dir).tokenizer.encode(text).ids])
+    with torch.no_grad():
+        torch.testing.assert_close(Tagger(model_dir).model(ids)[0], theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- question answering
+
+
+def squad(items: list[tuple[str, str, str]]) -> dict:
+    """{"data": ...} from (context, question, answer) triples; answer_start is the answer's first occurrence."""
+    paragraphs = [
+        {"context": c, "qas": [{"id": str(i), "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+        for i, (c, q, a) in enumerate(items)
+    ]
+    return {"data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+def qa_items(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
+    """The answer is the place after "in", wherever it stands among other words and places."""
+    items = []
+    for _ in range(n):
+        words = [rng.choice(FILLER + NAMES) for _ in range(rng.randrange(3, 12))]
+        place = rng.choice(PLACES)
+        at = rng.randrange(len(words) + 1)
+        words[at:at] = ["in", place]
+        words.insert(rng.randrange(len(words) + 1), rng.choice([p for p in PLACES if p != place]))  # a distractor
+        items.append((" ".join(words), f"where does {rng.choice(NAMES)} live ?", place))
+    return items
+
+
+def test_squad_normalisation_and_scores():
+    assert normalize_answer("The  Cat's hat!") == "cats hat"
+    assert f1_score("the cat sat", "a cat sat down") == pytest.approx(0.8)  # 2 common of 2 predicted, 3 expected
+    assert squad_scores(["Paris", "in rome"], [["paris", "the city of paris"], ["lima"]]) == {
+        "exact_match": 50.0,
+        "f1": 50.0,
+    }
+
+
+def test_answer_offsets_recover_the_answer_across_windows(tokenizer):
+    rng = random.Random(3)
+    context = " ".join(f"{rng.choice(NAMES)} {rng.choice(FILLER)} {rng.choice(PLACES)} ." for _ in range(30))
+    start = context.index("cairo") if "cairo" in context else context.index("rome")
+    answer = context[start : start + (5 if context[start] == "c" else 4)]
+    windowed = windowing_tokenizer(tokenizer, seq_len=32, stride=8)
+    encodings = windows(windowed, "where ?", context)
+    assert len(encodings) > 3
+    holding = 0
+    for encoding in encodings:
+        first, last = answer_tokens(encoding, start, start + len(answer))
+        if (first, last) != (0, 0):
+            holding += 1
+            assert context.__getitem__(slice(*span_text(encoding, context, first, last))) == answer
+    assert holding >= 1
+
+
+def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from transformers.pipelines.document_question_answering import select_starts_ends
+
+    items = qa_items(random.Random(1), 64)
+    (tmp_path / "train.json").write_text(json.dumps(squad(items)))
+    (tmp_path / "dev.json").write_text(json.dumps(squad(items[:16])))
+    summary = finetune(
+        encoder,
+        "question-answering",
+        tmp_path / "train.json",
+        tmp_path / "dev.json",
+        tmp_path / "qa",
+        fast(epochs=30, seq_len=64, stride=16),
+        progress=False,
+    )
+    assert summary["best"]["dev_exact_match"] >= 90.0
+    model_dir = tmp_path / "qa" / "model"
+    context, question, gold = items[0]
+    ours = json.loads(bertforge_ok("answer", model_dir, "--question", question, "--context", context, "--json").stdout)
+    assert ours["answer"] == gold and context[ours["start"] : ours["end"]] == gold
+    # The same logits in transformers, and transformers' own span decoding of them gives the same span and score.
+    answerer = Answerer(model_dir)
+    encoding = windows(answerer.tokenizer, question, context)[0]
+    ids = torch.tensor([encoding.ids])
+    types = torch.tensor([encoding.type_ids])
+    theirs = transformers.AutoModelForQuestionAnswering.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        ours_logits = answerer.model(ids, types)[0][0].numpy()  # (T, 2)
+        out = theirs(input_ids=ids, token_type_ids=types)
+    np.testing.assert_allclose(ours_logits[:, 0], out.start_logits[0].numpy(), rtol=1e-5, atol=1e-5)
+    p_mask = np.array([[s != 1 for s in encoding.sequence_ids]], dtype=int)
+    p_mask[0, 0] = 0  # the pipeline keeps [CLS] in the softmax
+    starts, ends, scores, _ = select_starts_ends(
+        out.start_logits.numpy(), out.end_logits.numpy(), p_mask, np.ones_like(p_mask), max_answer_len=15
+    )
+    first, last, score = best_span(ours_logits[:, 0], ours_logits[:, 1], encoding, 15)
+    assert (first, last) == (int(starts[0]), int(ends[0])) and score == pytest.approx(float(scores[0]), rel=1e-5)
+
+
+# ---------------------------------------------------------------- regression
+
+
+def test_regression_is_learned_and_saved_as_transformers_regression(encoder, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    rng = random.Random(2)
+    rows = []
+    for _ in range(64):
+        count = rng.randrange(4)
+        words = [rng.choice(FILLER) for _ in range(5)] + ["dog"] * count
+        rng.shuffle(words)
+        rows.append((" ".join(words), str(count / 3)))
+    (tmp_path / "train.tsv").write_text("text\tscore\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    summary = finetune(
+        encoder,
+        "regression",
+        tmp_path / "train.tsv",
+        tmp_path / "train.tsv",
+        tmp_path / "reg",
+        fast(epochs=40),
+        Columns("text", "score"),
+        progress=False,
+    )
+    assert summary["best"]["dev_pearson"] > 0.95 and summary["best"]["dev_spearman"] > 0.9
+    model_dir = tmp_path / "reg" / "model"
+    assert json.loads((model_dir / "config.json").read_text())["problem_type"] == "regression"
+    values = [r["value"] for r in Classifier(model_dir).classify([t for t, _ in rows[:8]])]
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    with torch.no_grad():
+        reference = theirs(**tokenizer([t for t, _ in rows[:8]], padding=True, return_tensors="pt")).logits[:, 0]
+    assert values == pytest.approx(reference.tolist(), abs=1e-5)
+
+
+def test_regression_metrics_by_hand():
+    m = regression_metrics(np.array([1.0, 2.0, 3.0, 3.0]), np.array([1.0, 3.0, 2.0, 4.0]))
+    assert m["mse"] == pytest.approx((0 + 1 + 1 + 1) / 4)
+    assert m["spearman"] == pytest.approx(np.corrcoef([1, 2, 3.5, 3.5], [1, 3, 2, 4])[0, 1])  # ties share their rank
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_task_files_exit_2_with_one_line_and_write_nothing(encoder, tmp_path):
+    write_conll(tmp_path / "ok.conll", [[("alice", "B-person"), ("walked", "O")]])
+    (tmp_path / "one_field.conll").write_text("alice\tB-person\nwalked\n")
+    write_conll(tmp_path / "new_tag.conll", [[("alice", "B-place")], [("bob", "B-city")]])
+    (tmp_path / "broken.json").write_text('{"data": [')
+    wrong = squad([("alice lives in paris .", "where ?", "paris")])
+    wrong["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 3
+    (tmp_path / "wrong_start.json").write_text(json.dumps(wrong))
+    (tmp_path / "reg.tsv").write_text("text\tscore\nalice\t0.5\nbob\thigh\n")
+    cases = [
+        (
+            ["--task", "token-classification", "--train", tmp_path / "one_field.conll", "--dev", tmp_path / "ok.conll"],
+            ["one_field.conll:2", "one field"],
+        ),
+        (
+            ["--task", "token-classification", "--train", tmp_path / "ok.conll", "--dev", tmp_path / "new_tag.conll"],
+            ["new_tag.conll", "'B-city'"],
+        ),
+        (
+            ["--task", "question-answering", "--train", tmp_path / "broken.json", "--dev", tmp_path / "broken.json"],
+            ["broken.json:1", "not valid JSON"],
+        ),
+        (
+            [
+                "--task",
+                "question-answering",
+                "--train",
+                tmp_path / "wrong_start.json",
+                "--dev",
+                tmp_path / "wrong_start.json",
+            ],
+            ["wrong_start.json", "does not point at its answer"],
+        ),
+        (
+            [
+                "--task",
+                "regression",
+                "--train",
+                tmp_path / "reg.tsv",
+                "--dev",
+                tmp_path / "reg.tsv",
+                "--text-column",
+                "text",
+                "--label-column",
+                "score",
+            ],
+            ["reg.tsv", "'high'", "not a number"],
+        ),
+    ]
+    for flags, fragments in cases:
+        one_line_error(bertforge("finetune", encoder, *flags, "--out", tmp_path / "out", "--quiet"), *fragments)
+        assert not (tmp_path / "out").exists()  # nothing half-written
