@@ -27,7 +27,7 @@ LAYERS = [
     ["classification", "tagging", "qa"],  # 5 fine-tuning tasks: their data, scores and answers
     ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation
-    ["sweep", "demo"],  # 7 orchestration
+    ["sweep", "demo", "score"],  # 7 orchestration
     ["cli"],  # 7 the command line
     ["__main__", "__init__"],  # python -m bertforge, and the package's lazy public names
 ]

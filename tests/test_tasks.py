@@ -331,3 +331,52 @@ def test_bad_task_files_exit_2_with_one_line_and_write_nothing(encoder, tmp_path
     for flags, fragments in cases:
         one_line_error(bertforge("finetune", encoder, *flags, "--out", tmp_path / "out", "--quiet"), *fragments)
         assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+# ---------------------------------------------------------------- score
+
+
+def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
+    rng = random.Random(4)
+    rows = [(f"{rng.choice(NAMES)} walked to {rng.choice(PLACES)}", "a") for _ in range(12)]
+    rows += [(f"the dog saw {rng.choice(FILLER)}", "b") for _ in range(12)]
+    (tmp_path / "cls.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    write_conll(tmp_path / "train.conll", [tagged_sentence(rng) for _ in range(16)])
+    write_conll(tmp_path / "dev.conll", [tagged_sentence(rng) for _ in range(4)])
+    flags = [
+        "score",
+        encoder,
+        "--out",
+        tmp_path / "score",
+        "--seeds",
+        "2",
+        "--from-scratch",
+        "--epochs",
+        "2",
+        "--lr",
+        "3e-3",
+        "--precision",
+        "fp32",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--tasks",
+        f"toy={tmp_path / 'cls.tsv'},{tmp_path / 'cls.tsv'}:task=classification,text=text,label=label",
+        f"ner={tmp_path / 'train.conll'},{tmp_path / 'dev.conll'}",
+    ]
+    first = json.loads(bertforge_ok(*flags, "--json").stdout)
+    main = {(r["task"], r["arm"]): r for r in first if r["main"]}
+    assert set(main) == {(t, a) for t in ("toy", "ner") for a in ("pre-trained", "from scratch")}
+    assert main[("toy", "pre-trained")]["metric"] == "accuracy" and main[("ner", "pre-trained")]["metric"] == "f1"
+    for r in main.values():
+        assert r["seeds"] == 2 and r["min"] <= r["median"] <= r["max"]
+    gain = main[("toy", "pre-trained")]["gain"]
+    assert gain == pytest.approx(main[("toy", "pre-trained")]["median"] - main[("toy", "from scratch")]["median"])
+    runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))
+    assert len(runs) == 8  # 2 tasks x 2 arms x 2 seeds
+    for name in ("results.md", "results.csv", "results.json", "results.png"):
+        assert (tmp_path / "score" / name).is_file()
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}
+    assert json.loads(bertforge_ok(*flags, "--json").stdout) == first  # a second call reuses every finished run
+    assert stamps == {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}
+    one_line_error(bertforge("score", encoder, "--out", tmp_path / "x", "--tasks", "sst2=/nonexistent"), "train.tsv")

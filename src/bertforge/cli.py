@@ -500,6 +500,28 @@ def cmd_answer(args: argparse.Namespace) -> None:
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
 
 
+def cmd_score(args: argparse.Namespace) -> None:
+    from .score import parse_task, score
+
+    tasks = [parse_task(spec) for spec in args.tasks]
+    cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
+    lrs = [float(x) for x in args.lrs.split(",")] if args.lrs else None
+    rows = score(
+        args.model,
+        tasks,
+        args.out,
+        cfg,
+        seeds=args.seeds,
+        lrs=lrs,
+        from_scratch=args.from_scratch,
+        progress=not (args.quiet or args.json),
+    )
+    if args.json:
+        _print_json(rows)
+        return
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
@@ -775,6 +797,27 @@ def build_parser() -> argparse.ArgumentParser:
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
     output_flags(p, quiet=False)
+
+    p = verb(
+        verbs, "score", cmd_score, "downstream evaluation: fine-tune on tasks over seeds, against from-scratch weights"
+    )
+    p.add_argument("model", help="run directory or model directory (pre-trained)")
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        required=True,
+        metavar="NAME=PATH",
+        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
+        "squad=DIR (SQuAD JSON), or NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL]",
+    )
+    p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
+    p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
+    p.add_argument("--lrs", help="learning rates to choose from on dev with seed 0, e.g. 1e-4,3e-4 (default: --lr)")
+    p.add_argument(
+        "--from-scratch", action="store_true", help="also the same architecture from random weights: the baseline"
+    )
+    add_config_flags(p, FinetuneConfig, skip=("seed", "from_scratch"), keep_defaults=True)
+    output_flags(p)
 
     p = verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
     model_flags(p)

@@ -1,0 +1,217 @@
+"""`bertforge score`: how good is a pre-trained model downstream? Fine-tune it on tasks, over seeds, against
+the same architecture from random weights, and tabulate median and range.
+
+    bertforge score runs/mini --tasks sst2=glue/SST-2 mrpc=glue/MRPC ner=ner/wnut17 squad=squad --seeds 3 --from-scratch
+
+A task is NAME=PATH. Known names find their files and columns in a directory:
+GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" and
+"dev"); squad (JSON files whose names hold "train" and "dev"). Any other name
+describes its own files: NAME=TRAIN,DEV:task=classification,text=COL,label=COL[,pair=COL].
+Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
+a finished one is skipped, so an interrupted score resumes. With several --lrs,
+seed 0 of each picks the lr (on dev) that the other seeds then use.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .classification import Columns
+from .config import FinetuneConfig
+from .errors import UserError
+from .fileio import write_json
+from .finetune import TASKS, finetune
+from .plots import plt, save_figure
+
+# name: (task kind, main metric, train file, dev file, columns)
+GLUE = {
+    "sst2": ("classification", "accuracy", Columns("sentence", "label")),
+    "mrpc": ("classification", "accuracy", Columns("#1 String", "Quality", "#2 String")),
+    "rte": ("classification", "accuracy", Columns("sentence1", "label", "sentence2")),
+    "cola": ("classification", "mcc", Columns("3", "1")),  # headerless: source, label, original label, sentence
+    "stsb": ("regression", "pearson", Columns("sentence1", "score", "sentence2")),
+}
+MAIN_METRIC = {
+    "classification": "accuracy",
+    "regression": "pearson",
+    "token-classification": "f1",
+    "question-answering": "f1",
+}
+ARMS = ("pre-trained", "from scratch")
+
+
+@dataclass
+class TaskSpec:
+    name: str
+    kind: str
+    train: Path
+    dev: Path
+    columns: Columns | None
+    metric: str
+
+
+def parse_task(spec: str) -> TaskSpec:
+    """NAME=PATH for a known task, or NAME=TRAIN,DEV:task=...,text=...,label=...[,pair=...]."""
+    name, _, rest = spec.partition("=")
+    if not rest:
+        raise UserError(f"--tasks {spec!r}: give NAME=PATH, like sst2=glue/SST-2")
+    paths, _, options = rest.partition(":")
+    if name in GLUE:
+        kind, metric, columns = GLUE[name]
+        directory = Path(paths)
+        return TaskSpec(
+            name, kind, _existing(directory / "train.tsv"), _existing(directory / "dev.tsv"), columns, metric
+        )
+    if name in ("ner", "squad") and not options:
+        kind, suffix = ("token-classification", "") if name == "ner" else ("question-answering", ".json")
+        train, dev = _find_split_files(Path(paths), suffix) if "," not in paths else map(Path, paths.split(",", 1))
+        return TaskSpec(name, kind, _existing(train), _existing(dev), None, MAIN_METRIC[kind])
+    values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
+    kind = values.get("task", "classification")
+    if kind not in TASKS or "," not in paths:
+        raise UserError(
+            f"--tasks {spec!r}: a task of your own is NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL] "
+            f"with KIND one of {', '.join(TASKS)}"
+        )
+    train, dev = (Path(p) for p in paths.split(",", 1))
+    columns = None
+    if kind in ("classification", "regression"):
+        if "text" not in values or "label" not in values:
+            raise UserError(f"--tasks {spec!r}: name the columns, text=COL and label=COL")
+        columns = Columns(values["text"], values["label"], values.get("pair"))
+    return TaskSpec(name, kind, _existing(train), _existing(dev), columns, values.get("metric", MAIN_METRIC[kind]))
+
+
+def _existing(path: Path) -> Path:
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    return path
+
+
+def _find_split_files(directory: Path, suffix: str) -> tuple[Path, Path]:
+    """The files in `directory` whose names hold "train" and "dev" (WNUT-17: wnut17train.conll, emerging.dev.conll)."""
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such directory")
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(suffix))
+    found = [next((p for p in files if split in p.name.lower()), None) for split in ("train", "dev")]
+    if None in found:
+        raise UserError(f"{directory}: need one file with 'train' and one with 'dev' in its name")
+    return found[0], found[1]
+
+
+def score(
+    model: str | Path,
+    tasks: list[TaskSpec],
+    out: str | Path,
+    cfg: FinetuneConfig,
+    seeds: int = 3,
+    lrs: list[float] | None = None,
+    from_scratch: bool = False,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Fine-tune every task, arm and seed (resumably); returns one row per task, arm and metric."""
+    out = Path(out)
+    arms = ARMS if from_scratch else ARMS[:1]
+    lrs = lrs or [cfg.lr]
+    rows = []
+    for task in tasks:
+        for arm in arms:
+            runs = _run_arm(model, task, arm, out / task.name / arm.replace(" ", "_"), cfg, seeds, lrs, progress)
+            for metric in runs[0]["best"]:
+                if metric.startswith("dev_"):
+                    values = [r["best"][metric] for r in runs]
+                    rows.append(
+                        {
+                            "task": task.name,
+                            "arm": arm,
+                            "metric": metric.removeprefix("dev_"),
+                            "lr": runs[0]["lr"],
+                            "median": statistics.median(values),
+                            "min": min(values),
+                            "max": max(values),
+                            "seeds": len(values),
+                            "main": metric == f"dev_{task.metric}",
+                        }
+                    )
+    _add_gains(rows)
+    write_results(out, rows)
+    return rows
+
+
+def _run_arm(
+    model, task: TaskSpec, arm: str, directory: Path, cfg: FinetuneConfig, seeds: int, lrs: list[float], progress: bool
+) -> list[dict[str, Any]]:
+    """Seed 0 at every lr, the best lr (dev main metric) for the remaining seeds."""
+
+    def run(lr: float, seed: int) -> dict[str, Any]:
+        run_dir = directory / f"lr_{lr:g}" / f"seed_{seed}"
+        if not (run_dir / "summary.json").is_file():
+            run_cfg = FinetuneConfig.from_dict(
+                {**cfg.to_dict(), "lr": lr, "seed": seed, "from_scratch": arm == "from scratch"}
+            )
+            finetune(model, task.kind, task.train, task.dev, run_dir, run_cfg, task.columns, progress=progress)
+        return {**json.loads((run_dir / "summary.json").read_text(encoding="utf-8")), "lr": lr}
+
+    first = [run(lr, 0) for lr in lrs]
+    best = max(first, key=lambda r: r["best"][f"dev_{task.metric}"])
+    return [best] + [run(best["lr"], seed) for seed in range(1, seeds)]
+
+
+def _add_gains(rows: list[dict[str, Any]]) -> None:
+    """Each pre-trained row's median minus the from-scratch median of the same task and metric."""
+    scratch = {(r["task"], r["metric"]): r["median"] for r in rows if r["arm"] == "from scratch"}
+    for r in rows:
+        if r["arm"] == "pre-trained" and (r["task"], r["metric"]) in scratch:
+            r["gain"] = r["median"] - scratch[(r["task"], r["metric"])]
+
+
+def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
+    """results.json, results.csv, results.md (main metrics first) and results.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", rows)
+    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain"]
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [
+        "| task | arm | metric | median (min–max) | seeds | lr | gain over from scratch |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: (not r["main"], r["task"], r["metric"], r["arm"])):
+        gain = f"{r['gain']:+.4f}" if "gain" in r else ""
+        lines.append(
+            f"| {r['task']} | {r['arm']} | {r['metric']}{' (main)' if r['main'] else ''} | {r['median']:.4f} "
+            f"({r['min']:.4f}–{r['max']:.4f}) | {r['seeds']} | {r['lr']:g} | {gain} |"
+        )
+    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plot_scores(out / "results.png", [r for r in rows if r["main"]])
+
+
+def plot_scores(path: Path, rows: list[dict[str, Any]]):
+    """The main metric per task: a bar per arm at the median, the whiskers spanning min to max over seeds."""
+    tasks = sorted({r["task"] for r in rows})
+    arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(tasks)), 4))
+    width = 0.8 / len(arms)
+    for k, arm in enumerate(arms):
+        for i, task in enumerate(tasks):
+            r = next((r for r in rows if r["task"] == task and r["arm"] == arm), None)
+            if r is None:
+                continue
+            x = i + (k - (len(arms) - 1) / 2) * width
+            ax.bar(x, r["median"], width, color=f"C{k}", label=arm if i == 0 else None)
+            ax.errorbar(
+                x, r["median"], yerr=[[r["median"] - r["min"]], [r["max"] - r["median"]]], color="black", capsize=3
+            )
+    ax.set_xticks(range(len(tasks)))
+    ax.set_xticklabels([f"{t}\n({next(r['metric'] for r in rows if r['task'] == t)})" for t in tasks])
+    ax.set(ylabel="dev score (median, min–max over seeds)", title="Downstream: pre-trained against from scratch")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
