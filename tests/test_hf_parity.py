@@ -135,17 +135,125 @@ def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
     torch.testing.assert_close(ours(ids).mlm_logits, theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", [{"norm_style": "pre"}, {"position_embedding": "sinusoidal"}])
-def test_variants_transformers_cannot_express_are_refused_loudly(variant, tmp_path):
+VARIANTS = [
+    {"norm_style": "pre"},
+    {"position_embedding": "sinusoidal"},
+    {"norm_style": "pre", "position_embedding": "sinusoidal"},
+]
+
+
+def randomised(model):
+    """Every trainable parameter random (biases and LayerNorms too), so nothing matches by accident."""
     torch.manual_seed(0)
-    ours = BertForPreTraining(
-        ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, **variant)
-    ).eval()
-    save_model(ours, tmp_path, None)
-    ids = torch.randint(5, 100, (2, 7))
-    torch.testing.assert_close(load_model(BertForPreTraining, tmp_path)(ids).mlm_logits, ours(ids).mlm_logits)
-    with pytest.raises((ValueError, KeyError)):
-        transformers.AutoModelForPreTraining.from_pretrained(tmp_path)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.normal_(0.0, 0.2)
+    return model.eval()
+
+
+def real_positions(ours_logits, their_logits, attention_mask):
+    real = attention_mask.bool()
+    torch.testing.assert_close(ours_logits[real], their_logits[real], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_loads_in_transformers_with_the_same_outputs(variant, wordpiece_tokenizer, tmp_path):
+    """Pre-LN saves as roberta-prelayernorm (positions offset past the padding index), sinusoidal positions as a
+    fixed table: AutoModelForMaskedLM gives our logits on padded batches, and pipeline("fill-mask") our answers."""
+    vocab = wordpiece_tokenizer.get_vocab_size()
+    config = ModelConfig(vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, **variant)
+    ours = randomised(BertForPreTraining(config))
+    save_model(ours, tmp_path, wordpiece_tokenizer)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["model_type"] == ("roberta-prelayernorm" if config.norm_style == "pre" else "bert")
+    theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path, attn_implementation="sdpa").eval()
+    input_ids, token_type_ids, attention_mask, _, _ = padded_batch(vocab)
+    with torch.no_grad():
+        real_positions(
+            ours(input_ids, token_type_ids, attention_mask).mlm_logits,
+            theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits,
+            attention_mask,
+        )
+    again = load_model(BertForPreTraining, tmp_path)
+    assert again.config == config
+    torch.testing.assert_close(again(input_ids).nsp_logits, ours(input_ids).nsp_logits)  # our own keys come back too
+    text = "the cat [MASK] on the mat."
+    answers = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )["masks"][0]["predictions"]
+    reference = transformers.pipeline("fill-mask", model=str(tmp_path), top_k=5)(text)
+    assert [p["token_id"] for p in answers] == [r["token"] for r in reference]
+    assert [p["score"] for p in answers] == pytest.approx([r["score"] for r in reference], abs=1e-5)
+
+
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
+def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, tmp_path):
+    """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA."""
+    from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+
+    config = ModelConfig(
+        vocab_size=100, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, norm_style=norm_style
+    )
+    input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
+    cases = [
+        (
+            BertForSequenceClassification(config, num_labels=3),
+            transformers.AutoModelForSequenceClassification,
+            {"id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}},
+        ),
+        (
+            BertForTokenClassification(config, num_labels=4),
+            transformers.AutoModelForTokenClassification,
+            {"id2label": {str(i): f"T{i}" for i in range(4)}, "label2id": {f"T{i}": i for i in range(4)}},
+        ),
+        (BertForQuestionAnswering(config), transformers.AutoModelForQuestionAnswering, {}),
+    ]
+    for ours, auto, extra in cases:
+        ours = randomised(ours)
+        directory = tmp_path / type(ours).__name__
+        save_model(ours, directory, None, extra)
+        theirs = auto.from_pretrained(directory).eval()
+        with torch.no_grad():
+            ours_logits = ours(input_ids, token_type_ids, attention_mask)[0]
+            out = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+        their_logits = out.logits if hasattr(out, "logits") else torch.stack([out.start_logits, out.end_logits], -1)
+        if ours_logits.ndim == 2:
+            torch.testing.assert_close(ours_logits, their_logits, rtol=1e-5, atol=1e-5)
+        else:
+            real_positions(ours_logits, their_logits, attention_mask)
+        loaded = load_model(
+            type(ours), directory, **({"num_labels": ours.num_labels} if hasattr(ours, "num_labels") else {})
+        )
+        torch.testing.assert_close(loaded(input_ids, token_type_ids, attention_mask)[0], ours_logits)
+
+
+@pytest.mark.parametrize("pad_token_id", [0, 1])
+def test_transformers_roberta_prelayernorm_weights_give_the_same_outputs_in_bertforge(pad_token_id, tmp_path):
+    """The other direction, with RoBERTa's own padding id (1) too: positions start at pad_token_id + 1."""
+    torch.manual_seed(0)
+    hf_config = transformers.RobertaPreLayerNormConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+        pad_token_id=pad_token_id,
+    )
+    theirs = randomised(transformers.RobertaPreLayerNormForMaskedLM(hf_config))
+    theirs.save_pretrained(tmp_path)
+    ours = load_model(BertForPreTraining, tmp_path)
+    assert ours.config.norm_style == "pre" and ours.config.max_position_embeddings == 40 - pad_token_id - 1
+    input_ids = torch.randint(5, 100, (2, 12))  # no padding: RoBERTa's positions count the non-pad tokens
+    with torch.no_grad():
+        torch.testing.assert_close(ours(input_ids).mlm_logits, theirs(input_ids=input_ids).logits, rtol=1e-5, atol=1e-5)
 
 
 def test_pickle_only_directory_is_refused(tmp_path):

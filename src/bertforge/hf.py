@@ -1,15 +1,23 @@
-"""Hugging Face interop: our state dict and config to and from the `transformers` BERT layout.
+"""Hugging Face interop: our state dict and config to and from `transformers` layouts.
+
+Two families cover every variant we train:
+  post-LN (BERT's)  -> `bert`: BertForPreTraining, BertForSequenceClassification, ...
+  pre-LN            -> `roberta-prelayernorm`: the same architecture (LayerNorm on the embeddings,
+                       before each sub-layer and at the top), RobertaPreLayerNormForMaskedLM, ...
+Sinusoidal positions are a fixed table (model.py keeps them in the learned slot, frozen), so
+they travel as an ordinary position table.
 
 Pure mappings between dictionaries, with no file access (that is `modeldir.py`)
-and no model classes: a model passes in its config and the architecture name
-it declares. The only structural difference is the attention projection: we
-keep one fused QKV matrix, `transformers` keeps query, key and value apart, so
-they are split on save and joined on load.
+and no model classes: a model passes in its config and the architecture name it
+declares. Structural differences handled here: we keep one fused QKV matrix
+(`transformers` splits it), the vocabulary padding is cut, and RoBERTa's
+position table starts pad_token_id + 1 rows in.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,43 +25,112 @@ import torch
 from .config import ModelConfig
 from .errors import UserError
 
-# Our module path -> the `transformers` module path; "{i}" is a layer index.
-MODULE_NAMES = {
-    "bert.embeddings.token": "bert.embeddings.word_embeddings",
-    "bert.embeddings.segment": "bert.embeddings.token_type_embeddings",
-    "bert.embeddings.position": "bert.embeddings.position_embeddings",
-    "bert.embeddings.norm": "bert.embeddings.LayerNorm",
-    "bert.layers.{i}.attention.out": "bert.encoder.layer.{i}.attention.output.dense",
-    "bert.layers.{i}.attention_norm": "bert.encoder.layer.{i}.attention.output.LayerNorm",
-    "bert.layers.{i}.ffn.up": "bert.encoder.layer.{i}.intermediate.dense",
-    "bert.layers.{i}.ffn.down": "bert.encoder.layer.{i}.output.dense",
-    "bert.layers.{i}.ffn_norm": "bert.encoder.layer.{i}.output.LayerNorm",
-    "bert.final_norm": "bertforge.final_norm",  # pre-LN only: `transformers` has no such module
-    "bert.pooler": "bert.pooler.dense",
-    "mlm_head.transform": "cls.predictions.transform.dense",
-    "mlm_head.norm": "cls.predictions.transform.LayerNorm",
-    "nsp_head": "cls.seq_relationship",
-    "classifier": "classifier",
-    "qa_outputs": "qa_outputs",
-}
-PARAM_NAMES = {"mlm_head.bias": "cls.predictions.bias", "mlm_head.decoder_weight": "cls.predictions.decoder.weight"}
-QKV = re.compile(r"bert\.layers\.(\d+)\.attention\.qkv\.(weight|bias)")
-HF_QKV = "bert.encoder.layer.{i}.attention.self.{part}.{param}"
-VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
-# The decoder's own bias is the one `transformers` applies; it equals cls.predictions.bias when tied.
-HF_DECODER_BIAS = "cls.predictions.decoder.bias"
-HF_IGNORED = re.compile(r".*position_ids$")  # buffers, not parameters
-
 HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "classifier.", "qa_outputs.", "bert.pooler.")
 HF_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
+POSITIONS = "bert.embeddings.position.weight"
+HF_IGNORED = re.compile(r".*(position_ids|token_type_ids)$")  # buffers, not parameters
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one `transformers` family names our modules and parameters."""
+
+    model_type: str
+    body: str  # the encoder's prefix: "bert" or "roberta_prelayernorm"
+    modules: dict[str, str]  # our module path -> theirs; "{i}" is a layer index
+    classifier_modules: dict[str, str]  # overrides for a sequence classifier (RoBERTa's head has its own names)
+    params: dict[str, str]  # single parameters: the MLM bias and the (untied) decoder weight
+    decoder_bias: str  # the decoder's own bias, which `transformers` applies; it equals the MLM bias
+    architectures: dict[str, str]  # our class's architecture name -> theirs
+
+    def position_offset(self, config: ModelConfig) -> int:
+        """Rows of their position table before our position 0 (RoBERTa counts from pad_token_id + 1)."""
+        return config.pad_token_id + 1 if self.model_type == "roberta-prelayernorm" else 0
+
+    def qkv(self, layer: str, part: str, param: str) -> str:
+        return f"{self.body}.encoder.layer.{layer}.attention.self.{part}.{param}"
+
+
+BERT = Layout(
+    model_type="bert",
+    body="bert",
+    modules={
+        "bert.embeddings.token": "bert.embeddings.word_embeddings",
+        "bert.embeddings.segment": "bert.embeddings.token_type_embeddings",
+        "bert.embeddings.position": "bert.embeddings.position_embeddings",
+        "bert.embeddings.norm": "bert.embeddings.LayerNorm",
+        "bert.layers.{i}.attention.out": "bert.encoder.layer.{i}.attention.output.dense",
+        "bert.layers.{i}.attention_norm": "bert.encoder.layer.{i}.attention.output.LayerNorm",
+        "bert.layers.{i}.ffn.up": "bert.encoder.layer.{i}.intermediate.dense",
+        "bert.layers.{i}.ffn.down": "bert.encoder.layer.{i}.output.dense",
+        "bert.layers.{i}.ffn_norm": "bert.encoder.layer.{i}.output.LayerNorm",
+        "bert.pooler": "bert.pooler.dense",
+        "mlm_head.transform": "cls.predictions.transform.dense",
+        "mlm_head.norm": "cls.predictions.transform.LayerNorm",
+        "nsp_head": "cls.seq_relationship",
+        "classifier": "classifier",
+        "qa_outputs": "qa_outputs",
+    },
+    classifier_modules={},
+    params={"mlm_head.bias": "cls.predictions.bias", "mlm_head.decoder_weight": "cls.predictions.decoder.weight"},
+    decoder_bias="cls.predictions.decoder.bias",
+    architectures={
+        name: name
+        for name in (
+            "BertForPreTraining",
+            "BertForSequenceClassification",
+            "BertForTokenClassification",
+            "BertForQuestionAnswering",
+        )
+    },
+)
+
+ROBERTA_PRE_LN = Layout(
+    model_type="roberta-prelayernorm",
+    body="roberta_prelayernorm",
+    modules={
+        "bert.embeddings.token": "roberta_prelayernorm.embeddings.word_embeddings",
+        "bert.embeddings.segment": "roberta_prelayernorm.embeddings.token_type_embeddings",
+        "bert.embeddings.position": "roberta_prelayernorm.embeddings.position_embeddings",
+        "bert.embeddings.norm": "roberta_prelayernorm.embeddings.LayerNorm",
+        "bert.layers.{i}.attention.out": "roberta_prelayernorm.encoder.layer.{i}.attention.output.dense",
+        "bert.layers.{i}.attention_norm": "roberta_prelayernorm.encoder.layer.{i}.attention.LayerNorm",
+        "bert.layers.{i}.ffn.up": "roberta_prelayernorm.encoder.layer.{i}.intermediate.dense",
+        "bert.layers.{i}.ffn.down": "roberta_prelayernorm.encoder.layer.{i}.output.dense",
+        "bert.layers.{i}.ffn_norm": "roberta_prelayernorm.encoder.layer.{i}.intermediate.LayerNorm",
+        "bert.final_norm": "roberta_prelayernorm.LayerNorm",
+        "bert.pooler": "roberta_prelayernorm.pooler.dense",  # MaskedLM has no pooler: kept for bertforge, ignored there
+        "mlm_head.transform": "lm_head.dense",
+        "mlm_head.norm": "lm_head.layer_norm",
+        "nsp_head": "cls.seq_relationship",  # no RoBERTa class has one: kept for bertforge, ignored there
+        "classifier": "classifier",
+        "qa_outputs": "qa_outputs",
+    },
+    # RobertaClassificationHead: dense + tanh on [CLS] (our pooler), then out_proj (our classifier).
+    classifier_modules={"bert.pooler": "classifier.dense", "classifier": "classifier.out_proj"},
+    params={"mlm_head.bias": "lm_head.bias", "mlm_head.decoder_weight": "lm_head.decoder.weight"},
+    decoder_bias="lm_head.decoder.bias",
+    architectures={
+        "BertForPreTraining": "RobertaPreLayerNormForMaskedLM",
+        "BertForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
+        "BertForTokenClassification": "RobertaPreLayerNormForTokenClassification",
+        "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+    },
+)
+LAYOUTS = {layout.model_type: layout for layout in (BERT, ROBERTA_PRE_LN)}
+
+
+def layout_for(config: ModelConfig) -> Layout:
+    return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
 
 
 def _pattern(template: str) -> re.Pattern:
     return re.compile(re.escape(template).replace(re.escape("{i}"), r"(\d+)") + r"\.(weight|bias)$")
 
 
-_OURS_TO_HF = [(_pattern(ours), hf) for ours, hf in MODULE_NAMES.items()]
-_HF_TO_OURS = [(_pattern(hf), ours) for ours, hf in MODULE_NAMES.items()]
+def _rules(pairs) -> list[tuple[re.Pattern, str]]:
+    return [(_pattern(source), target) for source, target in pairs]
 
 
 def _rename(name: str, rules: list[tuple[re.Pattern, str]]) -> str | None:
@@ -61,58 +138,76 @@ def _rename(name: str, rules: list[tuple[re.Pattern, str]]) -> str | None:
         match = pattern.match(name)
         if match:
             *index, param = match.groups()
-            return template.replace("{i}", index[0]) + "." + param if index else template + "." + param
+            return (template.replace("{i}", index[0]) if index else template) + "." + param
     return None
 
 
-def to_hf_state_dict(state_dict: dict[str, torch.Tensor], config: ModelConfig) -> dict[str, torch.Tensor]:
-    """Our parameter names -> `transformers` BertForPreTraining names, QKV split, vocab padding cut."""
+QKV = re.compile(r"bert\.layers\.(\d+)\.attention\.qkv\.(weight|bias)")
+
+
+def to_hf_state_dict(
+    state_dict: dict[str, torch.Tensor], config: ModelConfig, architecture: str
+) -> dict[str, torch.Tensor]:
+    """Our parameter names -> the `transformers` names of `architecture`'s family; QKV split, padding cut."""
+    layout = layout_for(config)
+    modules = {
+        **layout.modules,
+        **(layout.classifier_modules if architecture == "BertForSequenceClassification" else {}),
+    }
+    rules = _rules(modules.items())
     out: dict[str, torch.Tensor] = {}
     for name, tensor in state_dict.items():
         if name == "mlm_head.decoder_weight" and config.tie_word_embeddings:
             continue  # the same tensor as the word embeddings; `transformers` re-ties it
         if name in VOCAB_ROWS:
             tensor = tensor[: config.vocab_size]
+        if name == POSITIONS:
+            offset = layout.position_offset(config)
+            tensor = torch.cat([tensor.new_zeros(offset, tensor.shape[1]), tensor])  # rows before position 0 unused
         qkv = QKV.match(name)
         if qkv:
             layer, param = qkv.groups()
             for part, chunk in zip(("query", "key", "value"), tensor.chunk(3, dim=0)):
-                out[HF_QKV.format(i=layer, part=part, param=param)] = chunk
+                out[layout.qkv(layer, part, param)] = chunk
             continue
-        hf_name = PARAM_NAMES.get(name) or _rename(name, _OURS_TO_HF)
+        hf_name = layout.params.get(name) or _rename(name, rules)
         if hf_name is None:
             raise KeyError(f"no Hugging Face name for parameter {name}")
         out[hf_name] = tensor
         if name == "mlm_head.bias":
-            out[HF_DECODER_BIAS] = tensor.clone()
+            out[layout.decoder_bias] = tensor.clone()
     return {k: v.detach().contiguous().cpu() for k, v in out.items()}
 
 
 def from_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """`transformers` names -> ours. Returns the state dict and the HF keys it did not understand."""
-    if not any(k.startswith("bert.") for k in hf) and any(k.startswith("embeddings.") for k in hf):
-        hf = {"bert." + k: v for k, v in hf.items()}  # a bare BertModel directory
+    """`transformers` names -> ours. Returns the state dict and the keys it did not understand."""
+    layout = layout_for(config)
+    if not any(k.startswith(layout.body + ".") for k in hf) and any(k.startswith("embeddings.") for k in hf):
+        hf = {f"{layout.body}.{k}": v for k, v in hf.items()}  # a bare encoder directory (BertModel)
+    # Both a classifier's names and the others': they never collide, and a directory holds one kind.
+    rules = _rules([(theirs, ours) for ours, theirs in [*layout.modules.items(), *layout.classifier_modules.items()]])
+    hf_to_param = {v: k for k, v in layout.params.items()}
+    qkv = re.compile(
+        re.escape(layout.body) + r"\.encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)$"
+    )
     ours: dict[str, torch.Tensor] = {}
     unknown: list[str] = []
     qkv_parts: dict[tuple[str, str], dict[str, torch.Tensor]] = {}
-    hf_to_param = {v: k for k, v in PARAM_NAMES.items()}
     for name, tensor in hf.items():
-        if HF_IGNORED.match(name):
-            continue
-        if name == HF_DECODER_BIAS:
-            continue  # taken after the loop, so that it wins over cls.predictions.bias
-        match = re.match(r"bert\.encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.(weight|bias)$", name)
+        if HF_IGNORED.match(name) or name == layout.decoder_bias:
+            continue  # the decoder's bias is taken after the loop, so that it wins over the head's bias
+        match = qkv.match(name)
         if match:
             layer, part, param = match.groups()
             qkv_parts.setdefault((layer, param), {})[part] = tensor
             continue
-        our_name = hf_to_param.get(name) or _rename(name, _HF_TO_OURS)
+        our_name = hf_to_param.get(name) or _rename(name, rules)
         if our_name is None:
             unknown.append(name)
             continue
         ours[our_name] = tensor
-    if HF_DECODER_BIAS in hf:
-        ours["mlm_head.bias"] = hf[HF_DECODER_BIAS]
+    if layout.decoder_bias in hf:
+        ours["mlm_head.bias"] = hf[layout.decoder_bias]
     for (layer, param), parts in qkv_parts.items():
         if set(parts) != {"query", "key", "value"}:
             raise UserError(f"layer {layer} lacks one of query/key/value {param}")
@@ -122,6 +217,9 @@ def from_hf_state_dict(hf: dict[str, torch.Tensor], config: ModelConfig) -> tupl
     for name in VOCAB_ROWS:
         if name in ours:
             ours[name] = _pad_rows(ours[name], config)
+    if POSITIONS in ours:
+        offset = layout.position_offset(config)
+        ours[POSITIONS] = ours[POSITIONS][offset : offset + config.max_position_embeddings]
     if config.tie_word_embeddings and "bert.embeddings.token.weight" in ours:
         ours["mlm_head.decoder_weight"] = ours["bert.embeddings.token.weight"]
     return ours, unknown
@@ -136,21 +234,12 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     return torch.cat([table, padding], dim=0)
 
 
-def bert_can_express(config: ModelConfig) -> bool:
-    """True when `transformers.BertModel` computes exactly what this config does."""
-    return config.norm_style == "post" and config.position_embedding == "learned"
-
-
 def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """BertConfig keys, plus our own under "bertforge".
-
-    A variant `transformers` cannot express (pre-LN, sinusoidal positions)
-    gets model_type "bertforge", so that `transformers` refuses it loudly
-    instead of loading it silently wrong.
-    """
+    """config.json for `architecture`'s family (BertConfig or RobertaPreLayerNormConfig keys); ours in "bertforge"."""
+    layout = layout_for(config)
     hf = {
-        "architectures": [architecture],
-        "model_type": "bert" if bert_can_express(config) else "bertforge",
+        "architectures": [layout.architectures[architecture]],
+        "model_type": layout.model_type,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -159,7 +248,7 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
         "hidden_act": config.hidden_act,
         "hidden_dropout_prob": config.hidden_dropout,
         "attention_probs_dropout_prob": config.attention_dropout,
-        "max_position_embeddings": config.max_position_embeddings,
+        "max_position_embeddings": config.max_position_embeddings + layout.position_offset(config),
         "type_vocab_size": config.type_vocab_size,
         "initializer_range": config.initializer_range,
         "layer_norm_eps": config.layer_norm_eps,
@@ -177,10 +266,10 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
 
 
 def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConfig:
-    """A ModelConfig from BertConfig keys; unknown architectures and missing keys are user errors."""
+    """A ModelConfig from BertConfig or RobertaPreLayerNormConfig keys; other families, missing keys: user errors."""
     model_type = hf.get("model_type", "bert")
-    if model_type not in ("bert", "bertforge"):
-        raise UserError(f"{source}: model_type {model_type!r} is not a BERT model")
+    if model_type not in LAYOUTS:
+        raise UserError(f"{source}: model_type {model_type!r} is not a BERT model (bert or roberta-prelayernorm)")
     missing = [k for k in HF_REQUIRED_KEYS if k not in hf]
     if missing:
         raise UserError(f"{source}: missing keys {', '.join(missing)}")
@@ -189,22 +278,24 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
             f"{source}: position_embedding_type {hf['position_embedding_type']!r} is not supported (only absolute)"
         )
     ours = hf.get("bertforge", {})
+    pad = hf.get("pad_token_id") or 0
+    offset = pad + 1 if model_type == "roberta-prelayernorm" else 0
     return ModelConfig(
         vocab_size=hf["vocab_size"],
         hidden_size=hf["hidden_size"],
         num_layers=hf["num_hidden_layers"],
         num_heads=hf["num_attention_heads"],
         intermediate_size=hf["intermediate_size"],
-        max_position_embeddings=hf.get("max_position_embeddings", 512),
+        max_position_embeddings=hf.get("max_position_embeddings", 512) - offset,
         type_vocab_size=hf.get("type_vocab_size", 2),
         hidden_dropout=hf.get("hidden_dropout_prob", 0.1),
         attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
         layer_norm_eps=hf.get("layer_norm_eps", 1e-12),
         hidden_act=hf.get("hidden_act", "gelu"),
-        norm_style=ours.get("norm_style", "post"),
+        norm_style="pre" if model_type == "roberta-prelayernorm" else "post",
         position_embedding=ours.get("position_embedding", "learned"),
         tie_word_embeddings=hf.get("tie_word_embeddings", True),
-        pad_token_id=hf.get("pad_token_id") or 0,
+        pad_token_id=pad,
         initializer_range=hf.get("initializer_range", 0.02),
         pad_vocab_multiple=ours.get("pad_vocab_multiple", 64),
     )

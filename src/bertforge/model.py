@@ -43,19 +43,16 @@ class Embeddings(nn.Module):
         super().__init__()
         self.token = nn.Embedding(config.padded_vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
         self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        if config.position_embedding == "learned":
-            self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        else:
-            self.register_buffer(
-                "sinusoid", sinusoidal_table(config.max_position_embeddings, config.hidden_size), persistent=False
+        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        if config.position_embedding == "sinusoidal":  # a fixed table in the learned slot: frozen, never re-initialised
+            self.position.weight = nn.Parameter(
+                sinusoidal_table(config.max_position_embeddings, config.hidden_size), requires_grad=False
             )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def position_vectors(self, seq_len: int) -> torch.Tensor:
-        if hasattr(self, "position"):
-            return self.position.weight[:seq_len]  # (T, H)
-        return self.sinusoid[:seq_len]  # (T, H)
+        return self.position.weight[:seq_len]  # (T, H)
 
     def parts(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor
@@ -389,7 +386,9 @@ def init_weights(module: nn.Module, config: ModelConfig) -> None:
         nn.init.normal_(module.weight, 0.0, config.initializer_range)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
-    elif isinstance(module, nn.Embedding):
+    elif (
+        isinstance(module, nn.Embedding) and module.weight.requires_grad
+    ):  # a frozen (sinusoidal) table keeps its values
         nn.init.normal_(module.weight, 0.0, config.initializer_range)
         if module.padding_idx is not None:
             with torch.no_grad():

@@ -114,7 +114,7 @@ def write_model_files(
     """config.json, model.safetensors and the tokenizer's files, into an existing directory."""
     write_json(directory / "config.json", config_to_hf(model.config, model.hf_architecture, extra_config))
     save_file(
-        to_hf_state_dict(model.state_dict(), model.config),
+        to_hf_state_dict(model.state_dict(), model.config, model.hf_architecture),
         str(directory / "model.safetensors"),
         metadata={"format": "pt"},
     )
