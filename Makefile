@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 #   make setup TORCH_PIN="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup lint test demo clean
+.PHONY: setup lint test demo notebook clean
 
 $(BIN)/bertforge: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: lint
 
 demo: setup
 	$(BIN)/bertforge demo
+
+# The learners' notebook with its outputs, for reading (the committed one has none, so none goes stale).
+notebook: setup
+	mkdir -p build
+	$(BIN)/jupyter nbconvert --to notebook --execute examples/bert_from_scratch.ipynb --output-dir build
 
 clean:
 	rm -rf $(VENV) demo_runs build src/*.egg-info

@@ -41,7 +41,7 @@ from bertforge.corpus import read_paragraphs, split_sentences  # noqa: E402
 from bertforge.evaluate import evaluate_model  # noqa: E402
 from bertforge.inference import load  # noqa: E402
 from bertforge.metrics import read_metrics  # noqa: E402
-from bertforge.plots import plt, save_figure  # noqa: E402
+from bertforge.plots import save_figure, subplots  # noqa: E402
 
 from common import machine_description  # noqa: E402
 
@@ -282,7 +282,7 @@ def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
         "| arm | steps | s/step | tokens | held-out MLM acc | cloze top-1 / top-5 | probes top-1 / top-3 (of 20) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    fig, (ax_acc, ax_cloze) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (ax_acc, ax_cloze) = subplots(1, 2, figsize=(13, 4.5))
     for arm in arms:
         rows = scores.get(arm)
         if not rows:

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bertforge"
 
 # Bottom up. Within a layer, modules do not import each other.
 LAYERS = [
-    ["errors", "labels"],
+    ["errors", "labels", "display"],
     ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
     ["textfiles", "tokenizer"],  # 2 text in: files and rows, tokenizers
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format

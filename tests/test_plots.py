@@ -97,25 +97,13 @@ def test_figure_commands_write_images_that_depend_on_their_input(model_dir, tmp_
 
 
 def test_attention_grid_has_one_panel_per_head(model_dir, tmp_path):
-    from bertforge.plots import plot_attention, plt
+    from bertforge.plots import attention_maps
 
     bert = load(model_dir)
     tokens, attention = bert.attention("the cat sat on the mat.")
     assert attention.shape == (2, 4, len(tokens), len(tokens))
-    created = []
-    original = plt.subplots
-
-    def spy(*args, **kwargs):
-        fig, axes = original(*args, **kwargs)
-        created.append(axes)
-        return fig, axes
-
-    plt.subplots = spy
-    try:
-        plot_attention(tokens, attention, tmp_path / "grid.png", layer=0)
-    finally:
-        plt.subplots = original
-    panels = [ax for ax in created[0].flat if ax.images]
+    figure = attention_maps(tokens, attention, layer=0)
+    panels = [ax for ax in figure.axes if ax.images]
     assert len(panels) == 4
     assert [ax.get_title() for ax in panels] == [f"layer 0, head {h}" for h in range(4)]
     for h, ax in enumerate(panels):

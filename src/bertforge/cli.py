@@ -222,7 +222,7 @@ def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainCon
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from .plots import plot_training_curves
+    from .plots import save_figure, training_curves
     from .train import pretrain
 
     model_config, train_config = resolve_run_configs(args)
@@ -241,7 +241,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if not result.is_main:
         return 0
     run = Path(args.out)
-    plot_training_curves(run / "metrics.jsonl", run / "plots" / "training_curves.png")
+    save_figure(training_curves(run / "metrics.jsonl"), run / "plots" / "training_curves.png")
     if args.json:
         _print_json(
             {
@@ -307,7 +307,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from .plots import plot_training_curves
+    from .plots import save_figure, training_curves
 
     run_dir = Path(args.run_dir)
     out = (
@@ -315,7 +315,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
         if args.out
         else run_dir / "plots" / f"training_curves.{args.format or 'png'}"
     )
-    print(plot_training_curves(run_dir / "metrics.jsonl", out))
+    print(save_figure(training_curves(run_dir / "metrics.jsonl"), out))
 
 
 # ---------------------------------------------------------------- inference
@@ -339,9 +339,9 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
     targets = [t for t in args.targets.split(",") if t] if args.targets else None
     result = bert.fill_mask(args.text, top_k=args.top_k, targets=targets)
     if args.plot:
-        from .plots import plot_fill_mask
+        from .plots import fill_mask_bars, save_figure
 
-        print(f"wrote {plot_fill_mask(result, args.plot, args.answer)}", file=sys.stderr)
+        print(f"wrote {save_figure(fill_mask_bars(result, args.answer), args.plot)}", file=sys.stderr)
     if args.json:
         _print_json(result)
         return
@@ -363,9 +363,9 @@ def cmd_nsp(args: argparse.Namespace) -> None:
         raise UserError("give two sentences (A --pair B), or --input FILE with A<TAB>B per line")
     results = [bert.nsp(a, b) for a, b in zip(texts, pairs)]
     if args.plot:
-        from .plots import plot_nsp
+        from .plots import nsp_bars, save_figure
 
-        print(f"wrote {plot_nsp(results, args.plot)}", file=sys.stderr)
+        print(f"wrote {save_figure(nsp_bars(results), args.plot)}", file=sys.stderr)
     if args.json:
         _print_json(results if args.input else results[0])
         return
@@ -375,21 +375,19 @@ def cmd_nsp(args: argparse.Namespace) -> None:
 
 
 def cmd_plot_embeddings(args: argparse.Namespace) -> None:
-    from .plots import plot_embeddings
+    from .plots import embedding_heatmaps, save_figure
 
-    print(plot_embeddings(_load(args), args.sentence_a, _second_text(args), _with_format(args.out, args.format)))
+    figure = embedding_heatmaps(_load(args), args.sentence_a, _second_text(args))
+    print(save_figure(figure, _with_format(args.out, args.format)))
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from .plots import plot_attention, shorten
+    from .plots import attention_maps, save_figure, shorten
 
     tokens, attention = _load(args).attention(args.text, args.pair)
     title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
-    print(
-        plot_attention(
-            tokens, attention, _with_format(args.out, args.format), args.layer, args.head, shorten(title, 110)
-        )
-    )
+    figure = attention_maps(tokens, attention, args.layer, args.head, shorten(title, 110))
+    print(save_figure(figure, _with_format(args.out, args.format)))
 
 
 def _with_format(out: str, fmt: str | None) -> Path:

@@ -21,7 +21,7 @@ from .config import ModelConfig, TrainConfig
 from .corpus import read_paragraphs
 from .evaluate import evaluate_model
 from .inference import load
-from .plots import plot_training_curves
+from .plots import save_figure, training_curves
 from .prepare import prepare
 from .tokenizer import save_tokenizer, train_tokenizer
 from .train import pretrain
@@ -159,7 +159,7 @@ def run_workload(w: Workload, out: Path) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = pretrain(root / "data", root / "run", model_config, w.train, overwrite=True)
-    plot_training_curves(root / "run" / "metrics.jsonl", root / "run" / "plots" / "training_curves.png")
+    save_figure(training_curves(root / "run" / "metrics.jsonl"), root / "run" / "plots" / "training_curves.png")
     print(f"    {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s")
 
     stage(f"[{w.name}] asking the model")

@@ -14,6 +14,7 @@ import torch
 
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset
 from .datadir import read_meta
+from .display import Record
 from .errors import UserError
 from .labels import IGNORE_INDEX
 from .metrics import evaluate_batches
@@ -72,7 +73,7 @@ def evaluate_model(
         )
     result["unigram_baseline_acc"] = unigram_baseline(batches)
     result["pair_objective"] = pair_objective
-    return result
+    return Record(result)
 
 
 def unigram_baseline(batches: list[dict]) -> float:

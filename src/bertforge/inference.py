@@ -17,6 +17,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .batching import TextBatcher, length_buckets
+from .display import Record, markdown_table
 from .errors import UserError
 from .model import BertForPreTraining
 from .modeldir import load_model_and_tokenizer, pretraining_info
@@ -24,6 +25,19 @@ from .runtime import resolve_device
 from .tokenizer import MASK, special_ids
 
 PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
+
+
+class FillMaskResult(dict):
+    """{"text", "masks": [{"position", "predictions": [{token, token_id, score, sequence}]}]}; tables in Jupyter."""
+
+    def _repr_markdown_(self) -> str:
+        parts = [f"**{self['text']}**"]
+        for mask in self["masks"]:
+            parts += [
+                f"[MASK] at token {mask['position']}:",
+                markdown_table(mask["predictions"], ["token", "score", "sequence"]),
+            ]
+        return "\n\n".join(parts)
 
 
 class Bert:
@@ -84,7 +98,7 @@ class Bert:
                     }
                 )
             masks.append({"position": position, "predictions": predictions})
-        return {"text": text, "masks": masks}
+        return FillMaskResult(text=text, masks=masks)
 
     def _target_id(self, word: str) -> int:
         pieces = self.tokenizer.encode(word, add_special_tokens=False).ids
@@ -102,7 +116,7 @@ class Bert:
         _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
         pair_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)
         probability = float(pair_logits.float().softmax(-1)[0, 0])
-        return {"a": sentence_a, "b": sentence_b, key: probability, "label": yes if probability >= 0.5 else no}
+        return Record(a=sentence_a, b=sentence_b, **{key: probability}, label=yes if probability >= 0.5 else no)
 
     @cached_property
     def _batcher(self) -> TextBatcher:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .display import Table
 from .errors import UserError
 from .runtime import Distributed, MixedPrecision
 
@@ -140,7 +141,7 @@ def _open_tensorboard(directory: Path):
     return SummaryWriter(str(directory))
 
 
-def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
+def read_metrics(path: str | Path) -> tuple[Table, Table]:
     """(train records, held-out records) from a metrics.jsonl; a torn last line is skipped."""
     path = Path(path)
     if not path.is_file():
@@ -151,4 +152,8 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[dict]]:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-    return [r for r in records if r.get("split") == "train"], [r for r in records if r.get("split") == "valid"]
+    train = Table(
+        (r for r in records if r.get("split") == "train"), ["step", "tokens", "loss", "mlm_acc", "lr", "tokens_per_s"]
+    )
+    valid = Table((r for r in records if r.get("split") == "valid"), ["step", "mlm_loss", "mlm_acc", "perplexity"])
+    return train, valid

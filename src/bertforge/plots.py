@@ -1,25 +1,32 @@
-"""Figures, drawn with matplotlib's Agg backend (no display needed)."""
+"""Figures. Each function returns a matplotlib Figure (shown inline in Jupyter); `save_figure` writes it.
+
+They use matplotlib's object API rather than pyplot: no global state, no window,
+nothing to close, and no display needed to save a PNG or SVG.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from .errors import UserError  # noqa: E402
-from .metrics import read_metrics  # noqa: E402
+from .errors import UserError
+from .metrics import read_metrics
 
 
-def plot_training_curves(metrics_path: str | Path, out: str | Path, title: str | None = None) -> Path:
+def subplots(*args, **kwargs):
+    """(figure, axes) like pyplot.subplots, without pyplot."""
+    fig = Figure(figsize=kwargs.pop("figsize", None), layout=kwargs.pop("layout", None))
+    return fig, fig.subplots(*args, **kwargs)
+
+
+def training_curves(metrics_path: str | Path, title: str | None = None) -> Figure:
     """Loss (total, MLM, pair), accuracy (MLM, pair) and learning rate over steps, with held-out points."""
     train, valid = read_metrics(metrics_path)
     if not train and not valid:
         raise UserError(f"{metrics_path}: no metrics to plot")
-    fig, (ax_loss, ax_acc, ax_lr) = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, (ax_loss, ax_acc, ax_lr) = subplots(1, 3, figsize=(15, 4.2))
     steps = [r["step"] for r in train]
     # One colour per quantity: the held-out points sit on their training curve's colour.
     pair = next((p for p in ("nsp", "sop") if any(f"{p}_loss" in r for r in train + valid)), "nsp")
@@ -58,7 +65,7 @@ def plot_training_curves(metrics_path: str | Path, out: str | Path, title: str |
             ax.legend(fontsize=8)
     fig.suptitle(title or f"Pre-training curves: {Path(metrics_path).parent.name}")
     fig.tight_layout()
-    return save_figure(fig, out)
+    return fig
 
 
 # ---------------------------------------------------------------- helpers
@@ -73,11 +80,10 @@ def _token_fontsize(n: int) -> float:
     return max(4.0, min(10.0, 240.0 / max(n, 1)))
 
 
-def save_figure(fig, out: str | Path) -> Path:
+def save_figure(fig: Figure, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110, bbox_inches="tight")  # the suffix picks the format: .png or .svg
-    plt.close(fig)
     return out
 
 
@@ -102,7 +108,7 @@ def embedding_parts(bert, sentence_a: str, sentence_b: str | None = None) -> dic
     }
 
 
-def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Path) -> Path:
+def embedding_heatmaps(bert, sentence_a: str, sentence_b: str | None = None) -> Figure:
     """The classic figure: token, segment and position embeddings of the input, and their sum."""
     parts = embedding_parts(bert, sentence_a, sentence_b)
     tokens = parts["tokens"]
@@ -112,7 +118,7 @@ def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Pa
         ("position embeddings", "position"),
         ("input representation = sum", "sum"),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(max(14, 0.9 * len(tokens) * 4 * 0.35), 4.8), sharey=True)
+    fig, axes = subplots(1, 4, figsize=(max(14, 0.9 * len(tokens) * 4 * 0.35), 4.8), sharey=True)
     limit = max(abs(parts[key]).max() for _, key in panels)
     for ax, (title, key) in zip(axes, panels):
         image = ax.imshow(parts[key].T, aspect="auto", cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
@@ -124,15 +130,13 @@ def plot_embeddings(bert, sentence_a: str, sentence_b: str | None, out: str | Pa
     fig.colorbar(image, ax=axes, shrink=0.8, label="value")
     pair = f" / {shorten(sentence_b, 40)}" if sentence_b else ""
     fig.suptitle(f"BERT input representation: {shorten(sentence_a, 40)}{pair}")
-    return save_figure(fig, out)
+    return fig
 
 
 # ---------------------------------------------------------------- attention
 
 
-def plot_attention(
-    tokens: list[str], attention, out: str | Path, layer: int, head: int | None = None, title: str = ""
-) -> Path:
+def attention_maps(tokens: list[str], attention, layer: int = -1, head: int | None = None, title: str = "") -> Figure:
     """One head's attention map, or a grid with every head of `layer`. attention: (L, nh, T, T)."""
     num_layers, num_heads = attention.shape[:2]
     if not -num_layers <= layer < num_layers:
@@ -143,7 +147,7 @@ def plot_attention(
     columns = min(4, len(heads))
     rows = -(-len(heads) // columns)
     size = max(3.5, 0.28 * len(tokens))
-    fig, axes = plt.subplots(
+    fig, axes = subplots(
         rows, columns, figsize=(size * columns + 1.5, size * rows + 0.8), squeeze=False, layout="constrained"
     )
     labels = [shorten(t, 12) for t in tokens]
@@ -162,16 +166,16 @@ def plot_attention(
             ax.set_ylabel("attending token (query)")
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention probability")
     fig.suptitle(title or "Self-attention")
-    return save_figure(fig, out)
+    return fig
 
 
 # ---------------------------------------------------------------- answers
 
 
-def plot_fill_mask(result: dict, out: str | Path, answer: str | None = None) -> Path:
+def fill_mask_bars(result: dict, answer: str | None = None) -> Figure:
     """Top-k predictions per [MASK] as bars; the correct word, if given, in another colour."""
     masks = result["masks"]
-    fig, axes = plt.subplots(1, len(masks), figsize=(5.5 * len(masks), 3.8), squeeze=False)
+    fig, axes = subplots(1, len(masks), figsize=(5.5 * len(masks), 3.8), squeeze=False)
     for ax, mask in zip(axes[0], masks):
         predictions = mask["predictions"][::-1]  # best on top
         names = [shorten(p["token"], 20) for p in predictions]
@@ -188,13 +192,13 @@ def plot_fill_mask(result: dict, out: str | Path, answer: str | None = None) -> 
             fontsize=8,
         )
     fig.suptitle(f"fill-mask: {shorten(result['text'], 80)}")
-    return save_figure(fig, out)
+    return fig
 
 
-def plot_nsp(results: list[dict], out: str | Path) -> Path:
+def nsp_bars(results: list[dict]) -> Figure:
     """is_next_prob (or, for an SOP model, in_order_prob) per sentence pair, with the 0.5 decision line."""
     key = "is_next_prob" if "is_next_prob" in results[0] else "in_order_prob"
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(results) + 1.8))
+    fig, ax = subplots(figsize=(9, 0.6 * len(results) + 1.8))
     names = [f"{shorten(r['a'], 35)}  →  {shorten(r['b'], 35)}" for r in results][::-1]
     probabilities = [r[key] for r in results][::-1]
     ax.barh(names, probabilities, color=["tab:green" if p >= 0.5 else "tab:red" for p in probabilities])
@@ -204,4 +208,4 @@ def plot_nsp(results: list[dict], out: str | Path) -> Path:
     ax.set_ylabel("sentence pair (A → B)")
     ax.set_title("Next sentence prediction")
     ax.legend(loc="lower right", fontsize=8)
-    return save_figure(fig, out)
+    return fig

@@ -23,10 +23,11 @@ from typing import Any
 
 from .classification import Columns
 from .config import FinetuneConfig
+from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
 from .finetune import TASKS, finetune
-from .plots import plt, save_figure
+from .plots import save_figure, subplots
 
 # name: (task kind, main metric, train file, dev file, columns)
 GLUE = {
@@ -179,17 +180,19 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    lines = [
-        "| task | arm | metric | median (min–max) | seeds | lr | gain over from scratch |",
-        "|---|---|---|---:|---:|---:|---:|",
+    shown = [
+        {
+            "task": r["task"],
+            "arm": r["arm"],
+            "metric": r["metric"] + (" (main)" if r["main"] else ""),
+            "median (min–max)": f"{r['median']:.4f} ({r['min']:.4f}–{r['max']:.4f})",
+            "seeds": r["seeds"],
+            "lr": r["lr"],
+            "gain over from scratch": f"{r['gain']:+.4f}" if "gain" in r else None,
+        }
+        for r in sorted(rows, key=lambda r: (not r["main"], r["task"], r["metric"], r["arm"]))
     ]
-    for r in sorted(rows, key=lambda r: (not r["main"], r["task"], r["metric"], r["arm"])):
-        gain = f"{r['gain']:+.4f}" if "gain" in r else ""
-        lines.append(
-            f"| {r['task']} | {r['arm']} | {r['metric']}{' (main)' if r['main'] else ''} | {r['median']:.4f} "
-            f"({r['min']:.4f}–{r['max']:.4f}) | {r['seeds']} | {r['lr']:g} | {gain} |"
-        )
-    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "results.md").write_text(markdown_table(shown, list(shown[0])) + "\n", encoding="utf-8")
     plot_scores(out / "results.png", [r for r in rows if r["main"]])
 
 
@@ -197,7 +200,7 @@ def plot_scores(path: Path, rows: list[dict[str, Any]]):
     """The main metric per task: a bar per arm at the median, the whiskers spanning min to max over seeds."""
     tasks = sorted({r["task"] for r in rows})
     arms = [a for a in ARMS if any(r["arm"] == a for r in rows)]
-    fig, ax = plt.subplots(figsize=(max(5, 1.8 * len(tasks)), 4))
+    fig, ax = subplots(figsize=(max(5, 1.8 * len(tasks)), 4))
     width = 0.8 / len(arms)
     for k, arm in enumerate(arms):
         for i, task in enumerate(tasks):

@@ -26,10 +26,11 @@ from typing import Any
 import torch
 
 from .config import ModelConfig, TrainConfig, parse_field
+from .display import markdown_table
 from .errors import UserError
 from .metrics import read_metrics
 from .model import BertForPreTraining
-from .plots import plt, save_figure, shorten
+from .plots import save_figure, shorten, subplots
 
 OWNER = {
     f.name: cls for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
@@ -170,16 +171,6 @@ def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
-    if isinstance(value, int) and value >= 10_000:
-        return f"{value:,}"
-    return str(value)
-
-
 def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> None:
     columns = [
         "run",
@@ -196,16 +187,13 @@ def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> Non
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows({c: r.get(c) for c in columns} for r in rows)
-    shown = columns[1:]
-    lines = ["| " + " | ".join(shown) + " |", "|" + "|".join("---:" for _ in shown) + "|"]
-    lines += ["| " + " | ".join(_cell(r.get(c)) for c in shown) + " |" for r in rows]
-    (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (out / "results.md").write_text(markdown_table(rows, columns[1:]) + "\n", encoding="utf-8")
     plot_sweep(out, rows)
 
 
 def plot_sweep(out: Path, rows: list[dict[str, Any]]) -> Path:
     """Training loss and held-out MLM accuracy of every run, overlaid."""
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (ax_loss, ax_acc) = subplots(1, 2, figsize=(13, 4.5))
     for row in rows:
         train, valid = read_metrics(out / "runs" / row["run"] / "metrics.jsonl")
         label = shorten(row["run"].replace("__", ", ").replace("-", "="), 45)
