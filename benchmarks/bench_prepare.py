@@ -1,6 +1,7 @@
 """`prepare` throughput and memory against the raw `tokenizers` ceiling, on Gutenberg.
 
     python benchmarks/bench_prepare.py --data ../shared/data/gutenberg --sizes 20,80 --workers 2
+    python benchmarks/bench_prepare.py --sizes 80 --prepare-flags="--dedupe --min-chars-per-token 2.5"
 
 For each size (MB from the start of train.txt; 80 is the whole file):
 - `bertforge prepare` MB/s and peak RSS (of the largest process), in a fresh subprocess;
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from common import machine_description
 
 RAW = """
 import sys, time
@@ -44,8 +48,12 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data/gutenberg")
     parser.add_argument("--sizes", default="20,80", help="MB from the start of train.txt")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--prepare-flags", default="", help="more prepare flags, e.g. the filters: '--dedupe'")
     parser.add_argument("--json")
     args = parser.parse_args()
+    print(machine_description(), flush=True)
+    if args.prepare_flags:
+        print(f"prepare flags: {args.prepare_flags}", flush=True)
     source = Path(args.data) / "train.txt"
     if not source.is_file():
         sys.exit(f"{source} not found: this benchmark needs the shared Gutenberg corpus")
@@ -93,8 +101,10 @@ def main() -> None:
                     str(scratch / f"data_{size}"),
                     "--workers",
                     str(args.workers),
+                    *shlex.split(args.prepare_flags),
                 ]
             )
+            filters = json.loads((scratch / f"data_{size}" / "meta.json").read_text())["filters"]
             _, _, raw_out = run([sys.executable, "-c", RAW, str(scratch / "tok"), str(corpus)])
             raw_seconds = float(raw_out.strip())
             row = {
@@ -103,6 +113,8 @@ def main() -> None:
                 "raw_encode_mb_per_s": megabytes / raw_seconds,
                 "peak_rss_mb": rss,
                 "workers": args.workers,
+                "paragraphs_kept": filters["paragraphs_kept"],
+                "paragraphs_read": filters["paragraphs_read"],
             }
             row["share_of_ceiling"] = row["prepare_mb_per_s"] / row["raw_encode_mb_per_s"]
             results.append(row)
@@ -111,6 +123,8 @@ def main() -> None:
                 f"{row['share_of_ceiling']:.0%} | {rss:,.0f} MB |",
                 flush=True,
             )
+            if filters["dropped"]:
+                print(f"  {size} MB: {filters['dropped']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -58,6 +58,8 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "cramming-batch128": (30522, [*CRAMMING, "--batch-size", "128", "--lr", "2e-3"]),
     "cramming-sinusoidal": (30522, [*CRAMMING, "--position-embedding", "sinusoidal"]),
     "cramming-tiny": (30522, [*CRAMMING, "--preset", "tiny", "--lr", "2e-3"]),
+    "cramming-8k": (8192, CRAMMING),
+    "budget": (8192, ["--recipe", "budget"]),
 }
 
 PROBES = [

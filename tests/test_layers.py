@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bertforge"
 LAYERS = [
     ["errors", "labels", "display"],
     ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
-    ["textfiles", "tokenizer"],  # 2 text in: files and rows, tokenizers
+    ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
     ["prepare"],  # 2 the streaming pipeline from corpus to data directory
     ["model", "hf", "flops"],  # 3 the network; its transformers layout; FLOP counts

@@ -105,9 +105,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from .corpus import read_paragraphs
+    from .filters import ParagraphFilter
     from .tokenizer import save_tokenizer, train_tokenizer
 
-    texts = (p.text for p in read_paragraphs(args.corpus, _corpus_options(args)))
+    options = _corpus_options(args)
+    paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)
+    texts = (p.text for p in read_paragraphs(args.corpus, options, paragraph_filter=paragraph_filter))
     tokenizer = train_tokenizer(
         texts,
         kind=args.kind,
@@ -117,6 +120,10 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
         strip_accents=args.strip_accents,
     )
     save_tokenizer(tokenizer, args.out)
+    if args.filter_report:
+        paragraph_filter.report.write(args.filter_report)
+    if paragraph_filter.report.dropped and not (args.quiet or args.json):
+        print(paragraph_filter.report, file=sys.stderr)
     if args.json:
         _print_json({"kind": args.kind, "vocab_size": tokenizer.get_vocab_size(), "out": args.out})
     elif not args.quiet:
@@ -138,6 +145,7 @@ def _corpus_options(args: argparse.Namespace) -> CorpusOptions:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
+    from .filters import describe_filters
     from .prepare import prepare
 
     meta = prepare(
@@ -149,10 +157,13 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         options=_corpus_options(args),
         workers=args.workers,
         progress=not (args.quiet or args.json),
+        filter_report=args.filter_report,
     )
     if args.json:
         _print_json(meta)
         return
+    if meta["filters"]["dropped"]:
+        print(describe_filters(meta["filters"]), file=sys.stderr)
     splits = meta["splits"]
     total = splits["train"]["tokens"] + splits["valid"]["tokens"]
     print(
@@ -180,17 +191,21 @@ def cmd_data_show(args: argparse.Namespace) -> None:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> None:
-    from .datadir import data_stats
+    from .datadir import SPLITS, data_stats
+    from .filters import describe_filters
 
     stats = data_stats(args.data)
     if args.json:
         _print_json(stats)
         return
-    for split, s in stats.items():
+    for split in SPLITS:
+        s = stats[split]
         print(
             f"{split:5s}  documents {s['documents']:>9,}  sentences {s['sentences']:>10,}  tokens {s['tokens']:>12,}  "
             f"mean sentence {s['mean_sentence_tokens']:6.2f} tokens  [UNK] rate {s['unk_rate']:.4%}"
         )
+    if stats.get("filters"):
+        print(describe_filters(stats["filters"]))
 
 
 # ---------------------------------------------------------------- training
@@ -573,9 +588,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
         p.add_argument(
-            "corpus", nargs="+", help="text files or directories (.txt, .jsonl, .csv, .tsv; optionally .gz, .bz2, .xz)"
+            "corpus",
+            nargs="+",
+            help="text files or directories (.txt, .jsonl, .csv, .tsv, each optionally .gz, .bz2, .xz, .zst; "
+            ".parquet; datasets.save_to_disk directories)",
         )
         add_config_flags(p, CorpusOptions, skip=skip, keep_defaults=True)
+        p.add_argument("--filter-report", help="write what each filter dropped (counts and 20 examples) to this JSON")
         p.add_argument(
             "--column", "--field", dest="text_column", default=HIDDEN, help=HIDDEN
         )  # older spellings of --text-column
@@ -585,7 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="tokenizer_verb", required=True, metavar="VERB"
     )
     p = verb(tokenizer_verbs, "train", cmd_tokenizer_train, "train a WordPiece or word-level tokenizer on a corpus")
-    corpus_flags(p, skip=("pair_column",))
+    corpus_flags(p, skip=("pair_column", "min_chars_per_token", "max_chars_per_token"))
     p.add_argument("--out", required=True, help="directory for the Hugging Face tokenizer files")
     p.add_argument(
         "--kind", choices=["wordpiece", "word"], default="wordpiece", help="WordPiece (BERT's) or whole words"

@@ -1,4 +1,5 @@
-"""Reading documents from text corpora: txt, jsonl, csv/tsv, each optionally compressed (.gz, .bz2, .xz).
+"""Reading documents from corpora: txt, jsonl, csv/tsv (each optionally .gz, .bz2, .xz or .zst), Parquet
+shards, and `datasets.save_to_disk` directories.
 
 Everything streams: a reader yields `Paragraph`s one at a time, so a corpus of
 any size passes through bounded memory. A paragraph marks whether it starts a
@@ -7,6 +8,11 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .txt           one paragraph (or sentence) per line; a blank line between documents
   .jsonl         one JSON object per line; text in --text-column, optional --doc-column groups rows
   .csv / .tsv    one row per document (or --doc-column groups rows); text in --text-column
+  .parquet       the same, read in record batches; a directory of shards is read in name order
+  .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
+
+Paragraphs can be filtered on the way (`filters.py`): exact duplicates, short
+paragraphs, and, with a tokenizer, paragraphs it compresses badly.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from typing import IO
 
 from .config import documented
 from .errors import UserError
+from .filters import ParagraphFilter
 from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_rows
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
+# What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
+DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
 # A longer line is read in pieces (cut at whitespace): `tokenizers` needs ~135 bytes per character of
 # one sequence, so a 100 MB line in one piece would need gigabytes.
 MAX_LINE_CHARS = 1 << 16
@@ -49,6 +58,16 @@ class CorpusOptions:
         True, "split paragraphs into sentences (--no-split-sentences if lines are sentences already)"
     )
     on_error: str = documented("fail", "broken JSONL lines: stop with the line number, or skip them", ("fail", "skip"))
+    dedupe: bool = documented(False, "drop exact duplicate paragraphs (whitespace-normalised) across the whole corpus")
+    min_chars: int = documented(0, "drop paragraphs shorter than this many characters")
+    min_chars_per_token: float = documented(
+        0.0,
+        "prepare: drop paragraphs with fewer characters per token than this: text the tokenizer shreds "
+        "(tables, debris, scripts it does not know); English prose is ~4, try 2.5; 0 = off",
+    )
+    max_chars_per_token: float = documented(
+        0.0, "prepare: drop paragraphs with more characters per token than this (runs of [UNK]); 0 = off"
+    )
 
 
 @dataclass
@@ -68,7 +87,7 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
         if not path.exists():
             raise UserError(f"{path}: no such file or directory")
         if path.is_dir():
-            inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_text_name(p))
+            inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_text_name(p) and not _is_metadata(p))
             if not inside:
                 raise UserError(
                     f"{path}: directory holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally "
@@ -82,6 +101,12 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def _is_metadata(path: Path) -> bool:
+    """A `datasets` metadata file: one of its names, in a directory that `datasets` wrote."""
+    written_by_datasets = any((path.parent / name).is_file() for name in ("state.json", "dataset_dict.json"))
+    return path.name in DATASET_METADATA and written_by_datasets
+
+
 def _is_text_name(path: Path) -> bool:
     name = path.name.lower()
     for suffix in COMPRESSIONS:
@@ -93,20 +118,28 @@ def _is_text_name(path: Path) -> bool:
 
 
 def read_paragraphs(
-    paths: Iterable[str | Path], options: CorpusOptions | None = None, stats: ReadStats | None = None
+    paths: Iterable[str | Path],
+    options: CorpusOptions | None = None,
+    stats: ReadStats | None = None,
+    paragraph_filter: ParagraphFilter | None = None,
 ) -> Iterator[Paragraph]:
-    """Every paragraph of every file, cleaned, in order. Each file starts a new document."""
+    """Every paragraph of every file, cleaned and filtered, in order. Each file starts a new document.
+
+    Pass one `paragraph_filter` to several calls to deduplicate across them.
+    """
     options = options or CorpusOptions()
     stats = stats if stats is not None else ReadStats()
+    if paragraph_filter is None:
+        paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)
     files = find_files(paths)
     seen_text = False
     for path in files:
         stats.files.append(str(path))
         before = stats.invalid_utf8
-        boundary = False  # a document starts at a paragraph that cleaning emptied: pass it on
+        boundary = False  # a document starts at a paragraph that cleaning or a filter dropped: pass it on
         for paragraph in _read_file(path, options, stats):
             text = clean_text(paragraph.text, options.clean)
-            if not text:
+            if not text or not paragraph_filter.keep(text):
                 boundary = boundary or paragraph.new_document
                 continue
             seen_text = True
@@ -117,7 +150,8 @@ def read_paragraphs(
                 f"{path}: {stats.invalid_utf8 - before} invalid UTF-8 sequences replaced by U+FFFD", stacklevel=2
             )
     if not seen_text:
-        raise UserError(f"no text found in {', '.join(str(p) for p in files)}")
+        filtered = f" ({paragraph_filter.report})" if paragraph_filter.report.dropped else ""
+        raise UserError(f"no text found in {', '.join(str(p) for p in files)}{filtered}")
 
 
 def _read_file(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:

@@ -202,4 +202,7 @@ def data_stats(data_dir: str | Path) -> dict:
             "mean_sentence_tokens": round(len(tokens) / sentences, 2) if sentences else 0.0,
             "unk_rate": round(unk_count / len(tokens), 5) if len(tokens) else 0.0,
         }
+    filters = read_meta(data_dir).get("filters")
+    if filters:
+        out["filters"] = filters
     return out

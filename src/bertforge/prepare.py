@@ -13,6 +13,7 @@ import os
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tqdm import tqdm
 from .corpus import CorpusOptions, Paragraph, find_files, read_paragraphs, split_sentences
 from .datadir import SPLITS, SplitWriter, token_dtype, write_meta
 from .errors import UserError
+from .filters import ParagraphFilter, compression_verdict
 from .textfiles import ReadStats
 from .tokenizer import load_tokenizer
 
@@ -40,27 +42,49 @@ def _init_worker(tokenizer_json: str, single_threaded: bool = False) -> None:
     _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
 
 
-def _tokenize_chunk(job: tuple[list[str], bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Paragraphs -> (all token ids, tokens per sentence, sentences per paragraph).
+@dataclass(frozen=True)
+class Job:
+    """A chunk of paragraphs for a worker, where documents start, and how to cut and filter them."""
+
+    paragraphs: list[str]
+    new_document: list[bool]
+    split: bool
+    min_chars_per_token: float
+    max_chars_per_token: float
+
+
+def _tokenize_chunk(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, str]]:
+    """Paragraphs -> (all token ids, tokens per sentence, sentences per paragraph, {dropped paragraph: filter}).
 
     Whole paragraphs are encoded (one call per paragraph is much cheaper than one
     per sentence), then each token is assigned to its sentence by character
     offset. Sentence boundaries fall on whitespace, where the pre-tokeniser
     splits anyway, so the tokens are exactly those of encoding each sentence.
+    A paragraph that breaks a characters-per-token bound contributes nothing.
     """
-    paragraphs, split = job
-    encodings = _worker_tokenizer.encode_batch(paragraphs, add_special_tokens=False)
-    ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.uint32)
+    encodings = _worker_tokenizer.encode_batch(job.paragraphs, add_special_tokens=False)
+    dropped = {}
+    if job.min_chars_per_token or job.max_chars_per_token:
+        for p, (paragraph, encoding) in enumerate(zip(job.paragraphs, encodings)):
+            verdict = compression_verdict(
+                len(paragraph), len(encoding.ids), job.min_chars_per_token, job.max_chars_per_token
+            )
+            if verdict:
+                dropped[p] = verdict
+    kept = [e for p, e in enumerate(encodings) if p not in dropped]
+    ids = np.fromiter(chain.from_iterable(e.ids for e in kept), dtype=np.uint32)
     lengths: list[np.ndarray] = []
-    counts = np.zeros(len(paragraphs), dtype=np.int64)
-    for p, (paragraph, encoding) in enumerate(zip(paragraphs, encodings)):
-        starts = _sentence_starts(paragraph) if split else [0]
+    counts = np.zeros(len(job.paragraphs), dtype=np.int64)
+    for p, (paragraph, encoding) in enumerate(zip(job.paragraphs, encodings)):
+        if p in dropped:
+            continue
+        starts = _sentence_starts(paragraph) if job.split else [0]
         token_starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
         sentence_of_token = np.searchsorted(starts, token_starts, side="right") - 1  # (tokens,)
         per_sentence = np.bincount(sentence_of_token, minlength=len(starts))
         lengths.append(per_sentence)
         counts[p] = len(starts)
-    return ids, np.concatenate(lengths) if lengths else np.zeros(0, np.int64), counts
+    return ids, np.concatenate(lengths) if lengths else np.zeros(0, np.int64), counts, dropped
 
 
 def _sentence_starts(paragraph: str) -> np.ndarray:
@@ -73,24 +97,25 @@ def _sentence_starts(paragraph: str) -> np.ndarray:
     return np.array(starts or [0], dtype=np.int64)
 
 
-def _tokenized(jobs, pool, window: int):
-    """Results in input order, with at most `window` chunks in flight (Pool.imap would read ahead without bound)."""
+def _tokenized(jobs: Iterable[Job], pool, window: int):
+    """(job, result) in input order, with at most `window` chunks in flight (Pool.imap would read ahead without
+    bound)."""
     if pool is None:
-        for job, flags in jobs:
-            yield _tokenize_chunk(job), flags
+        for job in jobs:
+            yield job, _tokenize_chunk(job)
         return
     pending: deque = deque()
-    for job, flags in jobs:
-        pending.append((pool.apply_async(_tokenize_chunk, (job,)), flags))
+    for job in jobs:
+        pending.append((job, pool.apply_async(_tokenize_chunk, (job,))))
         if len(pending) >= window:
-            result, flags_out = pending.popleft()
-            yield result.get(), flags_out
+            done, result = pending.popleft()
+            yield done, result.get()
     while pending:
-        result, flags_out = pending.popleft()
-        yield result.get(), flags_out
+        done, result = pending.popleft()
+        yield done, result.get()
 
 
-def _chunks(paragraphs: Iterable[Paragraph], split: bool) -> Iterator[tuple[tuple[list[str], bool], list[bool]]]:
+def _chunks(paragraphs: Iterable[Paragraph], **settings) -> Iterator[Job]:
     """Group paragraphs into jobs of ~CHUNK_CHARS, keeping each paragraph's new-document flag."""
     texts: list[str] = []
     flags: list[bool] = []
@@ -100,10 +125,10 @@ def _chunks(paragraphs: Iterable[Paragraph], split: bool) -> Iterator[tuple[tupl
         flags.append(paragraph.new_document)
         size += len(paragraph.text)
         if size >= CHUNK_CHARS:
-            yield (texts, split), flags
+            yield Job(texts, flags, **settings)
             texts, flags, size = [], [], 0
     if texts:
-        yield (texts, split), flags
+        yield Job(texts, flags, **settings)
 
 
 def prepare(
@@ -115,6 +140,7 @@ def prepare(
     options: CorpusOptions | None = None,
     workers: int = 1,
     progress: bool = True,
+    filter_report: str | Path | None = None,
 ) -> dict:
     """Tokenise a corpus into DATA_DIR; returns its meta.json. The held-out split is whole documents.
 
@@ -123,6 +149,8 @@ def prepare(
     of the tokens so far: deterministic, streaming, never over the fraction (except
     that a corpus of two or more documents always holds one out).
     With `options.pair_column`, each row is an explicit pair: a document of two segments.
+    The filters of `options` drop paragraphs; what they dropped goes to meta.json["filters"],
+    and with `filter_report` also examples, to that JSON file.
     """
     options = options or CorpusOptions()
     pairs = options.pair_column is not None
@@ -133,6 +161,13 @@ def prepare(
     writers = {name: SplitWriter(out / name, token_dtype(tokenizer)) for name in SPLITS}
     held_out = HeldOutSplit(writers["train"], writers["valid"], 0.0 if valid_files else valid_fraction)
     stats = ReadStats()
+    paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)  # one for all files: dedupe across them
+    report = paragraph_filter.report
+    settings = {
+        "split": split,
+        "min_chars_per_token": options.min_chars_per_token,
+        "max_chars_per_token": options.max_chars_per_token,
+    }
     sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
     total_bytes = sum(p.stat().st_size for _, paths in sources for p in find_files(paths))
     # delay: nothing is drawn for a run that fails (or finishes) within a second, so an error stays one line
@@ -147,11 +182,13 @@ def prepare(
     try:
         for name, paths in sources:
             writer = writers[name]
-            jobs = _chunks(read_paragraphs(paths, options, stats), split)
-            for (ids, lengths, counts), flags in _tokenized(jobs, pool, window=2 * workers):
+            jobs = _chunks(read_paragraphs(paths, options, stats, paragraph_filter), **settings)
+            for job, (ids, lengths, counts, dropped) in _tokenized(jobs, pool, window=2 * workers):
+                for p, verdict in dropped.items():
+                    report.drop(verdict, job.paragraphs[p])
                 token_ends = np.cumsum(lengths)
                 sentence_ends = np.cumsum(counts)
-                for p, new_document in enumerate(flags):
+                for p, new_document in enumerate(job.new_document):
                     if new_document:
                         held_out.end_document(writer)
                     first = sentence_ends[p] - counts[p]
@@ -170,8 +207,11 @@ def prepare(
             pool.join()
         bar.close()
     counts = {name: writer.close() for name, writer in writers.items()}
+    if filter_report:
+        report.write(filter_report)
     if counts["train"]["tokens"] == 0:
-        raise UserError(f"no tokens produced from {', '.join(map(str, corpus))}")
+        filtered = f" ({report})" if report.dropped else ""
+        raise UserError(f"no tokens produced from {', '.join(map(str, corpus))}{filtered}")
     if counts["valid"]["documents"] == 0:
         warnings.warn(
             "no held-out documents (the corpus has a single document): evaluation will be skipped", stacklevel=2
@@ -185,6 +225,7 @@ def prepare(
         skipped_lines=stats.skipped_lines,
         split_sentences=split,
         pairs=pairs,
+        filters=report.summary(),
     )
 
 

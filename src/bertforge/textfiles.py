@@ -1,8 +1,9 @@
 """Opening text files and reading rows from them: one place for compression, encodings and table formats.
 
-    open_text(path)             a text stream: .gz/.bz2/.xz decompressed, a byte-order mark dropped,
+    open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, a byte-order mark dropped,
                                 invalid UTF-8 replaced (and counted), binary files refused
-    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl or .txt, streaming
+    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl, .parquet or .arrow
+                                (a `datasets.save_to_disk` shard), streaming
     read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
 
 Columns are header names, or indexes ("0", "1") for a file without a header:
@@ -16,6 +17,7 @@ import bz2
 import codecs
 import csv
 import gzip
+import importlib
 import io
 import json
 import lzma
@@ -27,8 +29,31 @@ from typing import IO, Any
 
 from .errors import UserError
 
-COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv"}
+FORMATS_EXTRA = "pip install 'bertforge[formats]'"
+
+
+def optional_module(name: str, path: Path):
+    """An optional dependency of the `formats` extra, or one line saying how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise UserError(f"{path}: reading this format needs {name}: {FORMATS_EXTRA}") from None
+
+
+def _open_zstd(path: Path, mode: str):
+    return optional_module("zstandard", path).open(path, mode)
+
+
+COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+}
+COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 
 
 @dataclass
@@ -47,7 +72,7 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv or tsv, from the name with any compression suffix removed."""
+    """txt, jsonl, csv, tsv, parquet or arrow, from the name with any compression suffix removed."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -98,6 +123,9 @@ def read_rows(
     path = Path(path)
     stats = stats if stats is not None else ReadStats()
     kind = format_of(path)
+    if kind in COLUMNAR:
+        yield from _columnar_rows(path, kind, columns, stats)
+        return
     try:
         with open_text(path, stats) as f:
             rows = _jsonl_rows(f, stats) if kind == "jsonl" else _table_rows(f, path, columns, kind, stats)
@@ -133,6 +161,44 @@ def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, A
             yield number, f"not JSON ({e.msg})"
             continue
         yield number, row if isinstance(row, dict) else "not a JSON object"
+
+
+def _columnar_rows(path: Path, kind: str, columns: list[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, {column: value}) from Parquet or Arrow IPC, a record batch at a time (bounded memory).
+
+    Columns are names, or indexes into the schema. Arrow files are those of
+    `datasets.save_to_disk` (the IPC stream format) or the IPC file format.
+    """
+    pa = optional_module("pyarrow", path)
+    try:
+        if kind == "parquet":
+            parquet = importlib.import_module("pyarrow.parquet").ParquetFile(path)
+            names = parquet.schema_arrow.names
+            batches = lambda wanted: parquet.iter_batches(batch_size=1024, columns=wanted)  # noqa: E731
+        else:
+            source = pa.memory_map(str(path))
+            try:
+                stream = pa.ipc.open_stream(source)
+                names = stream.schema.names
+            except pa.ArrowInvalid:
+                file = pa.ipc.open_file(source)
+                stream = (file.get_batch(i) for i in range(file.num_record_batches))
+                names = file.schema.names
+            batches = lambda wanted: (batch.select(wanted) for batch in stream)  # noqa: E731
+        wanted = [names[int(c)] if c.isdigit() and int(c) < len(names) else c for c in columns]
+        unknown = [c for c, name in zip(columns, wanted) if name not in names]
+        if unknown:
+            raise UserError(f"{path}: no column {unknown[0]!r}; the columns are {', '.join(map(repr, names))}")
+        number = 0
+        for batch in batches(list(dict.fromkeys(wanted))):
+            values = batch.to_pydict()
+            for i in range(batch.num_rows):
+                number += 1
+                row = {c: values[name][i] for c, name in zip(columns, wanted)}
+                stats.bytes_read += sum(len(v) for v in row.values() if isinstance(v, str))
+                yield number, row
+    except (OSError, pa.ArrowException) as e:
+        raise UserError(f"{path}: cannot read as {kind} ({e})") from None
 
 
 def _table_rows(
