@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bertforge.checkpoint import checkpoint_dirs
-from bertforge.config import ModelConfig, TrainConfig
+from bertforge.config import RECIPES, ModelConfig, TrainConfig, recipe_configs
 from bertforge.errors import UserError
 from bertforge.optim import lr_factor, warmup_fraction
 from bertforge.train import Trainer
@@ -426,3 +426,22 @@ def test_pretraining_without_a_pair_objective_reports_none(workdir):
     evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
     assert evaluation["pair_objective"] == "none" and "nsp_acc" not in evaluation
     one_line_error(bertforge("nsp", run, "the cat sat.", "--pair", "the dog ran."), "without a pair objective")
+
+
+def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
+    run = workdir / "budget"
+    bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, "--recipe", "budget", *TINY,
+        "--max-steps", "4", "--lr", "5e-4", "--eval-every", "0", "--save-every", "0",
+    )  # fmt: skip
+    config = json.loads((run / "config.json").read_text())
+    budget = RECIPES["budget"]
+    assert config["model"]["norm_style"] == budget.model["norm_style"] == "pre"
+    assert config["model"]["hidden_size"] == 32  # --preset tiny and --hidden-size, over the recipe's mini
+    for key, value in budget.train.items():
+        assert config["train"][key] == (5e-4 if key == "lr" else value), key
+    assert all("nsp_loss" not in r for r in train_metrics(run))  # MLM only
+    bert_model, bert_train = recipe_configs("bert", None, {}, {"mask_prob": 0.2})
+    assert (bert_model.norm_style, bert_train.pair_objective, bert_train.mask_prob) == ("post", "nsp", 0.2)
+    unknown = bertforge("pretrain", "--data", workdir / "data", "--out", run, "--recipe", "fast")
+    assert unknown.returncode == 2 and "invalid choice: 'fast'" in unknown.stderr
