@@ -171,3 +171,30 @@ def test_tokenizer_training_sees_the_filtered_text_and_reports_it(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["dropped"]["dedupe"]["examples"] == ["Subscribe to our newsletter!"] * 20
     assert report["paragraphs_kept"] == 21
+
+
+def test_explicit_pairs_are_kept_or_dropped_whole(tokenizer_dir, tmp_path):
+    rows = ["q one?\tyes.", "q two?\tyes.", "q one?\tyes.", "q three?\tno."]  # B repeats; one whole pair repeats
+    (tmp_path / "p.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    options = CorpusOptions(text_column="0", pair_column="1", dedupe=True)
+    paragraphs = [(p.text, p.new_document) for p in read_paragraphs([tmp_path / "p.tsv"], options)]
+    assert paragraphs == [
+        ("q one?", True), ("yes.", False), ("q two?", True), ("yes.", False), ("q three?", True), ("no.", False),
+    ]  # fmt: skip
+    one_line_error(
+        bertforge(
+            "prepare",
+            tmp_path / "p.tsv",
+            "--text-column",
+            "0",
+            "--pair-column",
+            "1",
+            "--min-chars-per-token",
+            "2",
+            "--tokenizer",
+            tokenizer_dir,
+            "--out",
+            tmp_path / "d",
+        ),  # fmt: skip
+        "--pair-column",
+    )

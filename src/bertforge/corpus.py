@@ -137,9 +137,9 @@ def read_paragraphs(
         stats.files.append(str(path))
         before = stats.invalid_utf8
         boundary = False  # a document starts at a paragraph that cleaning or a filter dropped: pass it on
-        for paragraph in _read_file(path, options, stats):
+        for paragraph in _read_file(path, options, stats, paragraph_filter):
             text = clean_text(paragraph.text, options.clean)
-            if not text or not paragraph_filter.keep(text):
+            if not text or (not options.pair_column and not paragraph_filter.keep(text)):
                 boundary = boundary or paragraph.new_document
                 continue
             seen_text = True
@@ -154,7 +154,9 @@ def read_paragraphs(
         raise UserError(f"no text found in {', '.join(str(p) for p in files)}{filtered}")
 
 
-def _read_file(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+def _read_file(
+    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+) -> Iterator[Paragraph]:
     if format_of(path) == "txt":
         try:
             with open_text(path, stats) as f:
@@ -162,7 +164,7 @@ def _read_file(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator
         except OSError as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
-        yield from _read_pairs(path, options, stats)
+        yield from _read_pairs(path, options, stats, paragraph_filter)
     else:
         yield from _read_records(path, options, stats)
 
@@ -208,11 +210,16 @@ def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Itera
         previous_doc = doc
 
 
-def _read_pairs(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
-    """Explicit pairs: each row is a document of two paragraphs, A then B (newlines inside each become spaces)."""
+def _read_pairs(
+    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+) -> Iterator[Paragraph]:
+    """Explicit pairs: each row is a document of two paragraphs, A then B (newlines inside each become spaces).
+
+    The filters judge a pair as a whole, so a pair is kept or dropped together.
+    """
     for _, row in read_rows(path, [options.text_column, options.pair_column], stats, options.on_error):
         a, b = (" ".join(str(row[c]).split()) for c in (options.text_column, options.pair_column))
-        if a and b:
+        if a and b and paragraph_filter.keep(f"{a}\t{b}"):
             yield Paragraph(a, True)
             yield Paragraph(b, False)
 

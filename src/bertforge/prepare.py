@@ -154,6 +154,8 @@ def prepare(
     """
     options = options or CorpusOptions()
     pairs = options.pair_column is not None
+    if pairs and (options.min_chars_per_token or options.max_chars_per_token):
+        raise UserError("the characters-per-token filters judge single paragraphs; they do not apply to --pair-column")
     split = options.split_sentences and not pairs
     tokenizer = load_tokenizer(tokenizer_dir)
     out = Path(out)
