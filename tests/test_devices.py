@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,3 +63,31 @@ def test_bf16_autocast_runs_the_model_and_keeps_fp32_losses():
     assert out.nsp_logits.dtype == torch.bfloat16  # autocast took effect
     assert out.mlm_logits.dtype == torch.float32  # the fp32 bias add promotes: the softmax over V stays fp32
     assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
+
+
+def test_bf16_inference_stays_within_the_stated_tolerance_of_fp32(wordpiece_tokenizer):
+    """`--precision bf16` for fill-mask, nsp and embed: probabilities within 1e-2, embeddings at cosine >= 0.999."""
+    from bertforge.inference import Bert
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=64, num_layers=2, num_heads=2,
+        intermediate_size=128, initializer_range=0.2,  # wide weights: peaked answers, so the test can fail
+    )  # fmt: skip
+    model = BertForPreTraining(config)
+    exact, fast = (Bert(model, wordpiece_tokenizer, precision=p) for p in ("fp32", "bf16"))
+    assert fast.precision == "bf16"
+    text = "the cat sat on the [MASK] and [MASK] looked at the window."
+    for a, b in zip(exact.fill_mask(text, top_k=5)["masks"], fast.fill_mask(text, top_k=5)["masks"]):
+        assert a["predictions"][0]["score"] > 0.05  # a peaked answer, not a uniform one
+        scores = {p["token_id"]: p["score"] for p in b["predictions"]}
+        assert a["predictions"][0]["token_id"] in scores
+        for p in a["predictions"]:
+            assert abs(p["score"] - scores.get(p["token_id"], 0.0)) <= 1e-2
+    assert abs(exact.nsp("the cat sat.", "the dog ran.")["is_next_prob"] - fast.nsp("the cat sat.", "the dog ran.")[
+        "is_next_prob"]) <= 1e-2  # fmt: skip
+    texts = ["the cat sat on the mat.", "a bird found the money in the garden.", "my friend painted the red house."]
+    for pooling in ("cls", "mean"):
+        x, y = exact.embed(texts, pooling=pooling), fast.embed(texts, pooling=pooling)
+        cosine = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+        assert cosine.min() >= 0.999 and y.dtype == np.float32
