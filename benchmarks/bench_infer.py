@@ -5,7 +5,8 @@
 - embeddings: sentences/s over 10,000 sentences of mixed length ([CLS] pooling),
   bertforge's `Bert.embed` (length-bucketed batches) against `transformers.BertModel`
   with its fast tokenizer, batches in input order padded to the longest (the usual loop);
-- fill-mask: median latency of one sentence, `Bert.fill_mask` against `pipeline("fill-mask")`.
+- fill-mask: median latency of one sentence, `Bert.fill_mask` against `pipeline("fill-mask")`;
+- both again for bertforge with `precision="bf16"`, with its distance from the fp32 answers.
 
 Sentences come from the book sample bundled with bertforge; the model is a random-weight
 preset (speed does not depend on the weights), saved once and loaded by both.
@@ -29,6 +30,8 @@ from bertforge.corpus import read_paragraphs, split_sentences
 from bertforge.demo import asset_path
 from bertforge.inference import load
 from bertforge.tokenizer import train_tokenizer
+
+from common import machine_description
 
 
 def sentences(n: int) -> list[str]:
@@ -71,6 +74,7 @@ def main() -> None:
             tokenizer,
         )
         ours = load(scratch)
+        ours_bf16 = load(scratch, precision="bf16")
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(scratch)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -95,19 +99,29 @@ def main() -> None:
     check = np.abs(
         ours.embed(texts[:200], batch_size=args.batch_size) - hf_embed_first(hf_tokenizer, hf_model, texts[:200])
     ).max()
-    ours_times, hf_times = [], []
-    for _ in range(args.repeats):  # alternate A B A B
+    exact, fast = ours.embed(texts[:1000]), ours_bf16.embed(texts[:1000])
+    bf16_cosine = float(((exact * fast).sum(1) / np.linalg.norm(exact, axis=1) / np.linalg.norm(fast, axis=1)).min())
+    ours_times, hf_times, bf16_times = [], [], []
+    for _ in range(args.repeats):  # alternate A B C A B C
         ours_times += timed(lambda: ours.embed(texts, batch_size=args.batch_size), 1)
         hf_times += timed(hf_embed, 1)
+        bf16_times += timed(lambda: ours_bf16.embed(texts, batch_size=args.batch_size), 1)
     ours_rate, hf_rate = len(texts) / min(ours_times), len(texts) / min(hf_times)
+    bf16_rate = len(texts) / min(bf16_times)
 
     probe = "He opened the [MASK] and went out into the street."
     ours.fill_mask(probe)
+    ours_bf16.fill_mask(probe)
     pipe(probe)
-    ours_latency, hf_latency = [], []
+    fast_scores = {p["token_id"]: p["score"] for p in ours_bf16.fill_mask(probe, top_k=50)["masks"][0]["predictions"]}
+    bf16_score_gap = max(
+        abs(p["score"] - fast_scores.get(p["token_id"], 0.0)) for p in ours.fill_mask(probe)["masks"][0]["predictions"]
+    )
+    ours_latency, hf_latency, bf16_latency = [], [], []
     for _ in range(args.latency_calls):
         ours_latency += timed(lambda: ours.fill_mask(probe, top_k=5), 1)
         hf_latency += timed(lambda: pipe(probe), 1)
+        bf16_latency += timed(lambda: ours_bf16.fill_mask(probe, top_k=5), 1)
     result = {
         "preset": args.preset,
         "threads": torch.get_num_threads(),
@@ -121,6 +135,13 @@ def main() -> None:
         "transformers_fill_mask_ms": 1000 * statistics.median(hf_latency),
     }
     result["fill_mask_ratio"] = result["transformers_fill_mask_ms"] / result["bertforge_fill_mask_ms"]
+    result.update(
+        bf16_sentences_per_s=bf16_rate,
+        bf16_fill_mask_ms=1000 * statistics.median(bf16_latency),
+        bf16_min_cosine_to_fp32=bf16_cosine,
+        bf16_max_score_gap=bf16_score_gap,
+    )
+    print(machine_description())
     print(
         f"{len(texts)} sentences (mean {result['mean_words']:.1f} words), preset {args.preset}, "
         f"{result['threads']} threads; "
@@ -132,6 +153,18 @@ def main() -> None:
         f"| fill-mask latency, ms (median) | {result['bertforge_fill_mask_ms']:.2f} | "
         f"{result['transformers_fill_mask_ms']:.2f} | "
         f"{result['fill_mask_ratio']:.2f}× |"
+    )
+    print(
+        f"| embeddings, bertforge bf16, sentences/s | {bf16_rate:,.0f} | {hf_rate:,.0f} | {bf16_rate / hf_rate:.2f}× |"
+    )
+    print(
+        f"| fill-mask latency, bertforge bf16, ms | {result['bf16_fill_mask_ms']:.2f} | "
+        f"{result['transformers_fill_mask_ms']:.2f} | "
+        f"{result['transformers_fill_mask_ms'] / result['bf16_fill_mask_ms']:.2f}× |"
+    )
+    print(
+        f"bf16 against fp32: embeddings (1,000 sentences) min cosine {bf16_cosine:.5f}; "
+        f"fill-mask top-5 scores differ by at most {bf16_score_gap:.1e}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
