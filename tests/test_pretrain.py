@@ -416,7 +416,7 @@ def test_pretraining_without_a_pair_objective_reports_none(workdir):
 
 
 def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
-    run = workdir / "budget"
+    run = workdir / "recipe"
     bertforge_ok(
         "pretrain", "--data", workdir / "data", "--out", run, "--recipe", "budget", *TINY,
         "--max-steps", "4", "--lr", "5e-4", "--eval-every", "0", "--save-every", "0",
