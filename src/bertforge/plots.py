@@ -183,8 +183,8 @@ def fill_mask_bars(result: dict, answer: str | None = None) -> Figure:
         ax.barh(names, [p["score"] for p in predictions], color=colors)
         ax.set_xlim(0, 1)
         ax.set_xlabel("probability")
-        ax.set_ylabel("predicted token")
         ax.set_title(f"[MASK] at token {mask['position']}")
+    axes[0][0].set_ylabel("predicted token")  # once: beside the next panel's tick labels it would collide
     if answer is not None:
         axes[0][-1].legend(
             handles=[Patch(color="tab:green", label=f"answer: {answer}"), Patch(color="tab:blue", label="other")],
