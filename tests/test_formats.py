@@ -4,6 +4,7 @@ and the junk filters drop exactly what they should, deterministically, and say s
 from __future__ import annotations
 
 import json
+import string
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from bertforge.datadir import open_split
 from bertforge.errors import UserError
 from bertforge.filters import ParagraphFilter, compression_verdict
 from bertforge.prepare import prepare
-from bertforge.tokenizer import save_tokenizer
+from bertforge.tokenizer import save_tokenizer, train_tokenizer
 
 from conftest import SUBJECTS, VERBS, bertforge, bertforge_ok, one_line_error
 
@@ -198,3 +199,59 @@ def test_explicit_pairs_are_kept_or_dropped_whole(tokenizer_dir, tmp_path):
         ),  # fmt: skip
         "--pair-column",
     )
+
+
+def test_the_compression_filter_drops_planted_junk_and_keeps_english_and_vietnamese_prose(tmp_path):
+    english = [
+        "The old man walked slowly down the road towards the village, where his daughter was waiting for him.",
+        "She opened the window and looked out at the garden, which was full of flowers in the early summer.",
+        "They talked for a long time about the harvest, the weather and the price of bread in the town.",
+    ]
+    vietnamese = [
+        "Ông lão chậm rãi đi trên con đường về làng, nơi con gái ông đang đợi ông trở về nhà.",
+        "Cô ấy mở cửa sổ và nhìn ra khu vườn, nơi có rất nhiều hoa nở vào đầu mùa hè năm ấy.",
+        "Họ nói chuyện rất lâu về mùa gặt, về thời tiết và về giá bánh mì ở trong thị trấn.",
+    ]
+    junk = [
+        "aGVsbG8gd29ybGQhIFRoaXMgaXMgYmFzZTY0IGVuY29kZWQgZGF0YSBRMkZ5WkdsbVpnPT0gWm1sc1pTMHhNak0wTlRZPQ==",
+        "12 0.345 67.8 9 1011 12.13 1415 16.17 18 1920 21.22 23 2425 26.27 28 2930 31.32 33 3435 36.37",
+    ]
+    # Trained on prose of both languages, with every letter and digit seen (as in any real corpus), not on the junk.
+    alphabet = string.ascii_letters + string.digits + "+/="
+    texts = (english + vietnamese) * 20 + [" ".join(alphabet), alphabet, alphabet[::-1]]
+    tokenizer = train_tokenizer(texts, vocab_size=400, min_frequency=1, lowercase=False)
+    save_tokenizer(tokenizer, tmp_path / "tok")
+    paragraphs = english + junk + vietnamese
+    (tmp_path / "c.txt").write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="no held-out"):  # one document, nothing held out: fine here
+        prepare(
+            [tmp_path / "c.txt"], tmp_path / "tok", tmp_path / "d", valid_fraction=0.0,
+            options=CorpusOptions(min_chars_per_token=2.0, split_sentences=False), progress=False,
+            filter_report=tmp_path / "report.json",
+        )  # fmt: skip
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert sorted(report["dropped"]["min_chars_per_token"]["examples"]) == sorted(junk)
+    assert report["paragraphs_kept"] == len(english) + len(vietnamese)
+
+
+def test_a_zst_file_that_is_not_zstd_exits_2_and_writes_nothing(tokenizer_dir, tmp_path):
+    (tmp_path / "c.jsonl.zst").write_text('{"text": "plain text pretending to be compressed"}\n')
+    one_line_error(
+        bertforge("prepare", tmp_path / "c.jsonl.zst", "--tokenizer", tokenizer_dir, "--out", tmp_path / "d"),
+        "c.jsonl.zst",
+        "cannot read",
+    )
+    assert not (tmp_path / "d" / "meta.json").exists()
+
+
+def test_without_the_extra_every_other_format_still_reads(tmp_path, monkeypatch):
+    import gzip
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    (tmp_path / "a.txt").write_text("one.\n\ntwo.\n", encoding="utf-8")
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write('{"text": "three."}\n')
+    (tmp_path / "c.tsv").write_text("text\nfour.\n", encoding="utf-8")
+    assert [p.text for p in read_paragraphs([tmp_path])] == ["one.", "two.", "three.", "four."]

@@ -28,7 +28,7 @@ from typing import IO
 from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
-from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_rows
+from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
@@ -161,7 +161,7 @@ def _read_file(
         try:
             with open_text(path, stats) as f:
                 yield from _read_txt(f, stats)
-        except OSError as e:  # e.g. a truncated compressed file
+        except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)

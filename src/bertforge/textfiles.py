@@ -44,6 +44,12 @@ def _open_zstd(path: Path, mode: str):
     return optional_module("zstandard", path).open(path, mode)
 
 
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a truncated or corrupt file raises: OSError and friends, and zstandard's own error once loaded."""
+    zstandard = sys.modules.get("zstandard")
+    return (OSError, EOFError, lzma.LZMAError) + ((zstandard.ZstdError,) if zstandard else ())
+
+
 COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
 FORMATS = {
     ".jsonl": "jsonl",
@@ -102,7 +108,7 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     try:
         raw = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         head = raw.peek(8192)[:8192]
-    except (OSError, EOFError, lzma.LZMAError) as e:
+    except read_errors() as e:
         raw.close()
         raise UserError(f"{path}: cannot read ({e})") from None
     if b"\x00" in head:
@@ -145,7 +151,7 @@ def read_rows(
                 if on_error != "skip":
                     raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)")
                 stats.skipped_lines += 1
-    except (OSError, EOFError, lzma.LZMAError) as e:  # a truncated compressed file
+    except read_errors() as e:  # a truncated or corrupt compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
 
 
