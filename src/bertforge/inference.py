@@ -45,7 +45,7 @@ class Bert:
 
     `precision` "bf16" (or "auto" on a machine measured fast at it) runs the
     network under bf16 autocast: faster on CPUs with AMX, and within the
-    tolerance that tests/test_inference.py states of the fp32 answers.
+    tolerance of the fp32 answers that tests/test_devices.py states (probabilities within 1e-2).
     """
 
     def __init__(
