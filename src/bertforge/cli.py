@@ -105,11 +105,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     from .corpus import read_paragraphs
-    from .filters import ParagraphFilter
     from .tokenizer import save_tokenizer, train_tokenizer
 
     options = _corpus_options(args)
-    paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)
+    paragraph_filter = options.paragraph_filter()
     texts = (p.text for p in read_paragraphs(args.corpus, options, paragraph_filter=paragraph_filter))
     tokenizer = train_tokenizer(
         texts,

@@ -69,6 +69,10 @@ class CorpusOptions:
         0.0, "prepare: drop paragraphs with more characters per token than this (runs of [UNK]); 0 = off"
     )
 
+    def paragraph_filter(self) -> ParagraphFilter:
+        """The text-only filters these options ask for; one instance deduplicates across every file it sees."""
+        return ParagraphFilter(self.dedupe, self.min_chars)
+
 
 @dataclass
 class Paragraph:
@@ -130,7 +134,7 @@ def read_paragraphs(
     options = options or CorpusOptions()
     stats = stats if stats is not None else ReadStats()
     if paragraph_filter is None:
-        paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)
+        paragraph_filter = options.paragraph_filter()
     files = find_files(paths)
     seen_text = False
     for path in files:

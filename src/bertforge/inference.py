@@ -158,7 +158,7 @@ class Bert:
             else:
                 weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
                 vectors = (hidden * weights).sum(1) / weights.sum(1)  # (b, H)
-            out[indices] = vectors.float().cpu().numpy()
+            out[indices] = vectors.cpu().numpy()
         return out
 
     @torch.inference_mode()

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from .corpus import CorpusOptions, Paragraph, find_files, read_paragraphs, split_sentences
 from .datadir import SPLITS, SplitWriter, token_dtype, write_meta
 from .errors import UserError
-from .filters import ParagraphFilter, compression_verdict
+from .filters import compression_verdict
 from .textfiles import ReadStats
 from .tokenizer import load_tokenizer
 
@@ -63,27 +63,24 @@ def _tokenize_chunk(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[
     A paragraph that breaks a characters-per-token bound contributes nothing.
     """
     encodings = _worker_tokenizer.encode_batch(job.paragraphs, add_special_tokens=False)
-    dropped = {}
-    if job.min_chars_per_token or job.max_chars_per_token:
-        for p, (paragraph, encoding) in enumerate(zip(job.paragraphs, encodings)):
-            verdict = compression_verdict(
-                len(paragraph), len(encoding.ids), job.min_chars_per_token, job.max_chars_per_token
-            )
-            if verdict:
-                dropped[p] = verdict
-    kept = [e for p, e in enumerate(encodings) if p not in dropped]
-    ids = np.fromiter(chain.from_iterable(e.ids for e in kept), dtype=np.uint32)
+    dropped: dict[int, str] = {}
+    kept_ids: list[list[int]] = []
     lengths: list[np.ndarray] = []
     counts = np.zeros(len(job.paragraphs), dtype=np.int64)
+    bounds = job.min_chars_per_token, job.max_chars_per_token
     for p, (paragraph, encoding) in enumerate(zip(job.paragraphs, encodings)):
-        if p in dropped:
+        verdict = compression_verdict(len(paragraph), len(encoding.ids), *bounds)
+        if verdict:
+            dropped[p] = verdict
             continue
+        kept_ids.append(encoding.ids)
         starts = _sentence_starts(paragraph) if job.split else [0]
         token_starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
         sentence_of_token = np.searchsorted(starts, token_starts, side="right") - 1  # (tokens,)
         per_sentence = np.bincount(sentence_of_token, minlength=len(starts))
         lengths.append(per_sentence)
         counts[p] = len(starts)
+    ids = np.fromiter(chain.from_iterable(kept_ids), dtype=np.uint32)
     return ids, np.concatenate(lengths) if lengths else np.zeros(0, np.int64), counts, dropped
 
 
@@ -163,7 +160,7 @@ def prepare(
     writers = {name: SplitWriter(out / name, token_dtype(tokenizer)) for name in SPLITS}
     held_out = HeldOutSplit(writers["train"], writers["valid"], 0.0 if valid_files else valid_fraction)
     stats = ReadStats()
-    paragraph_filter = ParagraphFilter(options.dedupe, options.min_chars)  # one for all files: dedupe across them
+    paragraph_filter = options.paragraph_filter()  # one for all files: dedupe across them
     report = paragraph_filter.report
     settings = {
         "split": split,
