@@ -56,6 +56,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "budget-tiny": (30522, ["--recipe", "budget", "--preset", "tiny", "--lr", "2e-3"]),
     "budget-8k": (8192, ["--recipe", "budget"]),
     "budget-mask40-8k": (8192, ["--recipe", "budget", "--mask-prob", "0.4"]),
+    "budget-mask40to15-8k": (8192, ["--recipe", "budget", "--mask-prob", "0.4", "--mask-prob-final", "0.15"]),
 }
 
 PROBES = [

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bertforge.corpus import CorpusOptions
-from bertforge.data import MaskingCollator, MaskingConfig, PretrainingDataset
+from bertforge.data import MaskingCollator, MaskingConfig, PretrainingDataset, thin_masks
 from bertforge.datadir import data_stats
 from bertforge.labels import IS_NEXT, NOT_NEXT
 from bertforge.model import IGNORE_INDEX
@@ -160,6 +160,33 @@ def test_masking_statistics_over_ten_thousand_sequences(prepared):
     # A random replacement can draw the original token (1/V); count those as "kept" in the tolerance.
     assert within_binomial(as_random, chosen, 0.1, sigmas=5)
     assert within_binomial(kept, chosen, 0.1, sigmas=5)
+
+
+def test_a_mask_rate_schedule_thins_the_chosen_masks_uniformly(prepared):
+    """Masks chosen at 30% and thinned with keep = 0.5: 15% in expectation, the 80/10/10 split kept, nothing else."""
+    root, tokenizer = prepared
+    dataset = dataset_for(root / "data", tokenizer, max_seq_len=64)
+    config = MaskingConfig(mask_prob=0.3, max_predictions=64, thinning_draws=True)
+    collator = MaskingCollator(tokenizer, config, seed=4)
+    mask_id = special_ids(tokenizer).mask
+    real = chosen = kept = kept_as_mask = 0
+    for start in range(0, len(dataset) - 63, 64):
+        batch = collator([dataset[i] for i in range(start, start + 64)])
+        assert thin_masks(batch, 1.0)["mlm_labels"].equal(batch["mlm_labels"])  # keep everything: no change
+        thinned = thin_masks(batch, 0.5)
+        assert "thinning_draws" not in thinned
+        was, now = batch["mlm_labels"] != IGNORE_INDEX, thinned["mlm_labels"] != IGNORE_INDEX
+        assert not (now & ~was).any()  # thinning only removes predictions
+        dropped = was & ~now
+        # A dropped position shows its original token again; kept ones are untouched.
+        assert thinned["input_ids"][dropped].equal(batch["mlm_labels"][dropped])
+        assert thinned["input_ids"][~dropped].equal(batch["input_ids"][~dropped])
+        real += int(batch["attention_mask"].sum())
+        chosen, kept = chosen + int(was.sum()), kept + int(now.sum())
+        kept_as_mask += int((thinned["input_ids"][now] == mask_id).sum())
+    assert chosen > 1500 and chosen / real > 0.25
+    assert within_binomial(kept, chosen, 0.5)
+    assert within_binomial(kept_as_mask, kept, 0.8)
 
 
 def test_masking_depends_on_instance_not_batch(prepared):

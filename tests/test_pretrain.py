@@ -415,6 +415,21 @@ def test_pretraining_without_a_pair_objective_reports_none(workdir):
     one_line_error(bertforge("nsp", run, "the cat sat.", "--pair", "the dog ran."), "without a pair objective")
 
 
+def test_a_mask_rate_schedule_lowers_the_masked_fraction_as_the_run_goes(workdir):
+    run = workdir / "mask_schedule"
+    bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--no-nsp", "--max-steps", "30",
+        "--log-every", "10", "--eval-every", "0", "--save-every", "0", "--mask-prob", "0.4", "--mask-prob-final", "0.1",
+    )  # fmt: skip
+    fractions = [r["masked_fraction"] for r in train_metrics(run)]
+    # Windows centred near 1/6, 1/2 and 5/6 of the run: rates 0.35, 0.25, 0.15 of the real tokens.
+    assert len(fractions) == 3 and fractions[0] > 0.3 and 0.2 < fractions[1] < 0.3 and fractions[2] < 0.2
+    one_line_error(
+        bertforge("pretrain", "--data", workdir / "data", "--out", run, "--mask-prob-final", "1.5", "--overwrite"),
+        "mask_prob_final must be in (0, 1)",
+    )
+
+
 def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     run = workdir / "recipe"
     bertforge_ok(

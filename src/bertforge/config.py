@@ -219,6 +219,11 @@ class TrainConfig(_DictMixin):
         ("nsp", "sop", "none"),
     )
     mask_prob: float = documented(0.15, "fraction of non-special tokens chosen for MLM")
+    mask_prob_final: float = documented(
+        0.0,
+        "mask rate at the end of the run, reached linearly from mask_prob, e.g. 0.3 -> 0.15 "
+        "(Ankner et al. 2023) (0 = no schedule: mask_prob throughout)",
+    )
     mask_token_prob: float = documented(0.8, "of chosen tokens, fraction replaced by [MASK]")
     random_token_prob: float = documented(0.1, "of chosen tokens, fraction replaced by a random token")
     max_predictions: int = documented(
@@ -250,6 +255,10 @@ class TrainConfig(_DictMixin):
                 ),
                 (0.0 < self.mask_prob < 1.0, f"mask_prob must be in (0, 1), not {self.mask_prob}"),
                 (
+                    0.0 <= self.mask_prob_final < 1.0,
+                    f"mask_prob_final must be in (0, 1), or 0 for none, not {self.mask_prob_final}",
+                ),
+                (
                     self.mask_token_prob + self.random_token_prob <= 1.0,
                     "mask_token_prob + random_token_prob must be <= 1",
                 ),
@@ -261,9 +270,20 @@ class TrainConfig(_DictMixin):
         )
 
     @property
+    def peak_mask_prob(self) -> float:
+        """The highest mask rate of the run: the collator masks at it, and a schedule thins from there."""
+        return max(self.mask_prob, self.mask_prob_final)
+
+    def mask_rate(self, progress: float) -> float:
+        """The mask rate at `progress` ∈ [0, 1] of the run."""
+        if not self.mask_prob_final:
+            return self.mask_prob
+        return self.mask_prob + (self.mask_prob_final - self.mask_prob) * progress
+
+    @property
     def predictions_per_sequence(self) -> int:
-        """The cap on MLM predictions: max_predictions, or (0) enough never to bind at this mask rate."""
-        return self.max_predictions or math.ceil(self.seq_len * self.mask_prob)
+        """The cap on MLM predictions: max_predictions, or (0) enough never to bind at the peak mask rate."""
+        return self.max_predictions or math.ceil(self.seq_len * self.peak_mask_prob)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:

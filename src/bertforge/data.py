@@ -6,6 +6,7 @@
     PackedDataset       [CLS] x1 ... xW [SEP]: full-length windows of the token stream, documents joined
                         by [SEP], for MLM alone (RoBERTa's FULL-SENTENCES): no padding, no pair task
     MaskingCollator     15% of the non-special tokens predicted: 80% [MASK], 10% random, 10% unchanged
+    thin_masks          a mask-rate schedule: masks chosen at the peak rate, then thinned to the current one
 
 Every random choice derives from (seed, epoch, instance index), never from
 the batch or the process: a batch split across processes is masked exactly as
@@ -364,11 +365,17 @@ class MaskingConfig:
     random_token_prob: float = 0.1
     max_predictions: int = 20
     whole_word_mask: bool = False
+    thinning_draws: bool = False  # also a uniform draw per position, by which a mask-rate schedule drops masks
 
     @classmethod
     def for_training(cls, cfg: TrainConfig) -> MaskingConfig:
         return cls(
-            cfg.mask_prob, cfg.mask_token_prob, cfg.random_token_prob, cfg.predictions_per_sequence, cfg.whole_word_mask
+            cfg.peak_mask_prob,
+            cfg.mask_token_prob,
+            cfg.random_token_prob,
+            cfg.predictions_per_sequence,
+            cfg.whole_word_mask,
+            thinning_draws=bool(cfg.mask_prob_final),
         )
 
     @classmethod
@@ -446,6 +453,7 @@ class MaskingCollator:
         token_type_ids = np.zeros((B, width), dtype=np.int64)
         attention_mask = np.zeros((B, width), dtype=np.int64)
         mlm_labels = np.full((B, width), IGNORE_INDEX, dtype=np.int64)
+        draws = np.ones((B, width), dtype=np.float32) if self.config.thinning_draws else None
         for row, x in enumerate(instances):
             n = len(x.input_ids)
             masked, labels = self.mask(x.input_ids, mix_seed(self.seed, x.epoch, x.index, 2))
@@ -453,13 +461,37 @@ class MaskingCollator:
             token_type_ids[row, :n] = x.token_type_ids
             attention_mask[row, :n] = 1
             mlm_labels[row, :n] = labels
-        return {
+            if draws is not None:
+                draws[row, :n] = np.random.default_rng(mix_seed(self.seed, x.epoch, x.index, 5)).random(n)
+        batch = {
             "input_ids": torch.from_numpy(input_ids),
             "token_type_ids": torch.from_numpy(token_type_ids),
             "attention_mask": torch.from_numpy(attention_mask),
             "mlm_labels": torch.from_numpy(mlm_labels),
             "nsp_labels": torch.tensor([x.nsp_label for x in instances], dtype=torch.long),
         }
+        if draws is not None:
+            batch["thinning_draws"] = torch.from_numpy(draws)
+        return batch
+
+
+def thin_masks(batch: dict[str, torch.Tensor], keep: float) -> dict[str, torch.Tensor]:
+    """Un-choose each MLM position whose draw is >= `keep`: its original token goes back, its label goes.
+
+    How a mask-rate schedule lowers the rate while training: the collator chose
+    tokens at the peak rate, and keeping each with probability rate / peak gives
+    the current rate in expectation. The kept positions are a uniform sample of
+    the chosen ones, so their 80/10/10 split is unchanged.
+    """
+    draws = batch["thinning_draws"]  # (B, T), uniform in [0, 1)
+    labels = batch["mlm_labels"]  # (B, T), the original id at chosen positions
+    dropped = (labels != IGNORE_INDEX) & (draws >= keep)  # (B, T)
+    rest = {k: v for k, v in batch.items() if k != "thinning_draws"}
+    return {
+        **rest,
+        "input_ids": torch.where(dropped, labels, batch["input_ids"]),
+        "mlm_labels": torch.where(dropped, IGNORE_INDEX, labels),
+    }
 
 
 def _continuation_table(tokenizer: Tokenizer) -> np.ndarray:

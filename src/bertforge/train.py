@@ -39,7 +39,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
-from .data import MaskingCollator, MaskingConfig, fixed_batches, mix_seed, pretraining_dataset
+from .data import MaskingCollator, MaskingConfig, fixed_batches, mix_seed, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .errors import UserError
 from .flops import measure_peak_flops, training_flops_per_token
@@ -244,11 +244,14 @@ class Trainer:
                     elapsed, stop = self._agree(time.perf_counter() - started, signals.received)
                     if stop or self._budget_spent(elapsed):
                         break
-                    lr = cfg.lr * lr_factor(
-                        self._progress(elapsed), warmup_fraction(cfg.warmup, cfg.max_steps), cfg.schedule
-                    )
+                    run_progress = self._progress(elapsed)
+                    lr = cfg.lr * lr_factor(run_progress, warmup_fraction(cfg.warmup, cfg.max_steps), cfg.schedule)
                     set_lr(self.optimizer, lr)
-                    grad_norm, tokens = self._step([next(batches) for _ in range(cfg.grad_accum)])
+                    micro_batches = [next(batches) for _ in range(cfg.grad_accum)]
+                    if cfg.mask_prob_final:
+                        keep = cfg.mask_rate(run_progress) / cfg.peak_mask_prob
+                        micro_batches = [thin_masks(b, keep) for b in micro_batches]
+                    grad_norm, tokens = self._step(micro_batches)
                     self._count_step(grad_norm, tokens, [plan.positions.popleft() for _ in range(cfg.grad_accum)][-1])
                     self.state.elapsed = time.perf_counter() - started
                     progress.update(self.state.step, self.state.elapsed)
@@ -375,6 +378,7 @@ class Trainer:
             **summarise(totals, self.cfg.pair_objective),
             "lr": lr,
             "grad_norm": totals["grad_norm"] / totals["steps"],
+            "masked_fraction": totals["masked"] / max(tokens, 1),  # of all tokens, [CLS] and [SEP] included
             "tokens_per_s": tokens_per_s,
             "mfu": flops * tokens_per_s / (self.peak_flops * self.processes.world),
             "elapsed": self.state.elapsed,
