@@ -39,7 +39,7 @@ from .model import set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .qa import QuestionAnsweringTask
-from .runtime import MixedPrecision, resolve_device, resolve_precision
+from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
 from .tagging import TaggingTask
 from .tokenizer import load_tokenizer
 
@@ -110,6 +110,7 @@ def finetune(
     device = resolve_device(cfg.device)
     precision = MixedPrecision(device, resolve_precision(cfg.precision, device))
     model.to(device)
+    use_fast_paths(model, device, precision.precision)
     return _fit(task, model, tokenizer, precision, cfg, Path(out), progress)
 
 

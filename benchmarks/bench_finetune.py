@@ -1,0 +1,141 @@
+"""Fine-tuning step throughput: bertforge's sequence classifier against `transformers`' on identical batches.
+
+    python benchmarks/bench_finetune.py --preset mini
+
+Batches are what `finetune` builds: sentence pairs (consecutive sentences of the
+bundled book sample), tokenised once, padded to the longest in a length-sorted
+pool, so most carry an attention mask. A step is forward + cross-entropy +
+backward + clip + AdamW. Contenders alternate step by step, in a shuffled order
+each round (bench_train's race). Rows: fp32, and where the CPU is fast at bf16,
+bf16 with each attention form, so the choice `runtime.use_fast_paths` makes for
+training steps is measured here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_infer import sentences  # noqa: E402
+from bench_train import Contender, autocast, race  # noqa: E402
+
+from bertforge import ModelConfig  # noqa: E402
+from bertforge.batching import TextBatcher, shuffled_buckets  # noqa: E402
+from bertforge.flops import cpu_has_fast_bf16  # noqa: E402
+from bertforge.model import BertForSequenceClassification, set_explicit_attention  # noqa: E402
+from bertforge.modeldir import save_model  # noqa: E402
+from bertforge.tokenizer import train_tokenizer  # noqa: E402
+
+from common import machine_description  # noqa: E402
+
+
+def pair_batches(texts: list[str], batch_size: int, n_batches: int, seq_len: int):
+    """(tokenizer, batches with labels): consecutive sentences as pairs, shuffled length buckets as finetune does."""
+    tokenizer = train_tokenizer(texts, vocab_size=30522, min_frequency=1)
+    batcher = TextBatcher(tokenizer, seq_len)
+    encoded = batcher.encode(texts[0::2], texts[1::2])
+    rng = np.random.default_rng(0)
+    batches = []
+    for indices in shuffled_buckets(encoded, batch_size, rng)[:n_batches]:
+        batch = batcher.batch(encoded, indices)
+        batch["labels"] = torch.from_numpy(rng.integers(0, 2, len(indices)))
+        batches.append(batch)
+    return tokenizer, batches
+
+
+def classifier_loss(model, precision: str):
+    """bertforge and transformers take the same keyword arguments; both give logits first."""
+
+    def forward(batch):
+        with autocast(precision):
+            out = model(
+                input_ids=batch["input_ids"],
+                token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"],
+            )
+            logits = out[0] if isinstance(out, tuple) else out.logits
+            return torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+
+    return forward
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--json", help="also write results here")
+    args = parser.parse_args()
+    import transformers
+
+    tokenizer, batches = pair_batches(sentences(8000), args.batch_size, args.warmup + args.steps, args.seq_len)
+    config = ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size(), hidden_dropout=0.1)
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(config, 2)
+
+    def ours(explicit: bool) -> BertForSequenceClassification:
+        copy = BertForSequenceClassification(config, 2)
+        copy.load_state_dict(model.state_dict())
+        set_explicit_attention(copy, explicit)
+        return copy
+
+    with tempfile.TemporaryDirectory() as scratch:
+        save_model(model, scratch, tokenizer)  # the same weights for transformers
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = [
+                transformers.BertForSequenceClassification.from_pretrained(scratch, attn_implementation="sdpa")
+                for _ in range(2)
+            ]
+        racers = [
+            Contender("bertforge fp32 (SDPA attention)", ours(False), classifier_loss, "fp32"),
+            Contender("transformers fp32", theirs[0], classifier_loss, "fp32"),
+        ]
+        if cpu_has_fast_bf16():
+            racers += [
+                Contender("bertforge bf16, explicit attention (chosen)", ours(True), classifier_loss, "bf16"),
+                Contender("bertforge bf16, SDPA attention", ours(False), classifier_loss, "bf16"),
+                Contender("transformers bf16", theirs[1], classifier_loss, "bf16"),
+            ]
+    race(racers, batches, args.warmup, args.steps)
+    padded = sum(int((b["attention_mask"] == 0).any()) for b in batches) / len(batches)
+    reference = racers[1].tokens_per_second()
+    rows = [
+        {
+            "contender": c.name,
+            "precision": c.precision,
+            "tokens_per_s": c.tokens_per_second(),
+            "step_ms_median": 1000 * statistics.median(c.times),
+            "vs_transformers_fp32": c.tokens_per_second() / reference,
+        }
+        for c in racers
+    ]
+    print(machine_description())
+    mean_tokens = statistics.mean(int(b["attention_mask"].sum()) / len(b["input_ids"]) for b in batches)
+    print(
+        f"preset {args.preset}, batch {args.batch_size} pairs (mean {mean_tokens:.0f} real tokens), "
+        f"{padded:.0%} of batches padded, dropout 0.1, {args.steps} timed steps after {args.warmup}"
+    )
+    print("\n| contender | tokens/s | step ms (median) | vs transformers fp32 |\n|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['contender']} | {r['tokens_per_s']:,.0f} | {r['step_ms_median']:.0f} | "
+            f"{r['vs_transformers_fp32']:.2f}× |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
