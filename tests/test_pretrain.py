@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import signal
@@ -16,7 +17,8 @@ from bertforge.checkpoint import checkpoint_dirs
 from bertforge.config import RECIPES, ModelConfig, TrainConfig, recipe_configs
 from bertforge.errors import UserError
 from bertforge.optim import lr_factor, warmup_fraction
-from bertforge.train import Trainer
+from bertforge.runtime import Distributed
+from bertforge.train import BatchPlan, Trainer
 
 from conftest import (
     TINY_MODEL,
@@ -117,7 +119,8 @@ def test_tiny_run_end_to_end(workdir):
 
 
 def test_resume_continues_exactly(workdir):
-    """2N steps in one go == N steps, then a resumed run for the other N (dropout on, so RNG state matters)."""
+    """2N steps in one go == N steps, then a resumed run for the other N (dropout on, so RNG state matters;
+    a batch ramp that is still growing at the resume point, so the batches must follow the step)."""
     full = workdir / "full"
     bertforge_ok(
         "pretrain",
@@ -126,6 +129,10 @@ def test_resume_continues_exactly(workdir):
         "--out",
         full,
         *TINY,
+        "--batch-ramp-steps",
+        "16",
+        "--batch-size-start",
+        "4",
         "--max-steps",
         "24",
         "--log-every",
@@ -144,6 +151,7 @@ def test_resume_continues_exactly(workdir):
     bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
     a, b = train_metrics(full), train_metrics(resumed)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(2, 25, 2))
+    assert a[0]["tokens"] < a[-1]["tokens"] - a[-2]["tokens"]  # 4 + 4 instances in two steps, then 8 + 8
     for x, y in zip(a, b):
         for key in ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "grad_norm", "tokens"):
             assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
@@ -428,6 +436,35 @@ def test_a_mask_rate_schedule_lowers_the_masked_fraction_as_the_run_goes(workdir
         bertforge("pretrain", "--data", workdir / "data", "--out", run, "--mask-prob-final", "1.5", "--overwrite"),
         "mask_prob_final must be in (0, 1)",
     )
+
+
+class _Instances:
+    """A stand-in dataset: BatchPlan reads only the number of instances per epoch."""
+
+    def num_instances(self, epoch: int) -> int:
+        return 100
+
+
+def test_a_batch_ramp_grows_by_optimizer_step_and_resumes_on_the_same_batches():
+    cfg = TrainConfig(batch_size=8, batch_size_start=2, batch_ramp_steps=4, grad_accum=2)
+    assert [cfg.batch_size_at(s) for s in range(6)] == [2, 4, 5, 6, 8, 8]
+    plan = BatchPlan(_Instances(), 8, Distributed(), 0, cfg.batch_size_at, cfg.grad_accum)
+    batches = list(itertools.islice(plan.batches(0, 0), 30))
+    assert [len(b) for b in batches[:12]] == [2, 2, 4, 4, 5, 5, 6, 6, 8, 8, 8, 8]  # two micro-batches per step
+    positions = list(plan.positions)
+    # Epoch 0: 34 instances in the ramp, then 8 batches of 8 = 98 different ones; 2 left over, then epoch 1.
+    assert len({i for b in batches[:16] for _, i in b}) == 98 and {e for b in batches[:16] for e, _ in b} == {0}
+    assert batches[16][0][0] == 1
+    # Resume after step 3 (6 micro-batches): the same batches follow.
+    again = BatchPlan(_Instances(), 8, Distributed(), 0, cfg.batch_size_at, cfg.grad_accum)
+    assert list(itertools.islice(again.batches(*positions[5], step=3), 24)) == batches[6:]
+    # Two processes read the two halves of the same global batch, half the size each.
+    halves = [
+        list(itertools.islice(BatchPlan(_Instances(), 4, Distributed(r, 2), 0, lambda s: 4).batches(0, 0), 3))
+        for r in (0, 1)
+    ]
+    whole = list(itertools.islice(BatchPlan(_Instances(), 8, Distributed(), 0).batches(0, 0), 3))
+    assert [a + b for a, b in zip(*halves)] == whole
 
 
 def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):

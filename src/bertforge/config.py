@@ -200,6 +200,10 @@ class TrainConfig(_DictMixin):
     seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
     batch_size: int = documented(32, "instances per optimizer micro-step (per process)")
     grad_accum: int = documented(1, "micro-steps accumulated into one optimizer step")
+    batch_ramp_steps: int = documented(
+        0, "optimizer steps over which the batch grows linearly from batch_size_start to batch_size (0 = no ramp)"
+    )
+    batch_size_start: int = documented(8, "instances per micro-step at the first step of a batch ramp")
     max_steps: int = documented(1000, "optimizer steps to run (ignored when time_budget is set)")
     time_budget: float = documented(
         0.0, "training time, e.g. 90s, 30m, 1.5h; the lr schedule follows the clock (0 = off)", parse=parse_duration
@@ -264,10 +268,22 @@ class TrainConfig(_DictMixin):
                 ),
                 (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
                 (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
+                (self.batch_ramp_steps >= 0, f"batch_ramp_steps must be >= 0, not {self.batch_ramp_steps}"),
+                (
+                    self.batch_ramp_steps == 0 or 0 < self.batch_size_start <= self.batch_size,
+                    f"a batch ramp starts at 1 to batch_size ({self.batch_size}) instances, "
+                    f"not batch_size_start {self.batch_size_start}",
+                ),
                 (self.max_predictions >= 0, "max_predictions must be positive, or 0 for automatic"),
             ],
             "train",
         )
+
+    def batch_size_at(self, step: int) -> int:
+        """Instances per micro-step at optimizer step `step` (0-based): the ramp, then batch_size."""
+        if step >= self.batch_ramp_steps:
+            return self.batch_size
+        return round(self.batch_size_start + (self.batch_size - self.batch_size_start) * step / self.batch_ramp_steps)
 
     @property
     def peak_mask_prob(self) -> float:
