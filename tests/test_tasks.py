@@ -368,7 +368,7 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
     assert set(main) == {(t, a) for t in ("toy", "ner") for a in ("pre-trained", "from scratch")}
     assert main[("toy", "pre-trained")]["metric"] == "accuracy" and main[("ner", "pre-trained")]["metric"] == "f1"
     for r in main.values():
-        assert r["seeds"] == 2 and r["min"] <= r["median"] <= r["max"]
+        assert r["seeds"] == 2 and r["min"] <= r["median"] <= r["max"] and 0 < r["minutes"] < 5
     gain = main[("toy", "pre-trained")]["gain"]
     assert gain == pytest.approx(main[("toy", "pre-trained")]["median"] - main[("toy", "from scratch")]["median"])
     runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))

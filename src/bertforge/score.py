@@ -136,6 +136,7 @@ def score(
                             "min": min(values),
                             "max": max(values),
                             "seeds": len(values),
+                            "minutes": statistics.median(r["seconds"] for r in runs) / 60,
                             "main": metric == f"dev_{task.metric}",
                         }
                     )
@@ -156,7 +157,12 @@ def _run_arm(
                 {**cfg.to_dict(), "lr": lr, "seed": seed, "from_scratch": arm == "from scratch"}
             )
             finetune(model, task.kind, task.train, task.dev, run_dir, run_cfg, task.columns, progress=progress)
-        return {**json.loads((run_dir / "summary.json").read_text(encoding="utf-8")), "lr": lr}
+        last_epoch = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1]
+        return {
+            **json.loads((run_dir / "summary.json").read_text(encoding="utf-8")),
+            "lr": lr,
+            "seconds": json.loads(last_epoch)["elapsed"],  # training and dev evaluation, all epochs
+        }
 
     first = [run(lr, 0) for lr in lrs]
     best = max(first, key=lambda r: r["best"][f"dev_{task.metric}"])
@@ -175,7 +181,7 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
     """results.json, results.csv, results.md (main metrics first) and results.png."""
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", rows)
-    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain"]
+    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain", "minutes"]
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -189,6 +195,7 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
             "seeds": r["seeds"],
             "lr": r["lr"],
             "gain over from scratch": f"{r['gain']:+.4f}" if "gain" in r else None,
+            "minutes per run": f"{r['minutes']:.1f}",
         }
         for r in sorted(rows, key=lambda r: (not r["main"], r["task"], r["metric"], r["arm"]))
     ]
