@@ -294,6 +294,7 @@ def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
         "| arm | steps | s/step | tokens | held-out MLM acc | cloze top-1 / top-5 | probes top-1 / top-3 (of 20) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    curves = ["| arm | held-out MLM accuracy at each checkpoint (calibrated minutes: accuracy) |", "|---|---|"]
     fig, (ax_acc, ax_cloze) = subplots(1, 2, figsize=(13, 4.5))
     for arm in arms:
         rows = scores.get(arm)
@@ -310,6 +311,7 @@ def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
         minutes = [r["seconds"] / 60 for r in rows]
         line = ax_acc.plot(minutes, [r["mlm_acc"] for r in rows], "o-", label=arm)[0]
         ax_cloze.plot(minutes, [r["cloze_top1"] for r in rows], "o-", color=line.get_color(), label=arm)
+        curves.append(f"| {arm} | " + ", ".join(f"{m:.0f}: {r['mlm_acc']:.3f}" for m, r in zip(minutes, rows)) + " |")
     ax_acc.set(
         title="Held-out MLM accuracy (valid.txt, 15% masked)", xlabel="training minutes (calibrated)", ylabel="accuracy"
     )
@@ -323,6 +325,7 @@ def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, out / "learning.png")
+    lines += ["", *curves]
     (out / "results.md").write_text(machine_description() + "\n\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
 
