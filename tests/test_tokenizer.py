@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from bertforge.errors import UserError
 from bertforge.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
+
+from conftest import bertforge_ok
 
 transformers = pytest.importorskip("transformers")
 
@@ -75,3 +79,14 @@ def test_empty_input_is_a_user_error():
         train_tokenizer(["", "   "], kind="wordpiece", vocab_size=50)
     with pytest.raises(UserError):
         load_tokenizer("/nonexistent/dir")
+
+
+def test_training_counts_the_words_and_advises_a_smaller_vocabulary_for_a_small_corpus(tmp_path):
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choices(letters, k=8)) for _ in range(20_000)]
+    (tmp_path / "c.txt").write_text(" ".join(words * 2) + "\n")  # every word twice: min_frequency 2 keeps it
+    done = bertforge_ok("tokenizer", "train", tmp_path / "c.txt", "--out", tmp_path / "big")
+    assert "on 40,000 words" in done.stderr and "advice: for a corpus of 40,000 words, --vocab-size 8192" in done.stderr
+    small = bertforge_ok("tokenizer", "train", tmp_path / "c.txt", "--out", tmp_path / "small", "--vocab-size", "8192")
+    assert "on 40,000 words" in small.stderr and "advice" not in small.stderr

@@ -33,6 +33,7 @@ from .corpus import CorpusOptions
 from .errors import UserError
 
 HIDDEN = argparse.SUPPRESS
+SMALL_CORPUS_WORDS = 50_000_000  # below this, a 30k vocabulary costs step time for little (README, budget)
 
 
 def _print_json(data: Any) -> None:
@@ -109,9 +110,16 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
 
     options = _corpus_options(args)
     paragraph_filter = options.paragraph_filter()
-    texts = (p.text for p in read_paragraphs(args.corpus, options, paragraph_filter=paragraph_filter))
+    words = 0
+
+    def texts():
+        nonlocal words
+        for paragraph in read_paragraphs(args.corpus, options, paragraph_filter=paragraph_filter):
+            words += len(paragraph.text.split())
+            yield paragraph.text
+
     tokenizer = train_tokenizer(
-        texts,
+        texts(),
         kind=args.kind,
         vocab_size=args.vocab_size,
         min_frequency=args.min_frequency,
@@ -124,11 +132,20 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     if paragraph_filter.report.dropped and not (args.quiet or args.json):
         print(paragraph_filter.report, file=sys.stderr)
     if args.json:
-        _print_json({"kind": args.kind, "vocab_size": tokenizer.get_vocab_size(), "out": args.out})
+        _print_json({"kind": args.kind, "vocab_size": tokenizer.get_vocab_size(), "words": words, "out": args.out})
     elif not args.quiet:
         print(
-            f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens -> {args.out}", file=sys.stderr
+            f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens on {words:,} words "
+            f"-> {args.out}",
+            file=sys.stderr,
         )
+        if args.kind == "wordpiece" and words < SMALL_CORPUS_WORDS and tokenizer.get_vocab_size() > 16384:
+            print(
+                f"advice: for a corpus of {words:,} words, --vocab-size 8192 makes each pre-training step faster "
+                "(0.51 against 0.75 s on mini, measured) with no loss in what is learned at equal time "
+                "(README: Pre-training on a budget); BabyLM's best models used 6k-16k tokens for 10M words",
+                file=sys.stderr,
+            )
 
 
 def _corpus_options(args: argparse.Namespace) -> CorpusOptions:
