@@ -210,22 +210,23 @@ def test_whole_word_masking_takes_whole_words_only(prepared):
     texts = ["unbelievable understanding", "wonderful misunderstanding everywhere"] * 30
     tokenizer = train_tokenizer(texts, kind="wordpiece", vocab_size=40, min_frequency=1)
     assert any(t.startswith("##") for t in tokenizer.encode(texts[0], add_special_tokens=False).tokens)
-    collator = MaskingCollator(tokenizer, MaskingConfig(mask_prob=0.3, whole_word_mask=True), seed=0)
+    config = MaskingConfig(mask_prob=0.3, whole_word_mask=True, thinning_draws=True)
+    collator = MaskingCollator(tokenizer, config, seed=0)
     from bertforge.data import Instance
 
     for i in range(300):
         encoding = tokenizer.encode(texts[i % 2], texts[(i + 1) % 2])
         x = Instance(np.array(encoding.ids), np.array(encoding.type_ids), 0, i, 0, 0, 0)
-        labels = collator([x])["mlm_labels"][0].numpy()
-        word_ids = encoding.word_ids
-        sequence_ids = encoding.sequence_ids
+        batch = collator([x])
         words = {}
-        for pos, (w, s) in enumerate(zip(word_ids, sequence_ids)):
+        for pos, (w, s) in enumerate(zip(encoding.word_ids, encoding.sequence_ids)):
             if w is not None:
                 words.setdefault((s, w), []).append(pos)
-        for positions in words.values():
-            chosen = labels[positions] != IGNORE_INDEX
-            assert chosen.all() or not chosen.any()  # a word is predicted whole or not at all
+        # Masks as chosen, and thinned to half by a mask-rate schedule: both whole words.
+        for labels in (batch["mlm_labels"][0].numpy(), thin_masks(batch, 0.5)["mlm_labels"][0].numpy()):
+            for positions in words.values():
+                chosen = labels[positions] != IGNORE_INDEX
+                assert chosen.all() or not chosen.any()  # a word is predicted whole or not at all
 
 
 def test_one_document_corpus_never_labels_the_true_continuation_not_next(tmp_path, wordpiece_tokenizer):

@@ -445,6 +445,15 @@ class MaskingCollator:
             count += len(words[w])
         return np.sort(np.concatenate(chosen)) if chosen else candidates[:0]
 
+    def _thinning_draws(self, input_ids: np.ndarray, seed: int) -> np.ndarray:
+        """(T,) uniform draws for thin_masks; with whole-word masking, one per word, so words are thinned whole."""
+        draws = np.random.default_rng(seed).random(len(input_ids))
+        if self.continuation is None:
+            return draws
+        starts = ~self.continuation[input_ids]  # (T,) the first piece of every word ([CLS] included)
+        starts[0] = True  # a window may begin inside a word
+        return draws[np.flatnonzero(starts)][np.cumsum(starts) - 1]
+
     def __call__(self, instances: list[Instance]) -> dict[str, torch.Tensor]:
         longest = max(len(x.input_ids) for x in instances)
         width = -(-longest // self.pad_multiple) * self.pad_multiple
@@ -462,7 +471,7 @@ class MaskingCollator:
             attention_mask[row, :n] = 1
             mlm_labels[row, :n] = labels
             if draws is not None:
-                draws[row, :n] = np.random.default_rng(mix_seed(self.seed, x.epoch, x.index, 5)).random(n)
+                draws[row, :n] = self._thinning_draws(x.input_ids, mix_seed(self.seed, x.epoch, x.index, 5))
         batch = {
             "input_ids": torch.from_numpy(input_ids),
             "token_type_ids": torch.from_numpy(token_type_ids),
