@@ -77,6 +77,12 @@ def test_single_sentence_task_is_learned_completely(pretrained, tmp_path):
     assert train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], None, [r[1] for r in rows]) == 1.0
     lines = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == 25 and {"dev_accuracy", "dev_macro_f1", "dev_mcc"} <= set(json.loads(lines[0]))
+    # --max-steps ends the run mid-epoch (48 examples in batches of 16: 3 steps an epoch) and scores dev there.
+    capped = fast(max_steps=4)
+    finetune(pretrained, "classification", tmp_path / "train.tsv", tmp_path / "dev.tsv", tmp_path / "capped", capped,
+             Columns("sentence", "label"), progress=False)  # fmt: skip
+    records = [json.loads(x) for x in (tmp_path / "capped" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["epoch"], r["step"]) for r in records] == [(1, 3), (2, 4)]
 
 
 def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):

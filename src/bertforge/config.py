@@ -313,6 +313,11 @@ class FinetuneConfig(_DictMixin):
     """How to fine-tune a pre-trained encoder on a labelled task."""
 
     epochs: int = documented(3, "passes over the training file")
+    max_steps: int = documented(
+        0,
+        "stop after this many steps, mid-epoch if need be, and score dev there (0 = all epochs); the lr schedule "
+        "spans them: a large task (SST-2) within a CPU budget",
+    )
     lr: float = documented(5e-5, "peak learning rate (BERT: 2e-5 to 5e-5; small models like 1e-4 or more)")
     batch_size: int = documented(32, "examples per step")
     seq_len: int = documented(
@@ -342,6 +347,7 @@ class FinetuneConfig(_DictMixin):
             [
                 *_check_choices(self),
                 (self.epochs > 0 and self.batch_size > 0, "epochs and batch_size must be positive"),
+                (self.max_steps >= 0, f"max_steps must be >= 0, not {self.max_steps}"),
                 (self.seq_len == 0 or self.seq_len >= 8, f"seq_len must be at least 8 (or 0), not {self.seq_len}"),
                 (self.dropout is None or 0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
                 (self.stride >= 0, "stride must not be negative"),

@@ -127,8 +127,10 @@ def _fit(
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         batches = task.train_batches(cfg.batch_size, rng)
-        total_steps = total_steps or len(batches) * cfg.epochs
+        if total_steps is None:
+            total_steps = min(len(batches) * cfg.epochs, cfg.max_steps) if cfg.max_steps else len(batches) * cfg.epochs
         warmup = warmup_fraction(cfg.warmup, total_steps)
+        batches = batches[: total_steps - step]  # the last epoch of a --max-steps run ends early
         bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr, mininterval=1.0)
         train_loss = 0.0
         for b, batch in enumerate(bar):
@@ -156,6 +158,8 @@ def _fit(
             best = record
             extra = {**task.saved_config(), "bertforge_finetune": {**cfg.to_dict(), "best_epoch": epoch}}
             save_model(model, out / "model", tokenizer, extra)
+        if step >= total_steps:
+            break
     summary = {**task.summary(), "main_metric": task.main_metric, "best": best}
     write_json(out / "summary.json", summary)
     return summary
