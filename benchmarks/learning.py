@@ -3,6 +3,7 @@
     python benchmarks/learning.py --out learning --budget 30m --arms bert,budget,budget-mask40-8k
     python benchmarks/learning.py --out learning --budget 30m --arms budget,budget-tiny --parallel 2
     python benchmarks/learning.py --out learning --report            # tables and figure from what has finished
+    python benchmarks/learning.py --out learning --report --arms budget --downstream ../shared/data/glue
 
 Equal time, robustly. Each arm first runs a short calibration on a quiet machine
 (its own settings, 40 steps) to measure its seconds per step; it then trains for
@@ -343,6 +344,11 @@ def main() -> None:
     parser.add_argument("--budget", default="30m", help="training time per arm: 90s, 30m, 1.5h")
     parser.add_argument("--arms", default="bert,budget", help=f"comma-separated, of: {', '.join(ARMS)}")
     parser.add_argument(
+        "--downstream",
+        metavar="GLUE_DIR",
+        help="then fine-tune each arm's model on SST-2, MRPC and RTE dev against random weights (bertforge score)",
+    )
+    parser.add_argument(
         "--parallel",
         type=int,
         default=1,
@@ -382,6 +388,24 @@ def main() -> None:
     }
     report(out, arms, scores)
     print(f"{len(scores)} arms scored; {out / 'results.md'}, {out / 'learning.png'}")
+    if args.downstream:
+        for arm in scores:
+            downstream(out, arm, Path(args.downstream))
+
+
+def downstream(out: Path, arm: str, glue: Path) -> None:
+    """SST-2, MRPC and RTE dev for the arm's model and from random weights: 3 fine-tuning seeds, the lr chosen on
+    dev from {1e-4, 3e-4} (seed 0), dropout 0.1; SST-2 capped at 600 steps (19,200 of its 67k examples) to fit a
+    CPU budget. `bertforge score` writes the table to runs/ARM/downstream and resumes like the arms do."""
+    tasks = [f"sst2={glue / 'SST-2'}", f"mrpc={glue / 'MRPC'}", f"rte={glue / 'RTE'}"]
+    common = ["--seeds", 3, "--from-scratch", "--lrs", "1e-4,3e-4", "--dropout", 0.1, "--quiet"]
+    score_dir = out / "runs" / arm / "downstream"
+    log = out / "runs" / f"{arm}.downstream.log"
+    model = out / "runs" / arm / "model"
+    bertforge("score", model, "--tasks", tasks[0], "--max-steps", 600, "--out", score_dir / "sst2", *common, log=log)
+    bertforge("score", model, "--tasks", *tasks[1:], "--epochs", 3, "--out", score_dir / "pairs", *common, log=log)
+    for table in ("sst2", "pairs"):
+        print(f"{arm} downstream:\n" + (score_dir / table / "results.md").read_text(), flush=True)
 
 
 if __name__ == "__main__":
