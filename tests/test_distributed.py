@@ -97,8 +97,13 @@ def test_two_processes_with_batch_b_match_one_process_with_batch_2b_and_resume_a
     data = data_dir / "data"
     one = data_dir / "one"
     two = data_dir / "two"
-    run(1, "--data", data, "--out", one, *COMMON, "--batch-size", "16", "--max-steps", "8", "--save-every", "4")
-    run(2, "--data", data, "--out", two, *COMMON, "--batch-size", "8", "--max-steps", "8", "--save-every", "4")
+    # A batch ramp (per process: 8 -> 16 and 4 -> 8 over 4 steps, whole numbers on both sides) and a mask-rate
+    # schedule too: both must split across processes exactly.
+    levers = ["--batch-ramp-steps", "4", "--mask-prob", "0.3", "--mask-prob-final", "0.1", "--max-steps", "8"]
+    run(1, "--data", data, "--out", one, *COMMON, *levers, "--batch-size", "16", "--batch-size-start", "8",
+        "--save-every", "4")  # fmt: skip
+    run(2, "--data", data, "--out", two, *COMMON, *levers, "--batch-size", "8", "--batch-size-start", "4",
+        "--save-every", "4")  # fmt: skip
     assert_same_trajectory(train_metrics(one), train_metrics(two))
     assert (two / "model" / "model.safetensors").is_file()  # rank 0 wrote the final model
 
@@ -107,7 +112,7 @@ def test_two_processes_with_batch_b_match_one_process_with_batch_2b_and_resume_a
     shutil.copytree(two, resumed)
     shutil.rmtree(resumed / "checkpoints" / "step_000008")
     shutil.rmtree(resumed / "model")
-    run(1, "--data", data, "--out", resumed, "--resume", "--batch-size", "16", "--quiet")
+    run(1, "--data", data, "--out", resumed, "--resume", "--batch-size", "16", "--batch-size-start", "8", "--quiet")
     assert_same_trajectory(train_metrics(one), train_metrics(resumed))
 
 
