@@ -59,6 +59,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "budget-sinusoidal": (30522, ["--recipe", "budget", "--position-embedding", "sinusoidal"]),
     "budget-tiny": (30522, ["--recipe", "budget", "--preset", "tiny", "--lr", "2e-3"]),
     "budget-8k": (8192, ["--recipe", "budget"]),
+    "budget-tiny-8k": (8192, ["--recipe", "budget", "--preset", "tiny", "--lr", "2e-3"]),
     "budget-mask40-8k": (8192, ["--recipe", "budget", "--mask-prob", "0.4"]),
     "budget-mask40to15-8k": (8192, ["--recipe", "budget", "--mask-prob", "0.4", "--mask-prob-final", "0.15"]),
 }
