@@ -361,18 +361,28 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
         "--quiet",
         "--tasks",
         f"toy={tmp_path / 'cls.tsv'},{tmp_path / 'cls.tsv'}:task=classification,text=text,label=label",
+        f"toy2={tmp_path / 'cls.tsv'},{tmp_path / 'cls.tsv'}:task=classification,text=text,label=label",
         f"ner={tmp_path / 'train.conll'},{tmp_path / 'dev.conll'}",
     ]
     first = json.loads(bertforge_ok(*flags, "--json").stdout)
     main = {(r["task"], r["arm"]): r for r in first if r["main"]}
-    assert set(main) == {(t, a) for t in ("toy", "ner") for a in ("pre-trained", "from scratch")}
+    assert set(main) == {(t, a) for t in ("toy", "toy2", "ner", "average") for a in ("pre-trained", "from scratch")}
+    # The average (as GLUE's): per seed, the mean over the classification tasks; then median and range over seeds.
+    for arm in ("pre-trained", "from_scratch"):
+        by_seed = [
+            np.mean([json.loads(p.read_text())["best"]["dev_accuracy"] for p in (tmp_path / "score").glob(pattern)])
+            for pattern in (f"toy*/{arm}/*/seed_{s}/summary.json" for s in range(2))
+        ]
+        average = main[("average", arm.replace("_", " "))]
+        assert (average["min"], average["max"]) == pytest.approx((min(by_seed), max(by_seed)))
     assert main[("toy", "pre-trained")]["metric"] == "accuracy" and main[("ner", "pre-trained")]["metric"] == "f1"
     for r in main.values():
-        assert r["seeds"] == 2 and r["min"] <= r["median"] <= r["max"] and 0 < r["minutes"] < 5
+        assert r["seeds"] == 2 and r["min"] <= r["median"] <= r["max"]
+        assert r["minutes"] is None if r["task"] == "average" else 0 < r["minutes"] < 5
     gain = main[("toy", "pre-trained")]["gain"]
     assert gain == pytest.approx(main[("toy", "pre-trained")]["median"] - main[("toy", "from scratch")]["median"])
     runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))
-    assert len(runs) == 8  # 2 tasks x 2 arms x 2 seeds
+    assert len(runs) == 12  # 3 tasks x 2 arms x 2 seeds
     for name in ("results.md", "results.csv", "results.json", "results.png"):
         assert (tmp_path / "score" / name).is_file()
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}

@@ -120,29 +120,41 @@ def score(
     arms = ARMS if from_scratch else ARMS[:1]
     lrs = lrs or [cfg.lr]
     rows = []
+    glue_main: dict[str, list[list[float]]] = {arm: [] for arm in arms}  # arm -> per task, the main metric by seed
     for task in tasks:
         for arm in arms:
             runs = _run_arm(model, task, arm, out / task.name / arm.replace(" ", "_"), cfg, seeds, lrs, progress)
+            minutes = statistics.median(r["seconds"] for r in runs) / 60
             for metric in runs[0]["best"]:
                 if metric.startswith("dev_"):
                     values = [r["best"][metric] for r in runs]
-                    rows.append(
-                        {
-                            "task": task.name,
-                            "arm": arm,
-                            "metric": metric.removeprefix("dev_"),
-                            "lr": runs[0]["lr"],
-                            "median": statistics.median(values),
-                            "min": min(values),
-                            "max": max(values),
-                            "seeds": len(values),
-                            "minutes": statistics.median(r["seconds"] for r in runs) / 60,
-                            "main": metric == f"dev_{task.metric}",
-                        }
-                    )
+                    main = metric == f"dev_{task.metric}"
+                    rows.append(_row(task.name, arm, metric.removeprefix("dev_"), values, runs[0]["lr"], minutes, main))
+            if task.kind in ("classification", "regression"):
+                glue_main[arm].append([r["best"][f"dev_{task.metric}"] for r in runs])
+    for arm, per_task in glue_main.items():
+        if len(per_task) > 1:  # GLUE's summary: per seed, the mean over tasks of their main metrics
+            by_seed = [statistics.mean(values) for values in zip(*per_task)]
+            rows.append(_row("average", arm, "mean of main metrics", by_seed, None, None, True))
     _add_gains(rows)
     write_results(out, rows)
     return rows
+
+
+def _row(task: str, arm: str, metric: str, values: list[float], lr, minutes, main: bool) -> dict[str, Any]:
+    """One table row: the median and range over seeds."""
+    return {
+        "task": task,
+        "arm": arm,
+        "metric": metric,
+        "lr": lr,
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "seeds": len(values),
+        "minutes": minutes,
+        "main": main,
+    }
 
 
 def _run_arm(
@@ -195,9 +207,9 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
             "seeds": r["seeds"],
             "lr": r["lr"],
             "gain over from scratch": f"{r['gain']:+.4f}" if "gain" in r else None,
-            "minutes per run": f"{r['minutes']:.1f}",
+            "minutes per run": None if r["minutes"] is None else f"{r['minutes']:.1f}",
         }
-        for r in sorted(rows, key=lambda r: (not r["main"], r["task"], r["metric"], r["arm"]))
+        for r in sorted(rows, key=lambda r: (not r["main"], r["task"] == "average", r["task"], r["metric"], r["arm"]))
     ]
     (out / "results.md").write_text(markdown_table(shown, list(shown[0])) + "\n", encoding="utf-8")
     plot_scores(out / "results.png", [r for r in rows if r["main"]])
