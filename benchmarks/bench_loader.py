@@ -24,14 +24,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.checkpoint import TrainerState  # noqa: E402
+from bertforge.batchplan import BatchPlan, make_loader  # noqa: E402
 from bertforge.config import TrainConfig  # noqa: E402
 from bertforge.data import MaskingCollator, PretrainingDataset  # noqa: E402
 from bertforge.demo import asset_path  # noqa: E402
 from bertforge.prepare import prepare  # noqa: E402
 from bertforge.runtime import Distributed, autocast, resolve_precision, use_fast_paths  # noqa: E402
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer  # noqa: E402
-from bertforge.train import BatchPlan, make_loader  # noqa: E402
 
 
 def main() -> None:
@@ -59,7 +58,7 @@ def main() -> None:
         for workers in (0, 1):
             cfg = TrainConfig(batch_size=args.batch_size, seq_len=args.seq_len, num_workers=workers)
             loader = iter(
-                make_loader(BatchPlan(dataset, args.batch_size, Distributed(), 0), collator, TrainerState(), cfg, "cpu")
+                make_loader(BatchPlan(dataset, args.batch_size, Distributed(), 0), collator, (0, 0, 0), cfg, "cpu")
             )
             next(loader)  # worker start-up is paid once per run, not per batch
             start = time.perf_counter()

@@ -23,7 +23,7 @@ LAYERS = [
     ["modeldir"],  # 3 model directories on disk
     ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
-    ["metrics", "checkpoint", "progress"],  # 5 metric sums and log; checkpoints and the run directory; the bar
+    ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order
     ["classification", "tagging", "qa"],  # 5 fine-tuning tasks: their data, scores and answers
     ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation

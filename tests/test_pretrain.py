@@ -13,12 +13,13 @@ import time
 import pytest
 import torch
 
+from bertforge.batchplan import BatchPlan
 from bertforge.checkpoint import checkpoint_dirs
 from bertforge.config import RECIPES, ModelConfig, TrainConfig, recipe_configs
 from bertforge.errors import UserError
 from bertforge.optim import lr_factor, warmup_fraction
 from bertforge.runtime import Distributed
-from bertforge.train import BatchPlan, Trainer
+from bertforge.train import Trainer
 
 from conftest import (
     TINY_MODEL,

@@ -18,16 +18,14 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
+from .batchplan import BatchPlan, make_loader
 from .checkpoint import (
     METRICS,
     TENSORBOARD,
@@ -39,7 +37,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
-from .data import MaskingCollator, MaskingConfig, fixed_batches, mix_seed, pretraining_dataset, thin_masks
+from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .errors import UserError
 from .flops import measure_peak_flops, training_flops_per_token
@@ -51,7 +49,6 @@ from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .progress import TrainingProgress
 from .runtime import (
     AUTOCAST_DTYPES,
-    Distributed,
     MixedPrecision,
     StopSignals,
     resolve_device,
@@ -60,71 +57,6 @@ from .runtime import (
     use_fast_paths,
 )
 from .tokenizer import fingerprint, load_tokenizer
-
-
-class BatchPlan:
-    """The deterministic sequence of (epoch, index) lists each process reads, from any position.
-
-    Each epoch's instances are shuffled from (seed, epoch); the global batch of
-    B × world instances is cut into per-rank slices, so ranks read disjoint data.
-    Positions count instances consumed in the epoch by all processes together,
-    which lets a checkpoint from N processes resume on M. With a batch-size
-    ramp, B depends on the optimizer step the batch is for, so a resumed run
-    still reads exactly the same batches.
-    """
-
-    def __init__(
-        self,
-        dataset,
-        batch_size: int,
-        processes: Distributed,
-        seed: int,
-        size_at: Callable[[int], int] | None = None,
-        grad_accum: int = 1,
-    ):
-        self.dataset = dataset
-        self.batch_size = batch_size  # the largest
-        self.size_at = size_at or (lambda step: batch_size)  # optimizer step -> instances per micro-batch
-        self.grad_accum = grad_accum
-        self.processes = processes
-        self.seed = seed
-        self.positions: deque[tuple[int, int]] = deque()  # (epoch, offset) after each batch handed out
-
-    def batches(self, epoch: int, offset: int, step: int = 0) -> Iterator[list[tuple[int, int]]]:
-        """Micro-batches from (epoch, offset) on, the first for optimizer step `step`."""
-        world, rank = self.processes.world, self.processes.rank
-        micro = 0
-        while True:
-            n = self.dataset.num_instances(epoch)
-            if n < self.batch_size * world:
-                raise UserError(
-                    f"the training split has {n} instances, fewer than one global batch of "
-                    f"{self.batch_size * world}; lower --batch-size or add text"
-                )
-            order = np.random.default_rng(mix_seed(self.seed, epoch, 3)).permutation(n)
-            while True:
-                B = self.size_at(step + micro // self.grad_accum)
-                if offset + B * world > n:
-                    break
-                mine = order[offset + rank * B : offset + (rank + 1) * B]
-                offset += B * world
-                micro += 1
-                self.positions.append((epoch, offset))
-                yield [(epoch, int(i)) for i in mine]
-            epoch, offset = epoch + 1, 0
-
-
-def make_loader(plan: BatchPlan, collator: MaskingCollator, state: TrainerState, cfg: TrainConfig, device: str):
-    return torch.utils.data.DataLoader(
-        plan.dataset,
-        batch_sampler=plan.batches(state.epoch, state.epoch_offset, state.step),
-        collate_fn=collator,
-        num_workers=cfg.num_workers,
-        pin_memory=device.startswith("cuda"),
-        prefetch_factor=4 if cfg.num_workers else None,
-        # Its own generator: creating the loader must not draw from the global RNG (dropout) on resume.
-        generator=torch.Generator().manual_seed(cfg.seed),
-    )
 
 
 def check_data(data_dir: Path, model_config: ModelConfig, cfg: TrainConfig):
@@ -246,7 +178,8 @@ class Trainer:
         """Step until the budget (steps or seconds) is spent or a signal arrives; save, evaluate, write the model."""
         cfg = self.cfg
         plan = BatchPlan(self.train_data, cfg.batch_size, self.processes, cfg.seed, cfg.batch_size_at, cfg.grad_accum)
-        batches = iter(make_loader(plan, self.collator, self.state, cfg, self.device))
+        position = (self.state.epoch, self.state.epoch_offset, self.state.step)
+        batches = iter(make_loader(plan, self.collator, position, cfg, self.device))
         started = time.perf_counter() - self.state.elapsed
         self._window_start = (time.perf_counter(), self.state.tokens_seen)
         self.model.train()
