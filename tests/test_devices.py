@@ -78,12 +78,13 @@ def test_bf16_inference_stays_within_the_stated_tolerance_of_fp32(wordpiece_toke
     exact, fast = (Bert(model, wordpiece_tokenizer, precision=p) for p in ("fp32", "bf16"))
     assert fast.precision == "bf16"
     text = "the cat sat on the [MASK] and [MASK] looked at the window."
-    for a, b in zip(exact.fill_mask(text, top_k=5)["masks"], fast.fill_mask(text, top_k=5)["masks"]):
+    every = wordpiece_tokenizer.get_vocab_size()  # bf16's whole distribution: a near-tie may reorder ranks 5 and 6
+    for a, b in zip(exact.fill_mask(text, top_k=5)["masks"], fast.fill_mask(text, top_k=every)["masks"]):
         assert a["predictions"][0]["score"] > 0.05  # a peaked answer, not a uniform one
         scores = {p["token_id"]: p["score"] for p in b["predictions"]}
-        assert a["predictions"][0]["token_id"] in scores
+        assert a["predictions"][0]["token_id"] in [p["token_id"] for p in b["predictions"][:5]]
         for p in a["predictions"]:
-            assert abs(p["score"] - scores.get(p["token_id"], 0.0)) <= 1e-2
+            assert abs(p["score"] - scores[p["token_id"]]) <= 1e-2
     assert abs(exact.nsp("the cat sat.", "the dog ran.")["is_next_prob"] - fast.nsp("the cat sat.", "the dog ran.")[
         "is_next_prob"]) <= 1e-2  # fmt: skip
     texts = ["the cat sat on the mat.", "a bird found the money in the garden.", "my friend painted the red house."]
