@@ -82,21 +82,17 @@ def test_parquet_arrow_and_zstd_give_the_tokens_of_the_same_text(documents, toke
     assert prepared([tmp_path / "one.parquet"], tokenizer_dir, tmp_path / "d_index", text_column="1") == expected
 
 
+def prepare_refuses(tokenizer_dir, source, out, *fragments) -> None:
+    """`prepare` stops with one line holding `fragments`, exit 2, and leaves no data directory behind."""
+    one_line_error(bertforge("prepare", source, "--tokenizer", tokenizer_dir, "--out", out), *fragments)
+    assert not (out / "meta.json").exists()
+
+
 def test_a_missing_column_and_a_broken_parquet_file_exit_2_naming_the_file(tokenizer_dir, tmp_path):
     pq.write_table(pa.table({"body": ["some text here."]}), tmp_path / "a.parquet")
-    one_line_error(
-        bertforge("prepare", tmp_path / "a.parquet", "--tokenizer", tokenizer_dir, "--out", tmp_path / "d"),
-        "a.parquet",
-        "no column 'text'",
-        "'body'",
-    )
+    prepare_refuses(tokenizer_dir, tmp_path / "a.parquet", tmp_path / "d", "a.parquet", "no column 'text'", "'body'")
     (tmp_path / "b.parquet").write_bytes(b"PAR1 this is not parquet")
-    one_line_error(
-        bertforge("prepare", tmp_path / "b.parquet", "--tokenizer", tokenizer_dir, "--out", tmp_path / "d2"),
-        "b.parquet",
-        "cannot read as parquet",
-    )
-    assert not (tmp_path / "d2" / "meta.json").exists()
+    prepare_refuses(tokenizer_dir, tmp_path / "b.parquet", tmp_path / "d2", "b.parquet", "cannot read as parquet")
 
 
 def test_without_the_formats_extra_the_error_says_what_to_install(tmp_path, monkeypatch):
@@ -236,12 +232,7 @@ def test_the_compression_filter_drops_planted_junk_and_keeps_english_and_vietnam
 
 def test_a_zst_file_that_is_not_zstd_exits_2_and_writes_nothing(tokenizer_dir, tmp_path):
     (tmp_path / "c.jsonl.zst").write_text('{"text": "plain text pretending to be compressed"}\n')
-    one_line_error(
-        bertforge("prepare", tmp_path / "c.jsonl.zst", "--tokenizer", tokenizer_dir, "--out", tmp_path / "d"),
-        "c.jsonl.zst",
-        "cannot read",
-    )
-    assert not (tmp_path / "d" / "meta.json").exists()
+    prepare_refuses(tokenizer_dir, tmp_path / "c.jsonl.zst", tmp_path / "d", "c.jsonl.zst", "cannot read")
 
 
 def test_without_the_extra_every_other_format_still_reads(tmp_path, monkeypatch):
