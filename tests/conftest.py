@@ -10,7 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from bertforge import BertForPreTraining, ModelConfig
+from bertforge.modeldir import save_model
 from bertforge.tokenizer import train_tokenizer
 
 SUBJECTS = ["the cat", "the dog", "a bird", "my friend", "the teacher", "an old man", "the child", "her brother"]
@@ -72,6 +75,15 @@ TINY_MODEL = [
     "64",
 ]
 TINY_RUN = ["--seq-len", "64", "--precision", "fp32", "--num-workers", "0", "--quiet"]
+
+
+def save_random_model(directory: Path, tokenizer, **shape) -> Path:
+    """A model directory with seeded random weights over `tokenizer`: one layer of width 32 unless `shape` says
+    otherwise. For tests of loading, commands and plots, which need a model but not a trained one."""
+    torch.manual_seed(0)
+    shape = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, **shape}
+    save_model(BertForPreTraining(ModelConfig(vocab_size=tokenizer.get_vocab_size(), **shape)), directory, tokenizer)
+    return directory
 
 
 def bertforge(*args, **kwargs) -> subprocess.CompletedProcess:

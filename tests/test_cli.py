@@ -12,7 +12,7 @@ import torch
 from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.cli import build_parser
 
-from conftest import bertforge, bertforge_ok, one_line_error
+from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
 
 # Verbs that print a result a program may want to read.
 RESULT_VERBS = [
@@ -151,23 +151,15 @@ def test_a_model_saved_without_its_tokenizer_says_so(tmp_path):
     one_line_error(bertforge("fill-mask", tmp_path / "m", "the [MASK] sat."), "saved without one")
 
 
+def test_fill_mask_without_a_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_path):
+    save_random_model(tmp_path / "m", wordpiece_tokenizer)
+    one_line_error(bertforge("fill-mask", tmp_path / "m", "no blank here"), "[MASK]")
+
+
 def test_classify_and_nsp_read_tables_and_pair_lines(wordpiece_tokenizer, tmp_path):
-    torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        save_model(
-            BertForPreTraining(
-                ModelConfig(
-                    vocab_size=wordpiece_tokenizer.get_vocab_size(),
-                    hidden_size=32,
-                    num_layers=1,
-                    num_heads=2,
-                    intermediate_size=64,
-                )
-            ),
-            tmp_path / "m",
-            wordpiece_tokenizer,
-        )
+        save_random_model(tmp_path / "m", wordpiece_tokenizer)
     (tmp_path / "pairs.txt").write_text(
         "the cat sat.\tthe dog ran.\na bird sang.\tthe mat was red.\n", encoding="utf-8"
     )

@@ -290,29 +290,6 @@ def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tm
         assert [p["score"] for p in mask["predictions"]] == pytest.approx([e["score"] for e in expected], abs=1e-5)
 
 
-def test_fill_mask_without_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_path):
-    torch.manual_seed(0)
-    save_model(
-        BertForPreTraining(
-            ModelConfig(
-                vocab_size=wordpiece_tokenizer.get_vocab_size(),
-                hidden_size=32,
-                num_layers=1,
-                num_heads=2,
-                intermediate_size=64,
-            )
-        ),
-        tmp_path,
-        wordpiece_tokenizer,
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), "no blank here"], capture_output=True, text=True
-    )
-    assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and "[MASK]" in done.stderr
-    assert "Traceback" not in done.stderr
-
-
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
 def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokenizer, pooling, tmp_path):
     """Batched by length with padding, each vector equals transformers' output for that text alone."""

@@ -11,31 +11,17 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from bertforge import BertForPreTraining, ModelConfig, load, save_model
+from bertforge import load
 from bertforge.cli import main
 from bertforge.plots import embedding_parts
 
-from conftest import bertforge_ok, make_documents, write_corpus
+from conftest import bertforge_ok, make_documents, save_random_model, write_corpus
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, wordpiece_tokenizer):
     directory = tmp_path_factory.mktemp("plots") / "model"
-    torch.manual_seed(0)
-    save_model(
-        BertForPreTraining(
-            ModelConfig(
-                vocab_size=wordpiece_tokenizer.get_vocab_size(),
-                hidden_size=32,
-                num_layers=2,
-                num_heads=4,
-                intermediate_size=64,
-                max_position_embeddings=64,
-            )
-        ),
-        directory,
-        wordpiece_tokenizer,
-    )
+    save_random_model(directory, wordpiece_tokenizer, num_layers=2, num_heads=4, max_position_embeddings=64)
     return directory
 
 

@@ -13,12 +13,21 @@ import time
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge import BertForPreTraining, ModelConfig
 from bertforge.checkpoint import checkpoint_dirs, load_checkpoint
 from bertforge.optim import build_optimizer
 from bertforge.tokenizer import load_tokenizer
 
-from conftest import TINY_MODEL, TINY_RUN, bertforge, make_documents, one_line_error, train_metrics, write_corpus
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    bertforge,
+    make_documents,
+    one_line_error,
+    save_random_model,
+    train_metrics,
+    write_corpus,
+)
 
 TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-every", "0"]
 
@@ -157,21 +166,7 @@ def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
 
 
 def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
-    torch.manual_seed(0)
-    good = tmp_path / "good"
-    save_model(
-        BertForPreTraining(
-            ModelConfig(
-                vocab_size=wordpiece_tokenizer.get_vocab_size(),
-                hidden_size=32,
-                num_layers=1,
-                num_heads=2,
-                intermediate_size=64,
-            )
-        ),
-        good,
-        wordpiece_tokenizer,
-    )
+    good = save_random_model(tmp_path / "good", wordpiece_tokenizer)
     fill = ["fill-mask", None, "the [MASK] sat."]
 
     def with_dir(directory):
@@ -212,20 +207,7 @@ def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
 
 
 def test_paths_named_in_configs_are_never_followed(tmp_path, wordpiece_tokenizer):
-    torch.manual_seed(0)
-    save_model(
-        BertForPreTraining(
-            ModelConfig(
-                vocab_size=wordpiece_tokenizer.get_vocab_size(),
-                hidden_size=32,
-                num_layers=1,
-                num_heads=2,
-                intermediate_size=64,
-            )
-        ),
-        tmp_path / "m",
-        wordpiece_tokenizer,
-    )
+    save_random_model(tmp_path / "m", wordpiece_tokenizer)
     outside = tmp_path / "outside.json"
     outside.write_text("{ not a tokenizer")
     config = json.loads((tmp_path / "m" / "tokenizer_config.json").read_text())
