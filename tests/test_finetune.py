@@ -83,6 +83,15 @@ def test_single_sentence_task_is_learned_completely(pretrained, tmp_path):
              Columns("sentence", "label"), progress=False)  # fmt: skip
     records = [json.loads(x) for x in (tmp_path / "capped" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 3), (2, 4)]
+    # --no-dev-every-epoch scores dev once, after the last epoch, and keeps that epoch's model.
+    once = fast(epochs=3, dev_every_epoch=False)
+    summary = finetune(pretrained, "classification", tmp_path / "train.tsv", tmp_path / "dev.tsv", tmp_path / "once",
+                       once, Columns("sentence", "label"), progress=False)  # fmt: skip
+    records = [json.loads(x) for x in (tmp_path / "once" / "metrics.jsonl").read_text().splitlines()]
+    assert [("dev_accuracy" in r) for r in records] == [False, False, True]
+    assert summary["best"]["epoch"] == 3
+    saved = json.loads((tmp_path / "once" / "model" / "config.json").read_text())
+    assert saved["bertforge_finetune"]["best_epoch"] == 3
 
 
 def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):

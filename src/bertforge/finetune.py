@@ -143,7 +143,8 @@ def _fit(
             step += 1
             train_loss += float(loss.detach())
             bar.set_postfix(loss=f"{train_loss / (b + 1):.4f}", refresh=False)
-        scores = task.evaluate(model, precision)
+        last = epoch == cfg.epochs or step >= total_steps
+        scores = task.evaluate(model, precision) if cfg.dev_every_epoch or last else {}
         record = {
             "epoch": epoch,
             "step": step,
@@ -153,12 +154,13 @@ def _fit(
         }
         with open(metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
-        if not best or _better(record[f"dev_{task.main_metric}"], best[f"dev_{task.main_metric}"]):
+        if scores:
+            tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
+        if scores and (not best or _better(record[f"dev_{task.main_metric}"], best[f"dev_{task.main_metric}"])):
             best = record
             extra = {**task.saved_config(), "bertforge_finetune": {**cfg.to_dict(), "best_epoch": epoch}}
             save_model(model, out / "model", tokenizer, extra)
-        if step >= total_steps:
+        if last:
             break
     summary = {**task.summary(), "main_metric": task.main_metric, "best": best}
     write_json(out / "summary.json", summary)
