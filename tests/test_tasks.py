@@ -208,7 +208,7 @@ def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder,
         tmp_path / "train.json",
         tmp_path / "dev.json",
         tmp_path / "qa",
-        fast(epochs=30, seq_len=64, stride=16),
+        fast(epochs=50, seq_len=64, stride=16),
         progress=False,
     )
     assert summary["best"]["dev_exact_match"] >= 90.0

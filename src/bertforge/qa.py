@@ -28,7 +28,7 @@ from tokenizers import Encoding, Tokenizer
 from .errors import UserError
 from .model import BertForQuestionAnswering
 from .modeldir import load_model_and_tokenizer
-from .runtime import MixedPrecision, resolve_device
+from .runtime import MixedPrecision, release_freed_memory, resolve_device
 from .tokenizer import special_ids
 
 
@@ -194,6 +194,7 @@ def answer_questions(
                     "start": start,
                     "end": end,
                 }
+        release_freed_memory()
     return best
 
 
