@@ -213,3 +213,20 @@ def test_mask_is_dropped_when_nothing_is_padded(monkeypatch):
     mask[0, 6:] = 0
     model(ids, types, attention_mask=mask)
     assert seen and all(m is not None and m.shape == (2, 1, 1, 8) for m in seen)
+
+
+def test_sinusoidal_positions_sit_at_the_token_embeddings_scale():
+    """The fixed table is the paper's sin/cos pattern, scaled to the size the learned tables start at, so that
+    the position does not drown the token in the sum LayerNorm normalises (unscaled, a budget run stayed at the
+    unigram level for 800 steps)."""
+    torch.manual_seed(0)
+    config = small_config(position_embedding="sinusoidal", initializer_range=0.02)
+    embeddings = BertForPreTraining(config).bert.embeddings
+    table = embeddings.position.weight  # (P, H)
+    assert not table.requires_grad
+    assert table.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=1e-4)  # root mean square
+    assert embeddings.token.weight.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=0.1)
+    scale = 0.02 * 2**0.5
+    positions = torch.arange(config.max_position_embeddings, dtype=torch.float32)
+    torch.testing.assert_close(table[:, 0], scale * torch.sin(positions))  # dim 0: frequency 1
+    torch.testing.assert_close(table[:, 1], scale * torch.cos(positions))

@@ -149,7 +149,9 @@ class ModelConfig(_DictMixin):
         ("post", "pre"),
     )
     position_embedding: str = documented(
-        "learned", "learned (BERT) or sinusoidal (fixed, as in the Transformer paper)", ("learned", "sinusoidal")
+        "learned",
+        "learned (BERT) or sinusoidal (fixed, as in the Transformer paper, scaled to the token embeddings' initial size)",
+        ("learned", "sinusoidal"),
     )
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
     pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")

@@ -26,14 +26,15 @@ from .config import ModelConfig
 from .labels import IGNORE_INDEX
 
 
-def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
-    """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims."""
+def sinusoidal_table(num_positions: int, dim: int, rms: float = 1 / math.sqrt(2)) -> torch.Tensor:
+    """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims, scaled so that the entries'
+    root mean square is `rms` (1/√2, the paper's unscaled table, by default)."""
     position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
     inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
     table = torch.zeros(num_positions, dim)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
-    return table  # (P, dim)
+    return table * (rms * math.sqrt(2))  # (P, dim): each sin/cos pair has sin² + cos² = 1
 
 
 class Embeddings(nn.Module):
@@ -45,8 +46,12 @@ class Embeddings(nn.Module):
         self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         if config.position_embedding == "sinusoidal":  # a fixed table in the learned slot: frozen, never re-initialised
+            # At the token embeddings' scale: unscaled (entries of RMS 0.71 against 0.02) it drowned the tokens in
+            # the sum that LayerNorm sees, and a budget run stayed at the unigram level for 800 steps. The paper
+            # balanced the two by multiplying the token embeddings by √H instead.
             self.position.weight = nn.Parameter(
-                sinusoidal_table(config.max_position_embeddings, config.hidden_size), requires_grad=False
+                sinusoidal_table(config.max_position_embeddings, config.hidden_size, config.initializer_range),
+                requires_grad=False,
             )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
