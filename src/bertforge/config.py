@@ -150,7 +150,7 @@ class ModelConfig(_DictMixin):
     )
     position_embedding: str = documented(
         "learned",
-        "learned (BERT) or sinusoidal (fixed, as in the Transformer paper, scaled to the token embeddings' initial size)",
+        "learned (BERT) or sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size)",
         ("learned", "sinusoidal"),
     )
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
