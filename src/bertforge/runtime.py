@@ -41,7 +41,8 @@ def release_freed_memory() -> None:
     A loop over batches of ever-different shapes (evaluation sorted by length)
     frees tensors of ever-different sizes, and glibc keeps them in its heap
     instead of returning them: a SQuAD dev pass grew a process by gigabytes that
-    way. Trimming after each batch costs far less than the batch.
+    way. Trimming after each batch bounds that for about a fifth more time (the
+    next batch faults its pages in again; benchmarks/bench_qa_memory.py).
     """
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
