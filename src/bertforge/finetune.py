@@ -156,10 +156,10 @@ def _fit(
             f.write(json.dumps(record) + "\n")
         if scores:
             tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
-        if scores and (not best or _better(record[f"dev_{task.main_metric}"], best[f"dev_{task.main_metric}"])):
-            best = record
-            extra = {**task.saved_config(), "bertforge_finetune": {**cfg.to_dict(), "best_epoch": epoch}}
-            save_model(model, out / "model", tokenizer, extra)
+            if not best or _better(record[f"dev_{task.main_metric}"], best[f"dev_{task.main_metric}"]):
+                best = record
+                extra = {**task.saved_config(), "bertforge_finetune": {**cfg.to_dict(), "best_epoch": epoch}}
+                save_model(model, out / "model", tokenizer, extra)
         if last:
             break
     summary = {**task.summary(), "main_metric": task.main_metric, "best": best}

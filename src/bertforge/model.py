@@ -26,9 +26,9 @@ from .config import ModelConfig
 from .labels import IGNORE_INDEX
 
 
-def sinusoidal_table(num_positions: int, dim: int, rms: float = 1 / math.sqrt(2)) -> torch.Tensor:
+def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
     """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims, scaled so that the entries'
-    root mean square is `rms` (1/√2, the paper's unscaled table, by default)."""
+    root mean square is `rms` (the paper's unscaled table has 1/√2)."""
     position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
     inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
     table = torch.zeros(num_positions, dim)
