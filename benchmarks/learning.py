@@ -57,6 +57,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "budget-mask40": (30522, ["--recipe", "budget", "--mask-prob", "0.4"]),
     "budget-batch128": (30522, ["--recipe", "budget", "--batch-size", "128", "--lr", "2e-3"]),
     "budget-sinusoidal": (30522, ["--recipe", "budget", "--position-embedding", "sinusoidal"]),
+    "budget-alibi": (30522, ["--recipe", "budget", "--attention-bias", "alibi"]),
     "budget-tiny": (30522, ["--recipe", "budget", "--preset", "tiny", "--lr", "2e-3"]),
     "budget-8k": (8192, ["--recipe", "budget"]),
     "budget-tiny-8k": (8192, ["--recipe", "budget", "--preset", "tiny", "--lr", "2e-3"]),

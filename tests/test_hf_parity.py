@@ -193,6 +193,30 @@ def test_every_variant_loads_in_transformers_with_the_same_outputs(variant, word
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
+def test_alibi_is_refused_by_transformers_and_loads_in_bertforge(norm_style, wordpiece_tokenizer, tmp_path):
+    """No `transformers` BERT has an attention bias: loading must fail rather than compute another model."""
+    config = ModelConfig(
+        vocab_size=wordpiece_tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        norm_style=norm_style,
+        attention_bias="alibi",
+    )
+    ours = randomised(BertForPreTraining(config))
+    save_model(ours, tmp_path, wordpiece_tokenizer)
+    with pytest.raises((ValueError, KeyError), match="bertforge"):
+        transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
+    with pytest.raises((ValueError, KeyError), match="bertforge"):
+        transformers.pipeline("fill-mask", model=str(tmp_path))
+    again = load_model(BertForPreTraining, tmp_path)
+    assert again.config == config
+    ids = torch.randint(5, 100, (2, 9))
+    torch.testing.assert_close(again(ids).mlm_logits, ours(ids).mlm_logits)
+
+
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
 def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, tmp_path):
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA."""
     from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification

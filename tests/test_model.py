@@ -161,7 +161,14 @@ def test_attention_probabilities_sum_to_one_and_skip_padding():
 
 
 @pytest.mark.parametrize(
-    "variant", [{}, {"norm_style": "pre"}, {"position_embedding": "sinusoidal"}, {"hidden_act": "relu"}]
+    "variant",
+    [
+        {},
+        {"norm_style": "pre"},
+        {"position_embedding": "sinusoidal"},
+        {"hidden_act": "relu"},
+        {"attention_bias": "alibi"},
+    ],
 )
 def test_overfits_one_batch_and_variants_round_trip(variant, tmp_path):
     torch.manual_seed(0)
@@ -230,3 +237,39 @@ def test_sinusoidal_positions_sit_at_the_token_embeddings_scale():
     positions = torch.arange(config.max_position_embeddings, dtype=torch.float32)
     torch.testing.assert_close(table[:, 0], scale * torch.sin(positions))  # dim 0: frequency 1
     torch.testing.assert_close(table[:, 1], scale * torch.cos(positions))
+
+
+def test_alibi_penalises_distance_per_head():
+    """-m_h·|i-j| with slopes 1/2, 1/4, ...: symmetric, zero on the diagonal, steeper in earlier heads."""
+    from bertforge.model import alibi_bias
+
+    bias = alibi_bias(num_heads=3, seq_len=5)  # (nh, T, T)
+    assert bias.shape == (3, 5, 5)
+    torch.testing.assert_close(bias, bias.transpose(1, 2))
+    assert torch.all(bias.diagonal(dim1=1, dim2=2) == 0)
+    torch.testing.assert_close(bias[:, 0, 4], torch.tensor([-2.0, -1.0, -0.5]))  # distance 4 × (1/2, 1/4, 1/8)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_alibi_attention_looks_near_and_skips_padding(explicit):
+    """At initialisation the scores are near zero, so the bias decides: probability falls with distance.
+    The explicit path and SDPA agree, padding stays invisible, and real positions do not see the pad."""
+    from bertforge.model import set_explicit_attention
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config(attention_bias="alibi")).eval()
+    set_explicit_attention(model, explicit)
+    ids, types, _, _ = random_batch(B=2, T=12)
+    mask = torch.ones_like(ids)
+    mask[0, 8:] = 0
+    encoded = model.bert(ids, types, mask, output_attentions=True)
+    probs = encoded.attentions[0]  # (B, nh, T, T)
+    assert torch.all(probs[0, :, :, 8:] == 0)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(2, 4, 12))
+    row = probs[1, 0, 6]  # head 0 (slope 1/2), query 6: the farther the key, the less it gets
+    assert row[6] > row[4] > row[2] > row[0] and row[6] > row[8] > row[10]
+    torch.testing.assert_close(
+        encoded.sequence_output, model.bert(ids, types, mask).sequence_output, rtol=1e-5, atol=1e-5
+    )
+    unpadded = model.bert(ids[:1, :8], types[:1, :8]).sequence_output
+    torch.testing.assert_close(encoded.sequence_output[:1, :8], unpadded, rtol=1e-5, atol=1e-5)

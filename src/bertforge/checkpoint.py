@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import load_file
 
-from .config import ARCHITECTURE_FIELDS
+from .config import ARCHITECTURE_FIELDS, ModelConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
 from .hf import from_hf_state_dict
@@ -138,7 +138,9 @@ def run_configs(run_dir: Path) -> dict[str, Any] | None:
 
 
 def architecture_changes(saved: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    """ "name: old -> new" for every architecture field that differs (dropout and the like may change)."""
+    """ "name: old -> new" for every architecture field that differs (dropout and the like may change).
+    A field the saved run predates counts as its default."""
+    saved = {**ModelConfig().to_dict(), **saved}
     return [f"{k}: {saved.get(k)!r} -> {wanted.get(k)!r}" for k in ARCHITECTURE_FIELDS if saved.get(k) != wanted.get(k)]
 
 

@@ -121,6 +121,7 @@ ARCHITECTURE_FIELDS = (
     "hidden_act",
     "norm_style",
     "position_embedding",
+    "attention_bias",
     "tie_word_embeddings",
     "pad_token_id",
     "pad_vocab_multiple",
@@ -152,6 +153,14 @@ class ModelConfig(_DictMixin):
         "learned",
         "learned (BERT) or sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size)",
         ("learned", "sinusoidal"),
+    )
+    attention_bias: str = documented(
+        "none",
+        "none, or alibi: a fixed penalty -m·|i-j| on attention scores that makes every head start out looking near "
+        "(ALiBi, Press et al. 2022, made symmetric for an encoder; slopes 1/2, 1/4, ... per head). The positions "
+        "stay too, since the penalty cannot tell left from right. No transformers class has it: transformers "
+        "refuses such a model directory",
+        ("none", "alibi"),
     )
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
     pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")

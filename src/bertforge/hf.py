@@ -5,7 +5,9 @@ Two families cover every variant we train:
   pre-LN            -> `roberta-prelayernorm`: the same architecture (LayerNorm on the embeddings,
                        before each sub-layer and at the top), RobertaPreLayerNormForMaskedLM, ...
 Sinusoidal positions are a fixed table (model.py keeps them in the learned slot, frozen), so
-they travel as an ordinary position table.
+they travel as an ordinary position table. An ALiBi attention bias has no `transformers` class:
+such a directory keeps the family's weight names but says model_type "bertforge", which
+`transformers` refuses to load rather than computing a different model.
 
 Pure mappings between dictionaries, with no file access (that is `modeldir.py`)
 and no model classes: a model passes in its config and the architecture name it
@@ -119,6 +121,7 @@ ROBERTA_PRE_LN = Layout(
     },
 )
 LAYOUTS = {layout.model_type: layout for layout in (BERT, ROBERTA_PRE_LN)}
+OWN_MODEL_TYPE = "bertforge"  # config.json's model_type for variants no `transformers` class expresses
 
 
 def layout_for(config: ModelConfig) -> Layout:
@@ -237,9 +240,12 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
 def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """config.json for `architecture`'s family (BertConfig or RobertaPreLayerNormConfig keys); ours in "bertforge"."""
     layout = layout_for(config)
+    # A variant no `transformers` class computes gets a model_type it does not know, so that loading fails loudly
+    # instead of quietly dropping the variant; the weights keep the family's names for bertforge.
+    expressible = config.attention_bias == "none"
     hf = {
         "architectures": [layout.architectures[architecture]],
-        "model_type": layout.model_type,
+        "model_type": layout.model_type if expressible else OWN_MODEL_TYPE,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -258,6 +264,8 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
         "bertforge": {
             "norm_style": config.norm_style,
             "position_embedding": config.position_embedding,
+            "attention_bias": config.attention_bias,
+            "weight_layout": layout.model_type,
             "pad_vocab_multiple": config.pad_vocab_multiple,
         },
     }
@@ -267,7 +275,10 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
 
 def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConfig:
     """A ModelConfig from BertConfig or RobertaPreLayerNormConfig keys; other families, missing keys: user errors."""
+    ours = hf.get("bertforge", {})
     model_type = hf.get("model_type", "bert")
+    if model_type == OWN_MODEL_TYPE:
+        model_type = ours.get("weight_layout")
     if model_type not in LAYOUTS:
         raise UserError(f"{source}: model_type {model_type!r} is not a BERT model (bert or roberta-prelayernorm)")
     missing = [k for k in HF_REQUIRED_KEYS if k not in hf]
@@ -277,7 +288,6 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
         raise UserError(
             f"{source}: position_embedding_type {hf['position_embedding_type']!r} is not supported (only absolute)"
         )
-    ours = hf.get("bertforge", {})
     pad = hf.get("pad_token_id") or 0
     offset = pad + 1 if model_type == "roberta-prelayernorm" else 0
     return ModelConfig(
@@ -294,6 +304,7 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
         hidden_act=hf.get("hidden_act", "gelu"),
         norm_style="pre" if model_type == "roberta-prelayernorm" else "post",
         position_embedding=ours.get("position_embedding", "learned"),
+        attention_bias=ours.get("attention_bias", "none"),
         tie_word_embeddings=hf.get("tie_word_embeddings", True),
         pad_token_id=pad,
         initializer_range=hf.get("initializer_range", 0.02),

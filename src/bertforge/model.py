@@ -37,6 +37,19 @@ def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
     return table * (rms * math.sqrt(2))  # (P, dim): each sin/cos pair has sin² + cos² = 1
 
 
+def alibi_bias(num_heads: int, seq_len: int) -> torch.Tensor:
+    """ALiBi's distance penalty, symmetric for an encoder: -m_h·|i - j|, with slopes m_h = 1/2, 1/4, 1/8, ...
+
+    Added to the attention scores, it makes each head prefer near keys from the
+    first step (head h mostly within about 2^(h+1) tokens) instead of having to
+    learn from the position table which positions are neighbours.
+    """
+    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32)  # (nh,)
+    position = torch.arange(seq_len, dtype=torch.float32)
+    distance = (position[:, None] - position[None, :]).abs()  # (T, T)
+    return -slopes[:, None, None] * distance  # (nh, T, T)
+
+
 class Embeddings(nn.Module):
     """BERT's input representation: token + segment + position, then LayerNorm and dropout."""
 
@@ -92,8 +105,9 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_dropout
         self.explicit = False  # compute attention in the explicit form even when no probabilities are asked for
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, need_weights: bool = False):
-        """x (B, T, H); key_mask (B, 1, 1, T) bool, True = a real key, or None when nothing is padded.
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
+        """x (B, T, H); attn_mask None (every key is real), or (B, 1, 1, T) bool with True = a real key, or a float
+        bias added to the scores, (B or 1, nh, T, T), -inf on padding keys.
 
         Returns the output (B, T, H) and, only if `need_weights`, the
         attention probabilities (B, nh, T, T), whose rows sum to 1 and are zero on padding keys.
@@ -104,15 +118,19 @@ class SelfAttention(nn.Module):
         k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         dropout_p = self.dropout_p if self.training else 0.0
+        if attn_mask is not None and attn_mask.is_floating_point():
+            attn_mask = attn_mask.to(q.dtype)  # SDPA wants the bias in the query's dtype (bf16 under autocast)
         probs = None
         if need_weights or self.explicit:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, nh, T, T)
-            if key_mask is not None:
-                scores = scores.masked_fill(~key_mask, float("-inf"))
+            if attn_mask is not None and attn_mask.is_floating_point():
+                scores = scores + attn_mask
+            elif attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
             probs = scores.softmax(dim=-1)  # (B, nh, T, T)
             y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask, dropout_p=dropout_p)  # (B, nh, T, hs)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, nh, T, hs)
         y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H): heads side by side again
         return self.out(y), probs if need_weights else None
 
@@ -146,13 +164,13 @@ class EncoderLayer(nn.Module):
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None, need_weights: bool = False):
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
         if self.pre_norm:
-            attended, probs = self.attention(self.attention_norm(x), key_mask, need_weights)
+            attended, probs = self.attention(self.attention_norm(x), attn_mask, need_weights)
             x = x + self.dropout(attended)
             x = x + self.dropout(self.ffn(self.ffn_norm(x)))
         else:
-            attended, probs = self.attention(x, key_mask, need_weights)
+            attended, probs = self.attention(x, attn_mask, need_weights)
             x = self.attention_norm(x + self.dropout(attended))
             x = self.ffn_norm(x + self.dropout(self.ffn(x)))
         return x, probs  # (B, T, H), (B, nh, T, T) or None
@@ -191,15 +209,18 @@ class BertModel(nn.Module):
         """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 on real tokens, 0 on padding."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        key_mask = None
+        attn_mask = None
         # With no padding the mask is dropped, which lets SDPA pick its fastest (flash) kernel.
         if attention_mask is not None and not bool(attention_mask.all()):
-            key_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        if self.config.attention_bias == "alibi":  # one bias for all layers, padding folded in as -inf
+            bias = alibi_bias(self.config.num_heads, input_ids.shape[1]).to(input_ids.device)[None]  # (1, nh, T, T)
+            attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))  # (B, nh, T, T)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         for layer in self.layers:
-            x, probs = layer(x, key_mask, output_attentions)
+            x, probs = layer(x, attn_mask, output_attentions)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:
