@@ -215,3 +215,13 @@ def test_paths_named_in_configs_are_never_followed(tmp_path, wordpiece_tokenizer
     (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps(config))
     done = bertforge("fill-mask", tmp_path / "m", "the [MASK] sat.", "--json")
     assert done.returncode == 0, done.stderr
+
+
+def test_resume_compares_architecture_fields_a_saved_run_predates_as_their_defaults():
+    """A run saved before a field existed resumes with the default; asking for another value is refused."""
+    from bertforge.checkpoint import architecture_changes
+
+    wanted = ModelConfig().to_dict()
+    saved = {k: v for k, v in wanted.items() if k != "attention_bias"}  # as written by an older bertforge
+    assert architecture_changes(saved, wanted) == []
+    assert architecture_changes(saved, {**wanted, "attention_bias": "alibi"}) == ["attention_bias: 'none' -> 'alibi'"]
