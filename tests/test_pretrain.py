@@ -477,6 +477,7 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     config = json.loads((run / "config.json").read_text())
     budget = RECIPES["budget"]
     assert config["model"]["norm_style"] == budget.model["norm_style"] == "pre"
+    assert config["model"]["attention_bias"] == budget.model["attention_bias"] == "alibi"
     assert config["model"]["hidden_size"] == 32  # --preset tiny and --hidden-size, over the recipe's mini
     for key, value in budget.train.items():
         assert config["train"][key] == (5e-4 if key == "lr" else value), key
