@@ -289,6 +289,12 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             f"model in {run / 'model'}",
             file=sys.stderr,
         )
+    if model_config.attention_bias != "none":
+        print(
+            f"note: the {model_config.attention_bias} attention bias has no transformers class: bertforge loads this "
+            "model, transformers refuses it (train with --attention-bias none for one it loads)",
+            file=sys.stderr,
+        )
     return 0
 
 
