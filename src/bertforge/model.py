@@ -37,15 +37,15 @@ def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
     return table * (rms * math.sqrt(2))  # (P, dim): each sin/cos pair has sin² + cos² = 1
 
 
-def alibi_bias(num_heads: int, seq_len: int) -> torch.Tensor:
+def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """ALiBi's distance penalty, symmetric for an encoder: -m_h·|i - j|, with slopes m_h = 1/2, 1/4, 1/8, ...
 
     Added to the attention scores, it makes each head prefer near keys from the
     first step (head h mostly within about 2^(h+1) tokens) instead of having to
     learn from the position table which positions are neighbours.
     """
-    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32)  # (nh,)
-    position = torch.arange(seq_len, dtype=torch.float32)
+    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
+    position = torch.arange(seq_len, dtype=torch.float32, device=device)
     distance = (position[:, None] - position[None, :]).abs()  # (T, T)
     return -slopes[:, None, None] * distance  # (nh, T, T)
 
@@ -214,7 +214,7 @@ class BertModel(nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
         if self.config.attention_bias == "alibi":  # one bias for all layers, padding folded in as -inf
-            bias = alibi_bias(self.config.num_heads, input_ids.shape[1]).to(input_ids.device)[None]  # (1, nh, T, T)
+            bias = alibi_bias(self.config.num_heads, input_ids.shape[1], input_ids.device)[None]  # (1, nh, T, T)
             attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))  # (B, nh, T, T)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         hidden_states = [x] if output_hidden_states else None
