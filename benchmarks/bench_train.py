@@ -129,6 +129,31 @@ class Contender:
         return sum(self.tokens) / sum(self.times)
 
 
+class MasterWeightsContender(Contender):
+    """A lever not in the trainer yet: the model held in bf16, so autocast casts nothing, and AdamW stepping fp32
+    master copies of the weights, which are copied back into the bf16 model after every step."""
+
+    def __init__(self, name: str, model):
+        use_fast_paths(model, "cpu", "bf16")
+        super().__init__(name, model, ours_loss, "fp32")  # no autocast: the weights themselves are bf16
+        self.precision = "bf16"
+        self.masters = [p.detach().clone() for p in self.params]  # fp32
+        model.to(torch.bfloat16)
+        self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, weight_decay=0.01)
+
+    def step(self, batch) -> float:
+        start = time.perf_counter()
+        self.forward(batch).backward()
+        for param, master in zip(self.params, self.masters):
+            master.grad, param.grad = param.grad.float(), None
+        torch.nn.utils.clip_grad_norm_(self.masters, 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, self.masters)
+        return time.perf_counter() - start
+
+
 def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
     """Alternate contenders step by step, in a new random order each round: no one always follows the same model."""
     order = list(contenders)
@@ -206,6 +231,9 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
         ours(config, precision, "PyTorch SDPA attention", explicit_attention=False),
         Contender("transformers", hf_model(config), hf_loss, precision),
     ]
+    if precision == "bf16":
+        torch.manual_seed(0)
+        variants.append(MasterWeightsContender("bf16 weights, fp32 masters (no autocast)", BertForPreTraining(config)))
     if args.compile:
         variants.append(ours(config, precision, "torch.compile", compile=True))
     race(variants, batches, args.warmup, args.steps)
