@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import bertforge.model as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.model import IGNORE_INDEX
 
@@ -82,6 +83,35 @@ def test_gathered_head_equals_dense_head_at_labelled_positions():
     torch.testing.assert_close(gathered.mlm_logits, dense[where], rtol=1e-5, atol=1e-5)
     expected = torch.nn.functional.cross_entropy(dense.reshape(-1, 90), labels.reshape(-1), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(gathered.mlm_loss, expected)
+
+
+def test_gathered_rows_are_rounded_to_a_few_shapes_without_changing_loss_or_gradients(monkeypatch):
+    """The head runs on N rounded up to a multiple of 64 (fewer kernel builds, no heap growth); the extra rows
+    must not count: the same loss, gradients and outputs as the exact N."""
+    ids, types, labels, nsp = random_batch(B=8, T=32)
+    n = int((labels != IGNORE_INDEX).sum())
+    assert n % bertforge_model.GATHERED_ROWS_MULTIPLE != 0  # otherwise the test shows nothing
+
+    def run(multiple: int):
+        monkeypatch.setattr(bertforge_model, "GATHERED_ROWS_MULTIPLE", multiple)
+        torch.manual_seed(0)
+        model = BertForPreTraining(small_config())
+        rows = []
+        model.mlm_head.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[0]))
+        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+        out.loss.backward()
+        return out, rows[0], {name: p.grad.clone() for name, p in model.named_parameters()}
+
+    rounded, rounded_rows, rounded_grads = run(64)
+    exact, exact_rows, exact_grads = run(1)
+    assert (exact_rows, rounded_rows) == (n, -(-n // 64) * 64)
+    assert rounded.mlm_logits.shape == (n, 90)
+    assert torch.equal(rounded.mlm_targets, labels[labels != IGNORE_INDEX])
+    assert rounded.mlm_correct() == exact.mlm_correct()
+    torch.testing.assert_close(rounded.loss, exact.loss)
+    torch.testing.assert_close(rounded.mlm_logits, exact.mlm_logits)
+    for name, grad in exact_grads.items():
+        torch.testing.assert_close(rounded_grads[name], grad, msg=name)
 
 
 def test_unlabelled_positions_cannot_change_the_loss():

@@ -6,7 +6,7 @@
                       NSP head ◄── Pooler (dense + tanh on [CLS]) ◄───────────────┘
 
 Shapes: B batch, T sequence length, H hidden size, nh heads, hs = H / nh,
-N number of predicted (masked) positions, V vocabulary size.
+N number of predicted (masked) positions (N' rounded up to a multiple of 64), V vocabulary size.
 
 Parallelism, compilation and device placement live in the trainer, not here.
 Each model class names the `transformers` architecture it corresponds to;
@@ -24,6 +24,8 @@ from torch import nn
 
 from .config import ModelConfig
 from .labels import IGNORE_INDEX
+
+GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
 
 
 def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
@@ -300,13 +302,18 @@ class BertForPreTraining(nn.Module):
             return PreTrainingOutput(None, None, None, self.mlm_head(encoded.sequence_output), nsp_logits)
 
         # Gather first: the decoder (H x V, the largest matmul) runs only where a label is.
-        predict_here = mlm_labels != IGNORE_INDEX  # (B, T)
-        mlm_targets = mlm_labels[predict_here]  # (N,)
-        mlm_logits = self.mlm_head(encoded.sequence_output[predict_here])  # (N, V)
-        mlm_loss = F.cross_entropy(mlm_logits.float(), mlm_targets) if mlm_targets.numel() else mlm_logits.sum() * 0.0
+        rows = (mlm_labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)  # (N,) indices into B·T
+        n, extra = rows.numel(), -rows.numel() % GATHERED_ROWS_MULTIPLE
+        # N changes with every batch. Rounded up to a multiple of 64 (extra rows read position 0, their label
+        # ignored), batches share a few shapes: oneDNN reuses its kernels and glibc its freed blocks, where each
+        # new N cost a kernel build and left memory behind (benchmarks/bench_gather_shapes.py).
+        rows = F.pad(rows, (0, extra))  # (N',)
+        targets = F.pad(mlm_labels.flatten()[rows[:n]], (0, extra), value=IGNORE_INDEX)  # (N',)
+        logits = self.mlm_head(encoded.sequence_output.flatten(0, 1)[rows])  # (N', V)
+        mlm_loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX) if n else logits.sum() * 0.0
         nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels) if nsp_labels is not None else None
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
-        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, mlm_targets)
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, logits[:n], nsp_logits, targets[:n])
 
     def num_parameters(self) -> int:
         """Parameters counted once: parameters() yields the tied decoder/embedding matrix a single time."""
