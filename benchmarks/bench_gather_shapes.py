@@ -28,14 +28,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_description  # noqa: E402
+from common import machine_description, resident_mb  # noqa: E402
 
 ARMS = ("bertforge", "bertforge exact N", "transformers")
 WARMUP = 10
-
-
-def resident_mb() -> int:
-    return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
 
 
 def batch(step: int, steps: int, vocab: int, generator):
@@ -52,10 +48,8 @@ def batch(step: int, steps: int, vocab: int, generator):
 
 def one_arm(arm: str, preset: str, vocab: int, steps: int, precision: str) -> dict:
     """Train `steps` steps of one arm in this process; its memory growth and seconds per step."""
-    import contextlib
-
     import torch
-    from bench_train import hf_model
+    from bench_train import autocast, hf_model
 
     import bertforge.model as bertforge_model
     from bertforge import BertForPreTraining, ModelConfig
@@ -72,14 +66,13 @@ def one_arm(arm: str, preset: str, vocab: int, steps: int, precision: str) -> di
         use_fast_paths(model, "cpu", precision)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
     generator = torch.Generator().manual_seed(0)
     before = started = 0.0
     for step in range(steps):
         if step == WARMUP:
             before, started = resident_mb(), time.perf_counter()
         ids, labels, pair = batch(step, steps, vocab, generator)
-        with autocast:
+        with autocast(precision):
             if arm == "transformers":
                 loss = model(input_ids=ids, labels=labels, next_sentence_label=pair).loss
             else:

@@ -18,11 +18,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_description  # noqa: E402
-
-
-def resident_mb() -> int:
-    return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
+from common import machine_description, resident_mb  # noqa: E402
 
 
 def one_pass(model_dir: str, dev: str, questions: int, precision: str, release: bool) -> dict:

@@ -36,6 +36,11 @@ def machine_description() -> str:
     )
 
 
+def resident_mb() -> int:
+    """This process's resident memory (VmRSS) in MB; per process, so memory benchmarks run each arm in its own."""
+    return int(Path("/proc/self/status").read_text().split("VmRSS:")[1].split()[0]) // 1024
+
+
 def gutenberg_batches(
     data: Path,
     scratch: Path,
