@@ -42,6 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertforge.checkpoint import checkpoint_dirs  # noqa: E402
 from bertforge.corpus import read_paragraphs, split_sentences  # noqa: E402
+from bertforge.electra import GENERATOR_DIR  # noqa: E402
 from bertforge.evaluate import evaluate_model  # noqa: E402
 from bertforge.inference import load  # noqa: E402
 from bertforge.metrics import read_metrics  # noqa: E402
@@ -59,6 +60,12 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "budget-batch128": (30522, [*BUDGET, "--batch-size", "128", "--lr", "2e-3"]),
     "budget-sinusoidal": (30522, [*BUDGET, "--position-embedding", "sinusoidal"]),
     "budget-alibi": (30522, ["--recipe", "budget", "--attention-bias", "alibi"]),  # today's `budget` recipe
+    # ELECTRA on today's recipe; its held-out MLM and cloze figures are its 1-layer generator's
+    "electra": (30522, ["--recipe", "budget", "--attention-bias", "alibi", "--objective", "electra"]),
+    "electra-temp2": (
+        30522,
+        ["--recipe", "budget", "--attention-bias", "alibi", "--objective", "electra", "--generator-temperature", "2"],
+    ),
     "budget-tiny": (30522, [*BUDGET, "--preset", "tiny", "--lr", "2e-3"]),
     "budget-8k": (8192, BUDGET),
     "budget-tiny-8k": (8192, [*BUDGET, "--preset", "tiny", "--lr", "2e-3"]),
@@ -279,6 +286,8 @@ def score_arm(arm: str, out: Path, data: Path, cloze: list[tuple[str, str]]) -> 
     rows = []
     for checkpoint in checkpoint_dirs(run):
         step = int(checkpoint.name.split("_")[1])
+        if (checkpoint / GENERATOR_DIR).is_dir():  # ELECTRA: only its generator fills in blanks
+            checkpoint = checkpoint / GENERATOR_DIR
         evaluation = evaluate_model(checkpoint, [str(data)], max_batches=50, layout="none")
         rows.append(
             {

@@ -20,7 +20,7 @@ LAYERS = [
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
     ["prepare"],  # 2 the streaming pipeline from corpus to data directory
     ["model", "hf", "flops"],  # 3 the network; its transformers layout; FLOP counts
-    ["modeldir"],  # 3 model directories on disk
+    ["modeldir", "electra"],  # 3 model directories on disk; ELECTRA, a generator and a discriminator trained together
     ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
     ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order

@@ -30,7 +30,7 @@ from .config import ARCHITECTURE_FIELDS, ModelConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
 from .hf import from_hf_state_dict
-from .modeldir import write_model_files
+from .modeldir import saved_parts, write_model_files
 from .runtime import Distributed
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
@@ -98,12 +98,14 @@ def load_checkpoint(
 ) -> TrainerState:
     """Restore model, optimizer and RNG in place; return where the run was."""
     info = read_trainer_state(directory)
-    try:
-        weights = load_file(str(directory / "model.safetensors"))
-    except Exception as e:  # safetensors raises several types for a torn file
-        raise UserError(f"{directory}: unreadable checkpoint weights ({e})") from None
-    state_dict, _ = from_hf_state_dict(weights, model.config)
-    model.load_state_dict(state_dict)
+    for subdirectory, (part, _) in saved_parts(model).items():
+        try:
+            weights = load_file(str(directory / subdirectory / "model.safetensors"))
+        except Exception as e:  # safetensors raises several types for a torn file
+            raise UserError(f"{directory / subdirectory}: unreadable checkpoint weights ({e})") from None
+        state_dict, _ = from_hf_state_dict(weights, part.config)
+        expected = part.state_dict().keys()  # the tied decoder is implied for a model with no MLM head too
+        part.load_state_dict({k: v for k, v in state_dict.items() if k in expected})
     # Our own file, and still loaded without unpickling arbitrary objects.
     tensors = torch.load(directory / "optimizer.pt", map_location="cpu", weights_only=True)
     optimizer.load_state_dict(tensors["optimizer"])

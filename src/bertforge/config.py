@@ -233,6 +233,22 @@ class TrainConfig(_DictMixin):
         "are A and B in order?) or none (MLM only)",
         ("nsp", "sop", "none"),
     )
+    objective: str = documented(
+        "mlm",
+        "mlm: the model learns to fill in the masked tokens (BERT); electra: a small generator fills them in, and "
+        "the model learns for every token whether it was replaced (ELECTRA, Clark et al. 2020). An electra run "
+        "saves the generator, which does fill-mask, in model/generator",
+        ("mlm", "electra"),
+    )
+    generator_layers: int = documented(
+        1, "electra: layers of the generator, which has the model's width and shares its embeddings"
+    )
+    rtd_weight: float = documented(50.0, "electra: weight of the replaced-token loss beside the generator's MLM loss")
+    generator_temperature: float = documented(
+        1.0,
+        "electra: replacements are drawn from softmax(generator logits / this); above 1 draws less likely tokens, "
+        "which a discriminator early in a short run can learn to spot (1 = the paper)",
+    )
     mask_prob: float = documented(0.15, "fraction of non-special tokens chosen for MLM")
     mask_prob_final: float = documented(
         0.0,
@@ -286,6 +302,14 @@ class TrainConfig(_DictMixin):
                     f"not batch_size_start {self.batch_size_start}",
                 ),
                 (self.max_predictions >= 0, "max_predictions must be positive, or 0 for automatic"),
+                (
+                    self.objective != "electra" or self.pair_objective == "none",
+                    f"electra has no pair objective: add --pair-objective none (not {self.pair_objective})",
+                ),
+                (
+                    self.generator_layers > 0 and self.rtd_weight > 0 and self.generator_temperature > 0,
+                    "generator_layers, rtd_weight and generator_temperature must be positive",
+                ),
             ],
             "train",
         )

@@ -8,12 +8,13 @@ counted only at the positions it actually runs on (the masked ones).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
 import torch
 
-from .config import ModelConfig
+from .config import ModelConfig, TrainConfig
 
 
 def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: float) -> float:
@@ -24,6 +25,20 @@ def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: f
     head = (H * H + H * config.vocab_size) * mask_fraction  # transform + decoder, masked positions only
     attention = 12 * L * H * seq_len  # q·kᵀ and p·v, forward and backward (PaLM appendix B)
     return 6 * (body + head) + attention
+
+
+def pretraining_flops_per_token(config: ModelConfig, cfg: TrainConfig, mask_fraction: float) -> float:
+    """Per input token of what `cfg.objective` trains; ELECTRA's discriminator has its per-token head, no MLM head,
+    and its generator is an MLM model of `generator_layers` layers."""
+    if cfg.objective != "electra":
+        return training_flops_per_token(config, cfg.seq_len, mask_fraction)
+    generator = dataclasses.replace(config, num_layers=cfg.generator_layers)
+    discriminator_head = 6 * (config.hidden_size**2 + config.hidden_size)
+    return (
+        training_flops_per_token(generator, cfg.seq_len, mask_fraction)
+        + training_flops_per_token(config, cfg.seq_len, 0.0)
+        + discriminator_head
+    )
 
 
 @functools.cache

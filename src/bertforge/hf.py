@@ -27,7 +27,7 @@ import torch
 from .config import ModelConfig
 from .errors import UserError
 
-HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "classifier.", "qa_outputs.", "bert.pooler.")
+HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "rtd_head.", "classifier.", "qa_outputs.", "bert.pooler.")
 HF_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
 POSITIONS = "bert.embeddings.position.weight"
@@ -73,18 +73,24 @@ BERT = Layout(
         "nsp_head": "cls.seq_relationship",
         "classifier": "classifier",
         "qa_outputs": "qa_outputs",
+        "rtd_head.dense": "discriminator_predictions.dense",  # ELECTRA's names; transformers' BertModel skips them
+        "rtd_head.prediction": "discriminator_predictions.dense_prediction",
     },
     classifier_modules={},
     params={"mlm_head.bias": "cls.predictions.bias", "mlm_head.decoder_weight": "cls.predictions.decoder.weight"},
     decoder_bias="cls.predictions.decoder.bias",
     architectures={
-        name: name
-        for name in (
-            "BertForPreTraining",
-            "BertForSequenceClassification",
-            "BertForTokenClassification",
-            "BertForQuestionAnswering",
-        )
+        **{
+            name: name
+            for name in (
+                "BertForPreTraining",
+                "BertForSequenceClassification",
+                "BertForTokenClassification",
+                "BertForQuestionAnswering",
+            )
+        },
+        # An ELECTRA discriminator loads in transformers as its encoder, the part fine-tuning keeps.
+        "BertForReplacedTokenDetection": "BertModel",
     },
 )
 
@@ -108,6 +114,8 @@ ROBERTA_PRE_LN = Layout(
         "nsp_head": "cls.seq_relationship",  # no RoBERTa class has one: kept for bertforge, ignored there
         "classifier": "classifier",
         "qa_outputs": "qa_outputs",
+        "rtd_head.dense": "discriminator_predictions.dense",
+        "rtd_head.prediction": "discriminator_predictions.dense_prediction",
     },
     # RobertaClassificationHead: dense + tanh on [CLS] (our pooler), then out_proj (our classifier).
     classifier_modules={"bert.pooler": "classifier.dense", "classifier": "classifier.out_proj"},
@@ -118,6 +126,7 @@ ROBERTA_PRE_LN = Layout(
         "BertForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
         "BertForTokenClassification": "RobertaPreLayerNormForTokenClassification",
         "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+        "BertForReplacedTokenDetection": "RobertaPreLayerNormModel",
     },
 )
 LAYOUTS = {layout.model_type: layout for layout in (BERT, ROBERTA_PRE_LN)}

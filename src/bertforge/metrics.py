@@ -19,7 +19,19 @@ from .display import Table
 from .errors import UserError
 from .runtime import Distributed, MixedPrecision
 
-KEYS = ("steps", "grad_norm", "mlm_sum", "masked", "mlm_correct", "pair_sum", "pair_correct", "sequences")
+KEYS = (
+    "steps",
+    "grad_norm",
+    "mlm_sum",
+    "masked",
+    "mlm_correct",
+    "pair_sum",
+    "pair_correct",
+    "sequences",
+    "rtd_sum",  # ELECTRA's discriminator: loss × tokens, tokens judged right, tokens judged
+    "rtd_correct",
+    "rtd_tokens",
+)
 AVERAGED_OVER_PROCESSES = ("steps", "grad_norm")  # every process counts the same steps and sees the same norm
 
 
@@ -40,6 +52,10 @@ class MetricSums:
             s["pair_sum"] = s["pair_sum"] + out.nsp_loss.detach() * len(pair_labels)
             s["pair_correct"] = s["pair_correct"] + (out.nsp_logits.argmax(-1) == pair_labels).sum()
             s["sequences"] += len(pair_labels)
+        if out.rtd_loss is not None:
+            s["rtd_sum"] = s["rtd_sum"] + out.rtd_loss.detach() * out.rtd_tokens
+            s["rtd_correct"] = s["rtd_correct"] + out.rtd_correct
+            s["rtd_tokens"] = s["rtd_tokens"] + out.rtd_tokens
 
     def add_step(self, grad_norm: torch.Tensor) -> None:
         self.sums["grad_norm"] = self.sums["grad_norm"] + grad_norm.detach()
@@ -58,7 +74,8 @@ class MetricSums:
 
 
 def summarise(totals: dict[str, float], pair_objective: str) -> dict[str, float]:
-    """Losses and accuracies from summed totals: mlm_loss, mlm_acc, and the pair head's, and their sum."""
+    """Losses and accuracies from summed totals: mlm_loss, mlm_acc, and the pair head's, and their sum;
+    rtd_loss and rtd_acc for ELECTRA (whose mlm_* are its generator's)."""
     mlm_loss = totals["mlm_sum"] / max(totals["masked"], 1)
     record = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": totals["mlm_correct"] / max(totals["masked"], 1)}
     if pair_objective != "none" and totals["sequences"]:
@@ -70,6 +87,9 @@ def summarise(totals: dict[str, float], pair_objective: str) -> dict[str, float]
                 f"{pair_objective}_acc": totals["pair_correct"] / totals["sequences"],
             }
         )
+    if totals.get("rtd_tokens"):
+        record["rtd_loss"] = totals["rtd_sum"] / totals["rtd_tokens"]
+        record["rtd_acc"] = totals["rtd_correct"] / totals["rtd_tokens"]
     return record
 
 

@@ -267,6 +267,10 @@ class PreTrainingOutput:
     mlm_logits: torch.Tensor  # (N, V) at labelled positions when labels are given, else (B, T, V)
     nsp_logits: torch.Tensor  # (B, 2): column 0 = IsNext, 1 = NotNext
     mlm_targets: torch.Tensor | None = None  # (N,) the labels matching mlm_logits rows
+    # ELECTRA (electra.py): the discriminator's replaced-token loss, mean over real tokens, and its counts (0-d)
+    rtd_loss: torch.Tensor | None = None
+    rtd_correct: torch.Tensor | None = None  # tokens judged right: replaced or original
+    rtd_tokens: torch.Tensor | None = None  # real (non-padding) tokens judged
 
     def mlm_correct(self) -> torch.Tensor:
         """Number of correct MLM predictions, a 0-d tensor (no host sync)."""
@@ -318,6 +322,40 @@ class BertForPreTraining(nn.Module):
     def num_parameters(self) -> int:
         """Parameters counted once: parameters() yields the tied decoder/embedding matrix a single time."""
         return sum(p.numel() for p in self.parameters())
+
+
+class ReplacedTokenHead(nn.Module):
+    """ELECTRA's discriminator head: dense -> activation -> one logit per token, > 0 meaning "replaced"."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+        self.prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.prediction(self.act(self.dense(hidden))).squeeze(-1)  # (B, T, H) -> (B, T)
+
+
+class BertForReplacedTokenDetection(nn.Module):
+    """ELECTRA's discriminator (Clark et al. 2020): the encoder, and for every token whether it was replaced.
+
+    The encoder is what fine-tuning keeps. Its pooler is not trained (no pair
+    objective), as in any MLM-only model; fine-tuning trains it with the classifier.
+    """
+
+    hf_architecture = "BertForReplacedTokenDetection"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.rtd_head = ReplacedTokenHead(config)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        """Logits (B, T): > 0 where the token is judged replaced."""
+        return self.rtd_head(self.bert(input_ids, token_type_ids, attention_mask).sequence_output)
 
 
 class BertForSequenceClassification(nn.Module):

@@ -26,6 +26,8 @@ from .hf import HEAD_PREFIXES, config_from_hf, config_to_hf, from_hf_state_dict,
 from .model import BertForPreTraining
 from .tokenizer import TOKENIZER_FILES, load_tokenizer, save_tokenizer
 
+PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model was pre-trained
+
 
 def resolve_model_dir(path: str | Path) -> Path:
     """A run directory holds its final model in model/; a model directory is itself."""
@@ -108,18 +110,29 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     return model.eval()
 
 
+def saved_parts(model) -> dict[str, tuple[torch.nn.Module, dict[str, Any]]]:
+    """subdirectory -> (model, what pre-training recorded about it): a model saves as itself, ELECTRA as two."""
+    return getattr(model, "saved_parts", {"": (model, {})})
+
+
 def write_model_files(
     model, directory: Path, tokenizer: Tokenizer | None, extra_config: dict[str, Any] | None = None
 ) -> None:
-    """config.json, model.safetensors and the tokenizer's files, into an existing directory."""
-    write_json(directory / "config.json", config_to_hf(model.config, model.hf_architecture, extra_config))
-    save_file(
-        to_hf_state_dict(model.state_dict(), model.config, model.hf_architecture),
-        str(directory / "model.safetensors"),
-        metadata={"format": "pt"},
-    )
-    if tokenizer is not None:
-        save_tokenizer(tokenizer, directory, model.config.max_position_embeddings)
+    """config.json, model.safetensors and the tokenizer's files, into an existing directory (a part's, below it)."""
+    for subdirectory, (part, pretraining) in saved_parts(model).items():
+        target = directory / subdirectory
+        target.mkdir(exist_ok=True)
+        extra = dict(extra_config or {})
+        if pretraining:
+            extra[PRETRAINING_KEY] = {**extra.get(PRETRAINING_KEY, {}), **pretraining}
+        write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra))
+        save_file(
+            to_hf_state_dict(part.state_dict(), part.config, part.hf_architecture),
+            str(target / "model.safetensors"),
+            metadata={"format": "pt"},
+        )
+        if tokenizer is not None:
+            save_tokenizer(tokenizer, target, part.config.max_position_embeddings)
 
 
 def save_model(
@@ -160,6 +173,12 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
 def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, **model_kwargs):
     """(directory, model, tokenizer) from a run or model directory."""
     directory = resolve_model_dir(path)
+    info = pretraining_info(directory)
+    if cls is BertForPreTraining and info.get("objective") == "electra":
+        raise UserError(
+            f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
+            f"masked-LM head; its generator fills in blanks: {directory / info.get('generator', 'generator')}"
+        )
     model = load_model(cls, directory, trust_pickle, **model_kwargs)
     if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
         raise UserError(
@@ -177,7 +196,7 @@ def pretraining_info(directory: Path) -> dict[str, Any]:
     A directory from elsewhere has an NSP head exactly when it holds one
     (`transformers`' BertForPreTraining does, BertForMaskedLM does not).
     """
-    info = read_config(directory).get("bertforge_pretrain")
+    info = read_config(directory).get(PRETRAINING_KEY)
     if info is not None:
         return info
     weights = directory / "model.safetensors"

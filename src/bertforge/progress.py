@@ -64,6 +64,8 @@ class TrainingProgress:
         shown = {"loss": f"{record['loss']:.3f}", "mlm_acc": f"{record['mlm_acc']:.3f}"}
         if f"{pair_objective}_acc" in record:
             shown[f"{pair_objective}_acc"] = f"{record[f'{pair_objective}_acc']:.3f}"
+        if "rtd_acc" in record:
+            shown["rtd_acc"] = f"{record['rtd_acc']:.3f}"
         shown["tok_s"] = f"{record['tokens_per_s']:.0f}"
         self.bar.set_postfix(shown, refresh=False)
 

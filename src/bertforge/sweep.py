@@ -27,9 +27,9 @@ import torch
 
 from .config import ModelConfig, TrainConfig, parse_field
 from .display import markdown_table
+from .electra import pretraining_model
 from .errors import UserError
 from .metrics import read_metrics
-from .model import BertForPreTraining
 from .plots import save_figure, shorten, subplots
 
 OWNER = {
@@ -148,9 +148,10 @@ def _drive(pending: list, running: list, failures: list[str], parallel: int, thr
                 failures.append(f"{item[0].name} (exit {item[1].returncode}, see {item[0] / 'sweep.log'})")
 
 
-def count_parameters(model_config: dict[str, Any]) -> int:
+def count_parameters(model_config: dict[str, Any], train_config: dict[str, Any]) -> int:
+    """Of what the run trains (ELECTRA: generator and discriminator, the shared embeddings once)."""
     with torch.device("meta"):  # shapes only, no memory
-        model = BertForPreTraining(ModelConfig.from_dict(model_config))
+        model = pretraining_model(ModelConfig.from_dict(model_config), TrainConfig.from_dict(train_config))
     return model.num_parameters()
 
 
@@ -165,7 +166,7 @@ def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
         "valid_mlm_acc": held_out.get("mlm_acc"),
         "valid_mlm_loss": held_out.get("mlm_loss"),
         "valid_pair_acc": held_out.get("nsp_acc", held_out.get("sop_acc")),
-        "parameters": count_parameters(config["model"]),
+        "parameters": count_parameters(config["model"], config["train"]),
         "wall_s": last.get("elapsed"),
         "tokens_per_s": last["tokens"] / last["elapsed"] if last.get("elapsed") else None,
     }

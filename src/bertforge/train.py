@@ -39,12 +39,12 @@ from .checkpoint import (
 from .config import ModelConfig, TrainConfig
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
+from .electra import pretraining_model
 from .errors import UserError
-from .flops import measure_peak_flops, training_flops_per_token
+from .flops import measure_peak_flops, pretraining_flops_per_token
 from .labels import IGNORE_INDEX
 from .metrics import MetricsLog, MetricSums, evaluate_batches, summarise
-from .model import BertForPreTraining
-from .modeldir import save_model
+from .modeldir import PRETRAINING_KEY, save_model
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .progress import TrainingProgress
 from .runtime import (
@@ -115,13 +115,13 @@ class Trainer:
             "tokenizer_fingerprint": fingerprint(self.tokenizer),
         }
         # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
-        self.extra_config = {"bertforge_pretrain": {"pair_objective": cfg.pair_objective}}
+        self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
         prepare_run_dir(self.run_dir, self.configs, resume, overwrite, self.processes)
         tensorboard_dir = self.run_dir / TENSORBOARD if tensorboard else None
         self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
 
         torch.manual_seed(cfg.seed)
-        self.model = BertForPreTraining(model_config).to(self.device)
+        self.model = pretraining_model(model_config, cfg).to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
         self.optimizer = build_optimizer(
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
@@ -266,6 +266,8 @@ class Trainer:
                 loss = out.mlm_loss * (out.mlm_targets.numel() / max(masked, 1.0))
                 if pair:
                     loss = loss + out.nsp_loss * (len(batch["input_ids"]) / sequences)
+                if out.rtd_loss is not None:  # ELECTRA: every real token is judged
+                    loss = loss + self.cfg.rtd_weight * out.rtd_loss * (out.rtd_tokens / tokens)
                 self.precision.backward(loss * self.processes.world)
             self.window.add_batch(out, batch["nsp_labels"] if pair else None)
         grad_norm = self.precision.step(self.optimizer, self.model.parameters(), self.cfg.grad_clip)
@@ -322,7 +324,7 @@ class Trainer:
         if not self.processes.is_main or totals["steps"] == 0:
             return None
         tokens_per_s = tokens / max(seconds, 1e-9)
-        flops = training_flops_per_token(self.model_config, self.cfg.seq_len, totals["masked"] / max(tokens, 1))
+        flops = pretraining_flops_per_token(self.model_config, self.cfg, totals["masked"] / max(tokens, 1))
         record = {
             "step": self.state.step,
             "split": "train",
@@ -353,6 +355,7 @@ class Trainer:
             f"step {self.state.step}: held-out MLM loss {result['mlm_loss']:.3f}, accuracy {result['mlm_acc']:.3f}, "
             f"perplexity {result['perplexity']:.1f}"
             + (f", {pair.upper()} accuracy {result[pair + '_acc']:.3f}" if pair != "none" else "")
+            + (f", replaced-token accuracy {result['rtd_acc']:.3f}" if "rtd_acc" in result else "")
         )
         return record
 

@@ -1,0 +1,204 @@
+"""ELECTRA's replaced-token detection: the sampling, the corrupted input and its labels, what the losses reach,
+a run end to end with exact resume, and the discriminator in `transformers`."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertforge.config import ModelConfig, TrainConfig
+from bertforge.electra import GENERATOR_DIR, ElectraForPreTraining, sample
+from bertforge.errors import UserError
+from bertforge.model import BertForReplacedTokenDetection, BertForSequenceClassification
+from bertforge.modeldir import load_model, save_model
+
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    bertforge,
+    bertforge_ok,
+    make_documents,
+    one_line_error,
+    train_metrics,
+    write_corpus,
+)
+
+ELECTRA = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-batches", "2", "--recipe", "budget"]
+ELECTRA += ["--attention-bias", "none", "--objective", "electra", "--hidden-dropout", "0.1"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("electra")
+    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=7))
+    bertforge_ok(
+        "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
+    )
+    bertforge_ok(
+        "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1"
+    )
+    return root
+
+
+def tiny_electra(seed: int = 0, **variant) -> ElectraForPreTraining:
+    torch.manual_seed(seed)
+    config = ModelConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, **variant)
+    return ElectraForPreTraining(config, generator_layers=1)
+
+
+def masked_batch(vocab: int = 60, seed: int = 1):
+    """Padded (B, T) ids with about 30% of the real positions labelled, the rest -100."""
+    g = torch.Generator().manual_seed(seed)
+    B, T = 4, 16
+    input_ids = torch.randint(5, vocab, (B, T), generator=g)
+    attention_mask = torch.ones(B, T, dtype=torch.long)
+    attention_mask[1, 10:] = 0
+    attention_mask[3, 6:] = 0
+    input_ids[attention_mask == 0] = 0
+    labels = torch.full((B, T), -100)
+    chosen = (torch.rand(B, T, generator=g) < 0.3) & (attention_mask == 1)
+    labels[chosen] = input_ids[chosen]
+    input_ids[chosen] = 4  # [MASK]
+    return input_ids, attention_mask, labels
+
+
+def test_sampling_draws_from_the_generators_distribution():
+    """One draw per row by the inverse CDF: frequencies match the softmax, and a certain token is always drawn."""
+    torch.manual_seed(0)
+    logits = torch.tensor([0.0, 1.0, 2.0, -1.0, -30.0]).repeat(100_000, 1)
+    drawn = sample(logits)
+    frequencies = torch.bincount(drawn, minlength=5) / len(drawn)
+    torch.testing.assert_close(frequencies, logits[0].softmax(-1), atol=0.005, rtol=0)
+    certain = torch.full((50, 7), -float("inf"))
+    certain[:, 6] = 0.0  # the last column: the one the clamp guards
+    assert sample(certain).tolist() == [6] * 50
+
+
+def test_the_discriminator_sees_the_text_with_samples_at_the_masked_positions_and_learns_which_were_replaced():
+    model = tiny_electra()
+    input_ids, attention_mask, labels = masked_batch()
+    seen = {}
+    model.discriminator.register_forward_hook(lambda module, args, logits: seen.update(ids=args[0], logits=logits))
+    torch.manual_seed(3)
+    out = model(input_ids, None, attention_mask, labels)
+    corrupted, logits = seen["ids"], seen["logits"]
+    masked = labels != -100
+    original = torch.where(masked, labels, input_ids)
+    assert torch.equal(corrupted[~masked], original[~masked])  # unmasked text is untouched: no [MASK] left
+    assert not (corrupted == 4).any()
+    replaced = corrupted != original
+    assert replaced.any() and not replaced[~masked].any()  # a random generator replaces most masked tokens
+    real = attention_mask.bool()
+    expected = F.binary_cross_entropy_with_logits(logits[real], replaced[real].float())
+    torch.testing.assert_close(out.rtd_loss, expected)
+    assert int(out.rtd_tokens) == int(real.sum())
+    assert int(out.rtd_correct) == int(((logits > 0) == replaced)[real].sum())
+    torch.testing.assert_close(out.loss, out.mlm_loss + 50.0 * out.rtd_loss)
+    assert out.mlm_logits.shape == (int(masked.sum()), 60)  # the generator's predictions, one per masked token
+
+
+def test_a_generator_temperature_divides_the_logits_it_samples_from(monkeypatch):
+    import bertforge.electra
+
+    model = tiny_electra()
+    model.temperature = 2.0
+    drawn_from = []
+    monkeypatch.setattr(bertforge.electra, "sample", lambda logits: drawn_from.append(logits) or sample(logits))
+    input_ids, attention_mask, labels = masked_batch()
+    out = model(input_ids, None, attention_mask, labels)
+    torch.testing.assert_close(drawn_from[0], out.mlm_logits.float() / 2.0)
+
+
+def test_embeddings_are_shared_and_no_gradient_crosses_the_sampling():
+    """The discriminator's loss trains its encoder and the shared embeddings, never the generator's own layers;
+    the generator's MLM loss never reaches the discriminator's layers."""
+    model = tiny_electra()
+    shared = model.discriminator.bert.embeddings
+    assert model.generator.bert.embeddings is shared
+    assert model.generator.mlm_head.decoder_weight is shared.token.weight
+    input_ids, attention_mask, labels = masked_batch()
+
+    def grads(loss_of):
+        model.zero_grad(set_to_none=True)
+        loss_of(model(input_ids, None, attention_mask, labels)).backward()
+        return {name: p.grad for name, p in model.named_parameters()}
+
+    from_rtd = grads(lambda out: out.rtd_loss)
+    assert all(from_rtd[n] is None for n in from_rtd if n.startswith("generator.bert.layers."))
+    assert from_rtd["discriminator.bert.layers.0.ffn.up.weight"].abs().sum() > 0
+    assert from_rtd["discriminator.bert.embeddings.token.weight"].abs().sum() > 0
+    from_mlm = grads(lambda out: out.mlm_loss)
+    assert all(from_mlm[n] is None for n in from_mlm if n.startswith("discriminator.bert.layers."))
+    assert from_mlm["discriminator.rtd_head.dense.weight"] is None
+    assert from_mlm["generator.bert.layers.0.ffn.up.weight"].abs().sum() > 0
+
+
+def test_an_electra_run_saves_discriminator_and_generator_and_each_command_reads_the_right_one(workdir):
+    run = workdir / "run"
+    bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, *ELECTRA, "--max-steps", "12", "--log-every", "4"
+    )
+    model_dir = run / "model"
+    assert (model_dir / "model.safetensors").is_file() and (model_dir / GENERATOR_DIR / "model.safetensors").is_file()
+    records = train_metrics(run)
+    assert all(0.0 <= r["rtd_acc"] <= 1.0 and r["rtd_loss"] > 0 for r in records)
+    assert "rtd_acc" in train_metrics(run, "valid")[-1]
+    # The discriminator is what fine-tuning reads; its encoder comes back whole, only the classifier is new.
+    with pytest.warns(UserWarning, match="classifier"):
+        classifier = load_model(BertForSequenceClassification, model_dir, num_labels=2)
+    discriminator = load_model(BertForReplacedTokenDetection, model_dir)
+    for name, tensor in discriminator.bert.state_dict().items():
+        torch.testing.assert_close(classifier.bert.state_dict()[name], tensor)
+    # Filling in blanks is the generator's job: the discriminator says where it is.
+    one_line_error(bertforge("fill-mask", run, "the cat [MASK] on the mat."), "ELECTRA", str(model_dir / GENERATOR_DIR))
+    answered = bertforge_ok("fill-mask", model_dir / GENERATOR_DIR, "the cat [MASK] on the mat.")
+    assert "the cat" in answered.stdout
+
+
+def test_electra_has_no_pair_objective():
+    with pytest.raises(UserError, match="pair-objective none"):
+        TrainConfig(objective="electra", pair_objective="nsp")
+
+
+def test_an_electra_run_resumes_exactly(workdir):
+    """16 steps in one go == 8, then a resumed 8: the sampling's random state is restored with the rest."""
+    full = workdir / "full"
+    common = ["--save-every", "8", "--keep-last", "5", "--eval-every", "0", "--log-every", "2"]
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", full, *ELECTRA, "--max-steps", "16", *common)
+    resumed = workdir / "resumed"
+    shutil.copytree(full, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000016")
+    shutil.rmtree(resumed / "model")
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
+    a, b = train_metrics(full), train_metrics(resumed)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(2, 17, 2))
+    for x, y in zip(a, b):
+        for key in ("mlm_loss", "mlm_acc", "rtd_loss", "rtd_acc", "grad_norm", "tokens"):
+            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
+
+
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
+def test_the_discriminator_loads_in_transformers_as_its_encoder(norm_style, tmp_path):
+    """Saved as BertModel (post-LN) or RobertaPreLayerNormModel (pre-LN): the same hidden states on a padded
+    batch; the replaced-token head travels under ELECTRA's names and comes back in bertforge."""
+    transformers = pytest.importorskip("transformers")
+    model = tiny_electra(norm_style=norm_style)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.normal_(0.0, 0.2)
+    ours = model.discriminator.eval()
+    save_model(ours, tmp_path, None)
+    theirs = transformers.AutoModel.from_pretrained(tmp_path).eval()
+    input_ids, attention_mask, _ = masked_batch()
+    with torch.no_grad():
+        hidden = ours.bert(input_ids, None, attention_mask).sequence_output
+        their_hidden = theirs(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    real = attention_mask.bool()
+    torch.testing.assert_close(hidden[real], their_hidden[real], rtol=1e-5, atol=1e-5)
+    again = load_model(BertForReplacedTokenDetection, tmp_path)
+    torch.testing.assert_close(again(input_ids, None, attention_mask), ours(input_ids, None, attention_mask))
