@@ -265,7 +265,7 @@ class PreTrainingOutput:
     mlm_loss: torch.Tensor | None
     nsp_loss: torch.Tensor | None
     mlm_logits: torch.Tensor  # (N, V) at labelled positions when labels are given, else (B, T, V)
-    nsp_logits: torch.Tensor  # (B, 2): column 0 = IsNext, 1 = NotNext
+    nsp_logits: torch.Tensor | None  # (B, 2): column 0 = IsNext, 1 = NotNext; None when training MLM only
     mlm_targets: torch.Tensor | None = None  # (N,) the labels matching mlm_logits rows
     # ELECTRA (electra.py): the discriminator's replaced-token loss, mean over real tokens, and its counts (0-d)
     rtd_loss: torch.Tensor | None = None
@@ -301,9 +301,11 @@ class BertForPreTraining(nn.Module):
         """mlm_labels (B, T): the original id where a prediction is due, -100 elsewhere.
         nsp_labels (B,): 0 = IsNext, 1 = NotNext; omit them to train MLM only."""
         encoded = self.bert(input_ids, token_type_ids, attention_mask)
-        nsp_logits = self.nsp_head(encoded.pooled_output)  # (B, 2)
         if mlm_labels is None:
+            nsp_logits = self.nsp_head(encoded.pooled_output)  # (B, 2)
             return PreTrainingOutput(None, None, None, self.mlm_head(encoded.sequence_output), nsp_logits)
+        # Training MLM only, the pair head stays out of the graph: under DDP an output no loss uses is an error.
+        nsp_logits = self.nsp_head(encoded.pooled_output) if nsp_labels is not None else None  # (B, 2)
 
         # Gather first: the decoder (H x V, the largest matmul) runs only where a label is.
         rows = (mlm_labels.flatten() != IGNORE_INDEX).nonzero().squeeze(1)  # (N,) indices into B·T

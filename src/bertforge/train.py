@@ -169,7 +169,12 @@ class Trainer:
             model = torch.compile(model)
         if self.processes.world > 1:
             device_ids = [self.processes.local_rank] if self.device.startswith("cuda") else None
-            model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+            # Without a pair objective the pair head and pooler (and ELECTRA's generator's) get no gradient:
+            # DDP must be told, or it waits for them and fails at the second step.
+            unused = self.cfg.pair_objective == "none"
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=device_ids, find_unused_parameters=unused
+            )
         return model
 
     # -------------------------------------------------------- the loop
