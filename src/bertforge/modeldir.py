@@ -173,8 +173,8 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
 def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, **model_kwargs):
     """(directory, model, tokenizer) from a run or model directory."""
     directory = resolve_model_dir(path)
-    info = pretraining_info(directory)
-    if cls is BertForPreTraining and info.get("objective") == "electra":
+    info = pretraining_info(directory) if cls is BertForPreTraining else {}
+    if info.get("objective") == "electra":
         raise UserError(
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {directory / info.get('generator', 'generator')}"
@@ -191,7 +191,8 @@ def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pic
 
 
 def pretraining_info(directory: Path) -> dict[str, Any]:
-    """What pre-training recorded about the model: its pair objective (nsp, sop or none).
+    """What pre-training recorded about the model: its pair objective (nsp, sop or none), and for an ELECTRA
+    discriminator its objective ("electra") and where its generator is.
 
     A directory from elsewhere has an NSP head exactly when it holds one
     (`transformers`' BertForPreTraining does, BertForMaskedLM does not).
