@@ -136,16 +136,21 @@ def test_embeddings_are_shared_and_no_gradient_crosses_the_sampling():
     assert from_mlm["generator.bert.layers.0.ffn.up.weight"].abs().sum() > 0
 
 
-def test_an_electra_run_saves_discriminator_and_generator_and_each_command_reads_the_right_one(workdir):
-    run = workdir / "run"
-    bertforge_ok(
-        "pretrain", "--data", workdir / "data", "--out", run, *ELECTRA, "--max-steps", "12", "--log-every", "4"
-    )
-    model_dir = run / "model"
+def test_electra_has_no_pair_objective():
+    with pytest.raises(UserError, match="pair-objective none"):
+        TrainConfig(objective="electra", pair_objective="nsp")
+
+
+def test_an_electra_run_saves_both_models_each_command_reads_the_right_one_and_resume_is_exact(workdir):
+    """16 steps in one go == 8, then a resumed 8 (the sampling's random state is restored with the rest); the run
+    leaves the discriminator where a model goes and the generator in generator/."""
+    full = workdir / "full"
+    common = ["--save-every", "8", "--keep-last", "5", "--eval-every", "0", "--log-every", "2"]
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", full, *ELECTRA, "--max-steps", "16", *common)
+    model_dir = full / "model"
     assert (model_dir / "model.safetensors").is_file() and (model_dir / GENERATOR_DIR / "model.safetensors").is_file()
-    records = train_metrics(run)
-    assert all(0.0 <= r["rtd_acc"] <= 1.0 and r["rtd_loss"] > 0 for r in records)
-    assert "rtd_acc" in train_metrics(run, "valid")[-1]
+    assert all(0.0 <= r["rtd_acc"] <= 1.0 and r["rtd_loss"] > 0 for r in train_metrics(full))
+    assert "rtd_acc" in train_metrics(full, "valid")[-1]
     # The discriminator is what fine-tuning reads; its encoder comes back whole, only the classifier is new.
     with pytest.warns(UserWarning, match="classifier"):
         classifier = load_model(BertForSequenceClassification, model_dir, num_labels=2)
@@ -153,21 +158,11 @@ def test_an_electra_run_saves_discriminator_and_generator_and_each_command_reads
     for name, tensor in discriminator.bert.state_dict().items():
         torch.testing.assert_close(classifier.bert.state_dict()[name], tensor)
     # Filling in blanks is the generator's job: the discriminator says where it is.
-    one_line_error(bertforge("fill-mask", run, "the cat [MASK] on the mat."), "ELECTRA", str(model_dir / GENERATOR_DIR))
-    answered = bertforge_ok("fill-mask", model_dir / GENERATOR_DIR, "the cat [MASK] on the mat.")
-    assert "the cat" in answered.stdout
+    one_line_error(
+        bertforge("fill-mask", full, "the cat [MASK] on the mat."), "ELECTRA", str(model_dir / GENERATOR_DIR)
+    )
+    assert "the cat" in bertforge_ok("fill-mask", model_dir / GENERATOR_DIR, "the cat [MASK] on the mat.").stdout
 
-
-def test_electra_has_no_pair_objective():
-    with pytest.raises(UserError, match="pair-objective none"):
-        TrainConfig(objective="electra", pair_objective="nsp")
-
-
-def test_an_electra_run_resumes_exactly(workdir):
-    """16 steps in one go == 8, then a resumed 8: the sampling's random state is restored with the rest."""
-    full = workdir / "full"
-    common = ["--save-every", "8", "--keep-last", "5", "--eval-every", "0", "--log-every", "2"]
-    bertforge_ok("pretrain", "--data", workdir / "data", "--out", full, *ELECTRA, "--max-steps", "16", *common)
     resumed = workdir / "resumed"
     shutil.copytree(full, resumed)
     shutil.rmtree(resumed / "checkpoints" / "step_000016")
