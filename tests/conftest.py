@@ -101,6 +101,19 @@ def bertforge_ok(*args, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+def prepared_data(root: Path, seed: int) -> Path:
+    """A generated corpus of 40 documents in `root`, a 120-token WordPiece trained on it and the prepared data
+    directory (10% held out): `root`, now holding corpus.txt, tok/ and data/."""
+    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=seed))
+    bertforge_ok(
+        "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
+    )
+    bertforge_ok(
+        "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1"
+    )
+    return root
+
+
 def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
     """Exit code 2, no traceback, and one line on stderr (warnings aside) holding every fragment."""
     assert done.returncode == 2, (done.returncode, done.stderr)

@@ -20,10 +20,9 @@ from conftest import (
     TINY_RUN,
     bertforge,
     bertforge_ok,
-    make_documents,
     one_line_error,
+    prepared_data,
     train_metrics,
-    write_corpus,
 )
 
 ELECTRA = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-batches", "2", "--recipe", "budget"]
@@ -32,15 +31,7 @@ ELECTRA += ["--attention-bias", "none", "--objective", "electra", "--hidden-drop
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("electra")
-    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=7))
-    bertforge_ok(
-        "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
-    )
-    bertforge_ok(
-        "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1"
-    )
-    return root
+    return prepared_data(tmp_path_factory.mktemp("electra"), seed=7)
 
 
 def tiny_electra(seed: int = 0, **variant) -> ElectraForPreTraining:

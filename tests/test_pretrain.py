@@ -26,8 +26,8 @@ from conftest import (
     TINY_RUN,
     bertforge,
     bertforge_ok,
-    make_documents,
     one_line_error,
+    prepared_data,
     train_metrics,
     write_corpus,
 )
@@ -37,15 +37,7 @@ TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-batches", "2"]
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pretrain")
-    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=5))
-    bertforge_ok(
-        "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
-    )
-    bertforge_ok(
-        "prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data", "--valid-fraction", "0.1"
-    )
-    return root
+    return prepared_data(tmp_path_factory.mktemp("pretrain"), seed=5)
 
 
 def tiny_model_config(data_dir) -> ModelConfig:
