@@ -28,6 +28,11 @@ from .labels import IGNORE_INDEX
 GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
 
 
+def activation(config: ModelConfig):
+    """The feed-forward and head non-linearity the config names: gelu (BERT) or relu."""
+    return F.gelu if config.hidden_act == "gelu" else F.relu
+
+
 def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
     """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims, scaled so that the entries'
     root mean square is `rms` (the paper's unscaled table has 1/√2)."""
@@ -144,7 +149,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size)
         self.down = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+        self.act = activation(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(self.act(self.up(x)))  # (B, T, H)
@@ -242,7 +247,7 @@ class MaskedLMHead(nn.Module):
         super().__init__()
         self.vocab_size = config.vocab_size
         self.transform = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+        self.act = activation(config)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         if config.tie_word_embeddings:
             self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
@@ -332,7 +337,7 @@ class ReplacedTokenHead(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act = F.gelu if config.hidden_act == "gelu" else F.relu
+        self.act = activation(config)
         self.prediction = nn.Linear(config.hidden_size, 1)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
