@@ -87,10 +87,6 @@ class ElectraForPreTraining(nn.Module):
             rtd_tokens=real.sum(),
         )
 
-    def num_parameters(self) -> int:
-        """Parameters counted once (the shared embeddings a single time)."""
-        return sum(p.numel() for p in self.parameters())
-
 
 def sample(logits: torch.Tensor) -> torch.Tensor:
     """One token per row of logits (N, V), drawn from its softmax: (N,).

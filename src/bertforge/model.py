@@ -326,10 +326,6 @@ class BertForPreTraining(nn.Module):
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
         return PreTrainingOutput(loss, mlm_loss, nsp_loss, logits[:n], nsp_logits, targets[:n])
 
-    def num_parameters(self) -> int:
-        """Parameters counted once: parameters() yields the tied decoder/embedding matrix a single time."""
-        return sum(p.numel() for p in self.parameters())
-
 
 class ReplacedTokenHead(nn.Module):
     """ELECTRA's discriminator head: dense -> activation -> one logit per token, > 0 meaning "replaced"."""

@@ -149,10 +149,11 @@ def _drive(pending: list, running: list, failures: list[str], parallel: int, thr
 
 
 def count_parameters(model_config: dict[str, Any], train_config: dict[str, Any]) -> int:
-    """Of what the run trains (ELECTRA: generator and discriminator, the shared embeddings once)."""
+    """Of what the run trains, each tensor once: parameters() yields the tied decoder/embedding matrix, and
+    ELECTRA's shared embeddings, a single time."""
     with torch.device("meta"):  # shapes only, no memory
         model = pretraining_model(ModelConfig.from_dict(model_config), TrainConfig.from_dict(train_config))
-    return model.num_parameters()
+    return sum(p.numel() for p in model.parameters())
 
 
 def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
