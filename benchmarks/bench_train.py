@@ -2,13 +2,14 @@
 
     python benchmarks/bench_train.py --presets tiny,mini,small       # fp32 and auto rows per preset
     python benchmarks/bench_train.py --ablate                         # what each lever buys, fp32 and bf16
+    python benchmarks/bench_train.py --device cuda --batch-size 128   # the same races on a GPU
 
 A step is forward + backward + clip + AdamW. Contenders alternate step by step,
 in a shuffled order each round, after warm-up steps, so drift in machine speed
 and cache effects hit all alike.
 Tokens/s counts real (non-pad) tokens. MFU is useful FLOP/s (PaLM count, MLM
 head at masked positions only) over the matmul peak of the precision in use,
-measured in the same run. The first lines name the machine.
+measured in the same run. The first lines name the machine (and the GPU, with --device cuda).
 
 Batches come from our own pipeline on ../shared/data/gutenberg (a 30522-token
 WordPiece vocabulary trained on its first MB) or, without it, from synthetic
@@ -18,7 +19,6 @@ instances of realistic length.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import statistics
@@ -31,10 +31,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.flops import cpu_has_fast_bf16, measure_peak_flops, training_flops_per_token  # noqa: E402
+from bertforge.flops import measure_peak_flops, training_flops_per_token  # noqa: E402
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
 from bertforge.model import set_explicit_attention  # noqa: E402
-from bertforge.runtime import use_fast_paths  # noqa: E402
+from bertforge.runtime import autocast, resolve_precision, use_fast_paths  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 
@@ -58,13 +58,9 @@ def hf_model(config: ModelConfig):
     return transformers.BertForPreTraining(hf_config)
 
 
-def autocast(precision: str):
-    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-
-
-def ours_loss(model, precision: str):
+def ours_loss(model, device: str, precision: str):
     def forward(batch):
-        with autocast(precision):
+        with autocast(device, precision):
             return model(
                 batch["input_ids"],
                 batch["token_type_ids"],
@@ -76,11 +72,11 @@ def ours_loss(model, precision: str):
     return forward
 
 
-def ours_dense_head_loss(model, precision: str):
+def ours_dense_head_loss(model, device: str, precision: str):
     """The gather lever off: the MLM decoder at every position, loss over the labelled ones (what transformers does)."""
 
     def forward(batch):
-        with autocast(precision):
+        with autocast(device, precision):
             out = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
             mlm = torch.nn.functional.cross_entropy(
                 out.mlm_logits.flatten(0, 1).float(), batch["mlm_labels"].flatten(), ignore_index=IGNORE_INDEX
@@ -90,9 +86,9 @@ def ours_dense_head_loss(model, precision: str):
     return forward
 
 
-def hf_loss(model, precision: str):
+def hf_loss(model, device: str, precision: str):
     def forward(batch):
-        with autocast(precision):
+        with autocast(device, precision):
             return model(
                 input_ids=batch["input_ids"],
                 token_type_ids=batch["token_type_ids"],
@@ -107,23 +103,29 @@ def hf_loss(model, precision: str):
 class Contender:
     """One model with its optimizer; `step(batch)` returns seconds for a full training step."""
 
-    def __init__(self, name: str, model, loss_factory, precision: str, compile_model: bool = False):
-        self.name, self.precision = name, precision
-        self.model = model.train()
+    def __init__(self, name: str, model, loss_factory, precision: str, device: str, compile_model: bool = False):
+        self.name, self.precision, self.device = name, precision, device
+        self.model = model.to(device).train()
         self.params = list(model.parameters())  # the tied matrix appears once
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01)
-        self.forward = loss_factory(torch.compile(model) if compile_model else model, precision)
+        self.forward = loss_factory(torch.compile(model) if compile_model else model, device, precision)
         self.first_step = 0.0
         self.times: list[float] = []
         self.tokens: list[int] = []
 
     def step(self, batch) -> float:
-        start = time.perf_counter()
+        start = self.clock()
         self.forward(batch).backward()
         torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
+        return self.clock() - start
+
+    def clock(self) -> float:
+        """Seconds now, after the GPU has finished what was queued (its kernels run asynchronously)."""
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter()
 
     def tokens_per_second(self) -> float:
         return sum(self.tokens) / sum(self.times)
@@ -133,16 +135,16 @@ class MasterWeightsContender(Contender):
     """A lever not in the trainer yet: the model held in bf16, so autocast casts nothing, and AdamW stepping fp32
     master copies of the weights, which are copied back into the bf16 model after every step."""
 
-    def __init__(self, name: str, model):
-        use_fast_paths(model, "cpu", "bf16")
-        super().__init__(name, model, ours_loss, "fp32")  # no autocast: the weights themselves are bf16
+    def __init__(self, name: str, model, device: str):
+        use_fast_paths(model, device, "bf16")
+        super().__init__(name, model, ours_loss, "fp32", device)  # no autocast: the weights themselves are bf16
         self.precision = "bf16"
         self.masters = [p.detach().clone() for p in self.params]  # fp32
         model.to(torch.bfloat16)
         self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, weight_decay=0.01)
 
     def step(self, batch) -> float:
-        start = time.perf_counter()
+        start = self.clock()
         self.forward(batch).backward()
         for param, master in zip(self.params, self.masters):
             master.grad, param.grad = param.grad.float(), None
@@ -151,7 +153,7 @@ class MasterWeightsContender(Contender):
         self.optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.masters)
-        return time.perf_counter() - start
+        return self.clock() - start
 
 
 def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
@@ -171,14 +173,14 @@ def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: i
                 c.tokens.append(real_tokens)
 
 
-def ours(config: ModelConfig, precision: str, name: str = "bertforge", **levers) -> Contender:
-    """Our model with the trainer's fast paths for `precision`, then any lever overridden."""
+def ours(config: ModelConfig, precision: str, device: str, name: str = "bertforge", **levers) -> Contender:
+    """Our model with the trainer's fast paths for `precision` on `device`, then any lever overridden."""
     torch.manual_seed(0)
     model = BertForPreTraining(config)
-    use_fast_paths(model, "cpu", precision)
+    use_fast_paths(model, device, precision)
     if "explicit_attention" in levers:
         set_explicit_attention(model, levers["explicit_attention"])
-    return Contender(name, model, levers.get("loss", ours_loss), precision, levers.get("compile", False))
+    return Contender(name, model, levers.get("loss", ours_loss), precision, device, levers.get("compile", False))
 
 
 def mask_fraction(batches: list[dict]) -> float:
@@ -187,14 +189,20 @@ def mask_fraction(batches: list[dict]) -> float:
 
 
 def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float], auto: str) -> list[dict]:
-    """bertforge fp32 and at --precision auto, transformers fp32 (and bf16 where auto is bf16), racing together."""
+    """bertforge fp32 and at --precision auto, transformers in the same precisions, racing together."""
     config = ModelConfig.preset(preset, vocab_size=VOCAB, hidden_dropout=args.dropout, attention_dropout=args.dropout)
-    racers = [ours(config, "fp32", "bertforge fp32"), Contender("transformers fp32", hf_model(config), hf_loss, "fp32")]
-    if auto == "bf16":
+    device = args.device
+    racers = [
+        ours(config, "fp32", device, "bertforge fp32"),
+        Contender("transformers fp32", hf_model(config), hf_loss, "fp32", device),
+    ]
+    if auto != "fp32":
         racers += [
-            ours(config, "bf16", "bertforge auto (bf16)"),
-            Contender("transformers bf16", hf_model(config), hf_loss, "bf16"),
+            ours(config, auto, device, f"bertforge auto ({auto})"),
+            Contender(f"transformers {auto}", hf_model(config), hf_loss, auto, device),
         ]
+    if args.compile:
+        racers.append(ours(config, auto, device, f"bertforge auto ({auto}), torch.compile", compile=True))
     race(racers, batches, args.warmup, args.steps)
     flops = training_flops_per_token(config, args.seq_len, mask_fraction(batches))
     return [
@@ -213,9 +221,10 @@ def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float]
 def ablate(batches: list[dict], args, precision: str) -> list[dict]:
     """Each lever switched off (or on) against the default, on the mini preset, in one precision."""
     config = ModelConfig.preset("mini", vocab_size=VOCAB, hidden_dropout=args.dropout, attention_dropout=args.dropout)
+    device = args.device
     variants = [
-        ours(config, precision, "bertforge (the trainer's choice)"),
-        ours(config, precision, "MLM head at every position (gather off)", loss=ours_dense_head_loss),
+        ours(config, precision, device, "bertforge (the trainer's choice)"),
+        ours(config, precision, device, "MLM head at every position (gather off)", loss=ours_dense_head_loss),
         ours(
             ModelConfig.preset(
                 "mini",
@@ -225,17 +234,20 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
                 attention_dropout=args.dropout,
             ),
             precision,
+            device,
             "vocabulary not padded to 64",
         ),
-        ours(config, precision, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
-        ours(config, precision, "PyTorch SDPA attention", explicit_attention=False),
-        Contender("transformers", hf_model(config), hf_loss, precision),
+        ours(config, precision, device, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
+        ours(config, precision, device, "PyTorch SDPA attention", explicit_attention=False),
+        Contender("transformers", hf_model(config), hf_loss, precision, device),
     ]
     if precision == "bf16":
         torch.manual_seed(0)
-        variants.append(MasterWeightsContender("bf16 weights, fp32 masters (no autocast)", BertForPreTraining(config)))
+        variants.append(
+            MasterWeightsContender("bf16 weights, fp32 masters (no autocast)", BertForPreTraining(config), device)
+        )
     if args.compile:
-        variants.append(ours(config, precision, "torch.compile", compile=True))
+        variants.append(ours(config, precision, device, "torch.compile", compile=True))
     race(variants, batches, args.warmup, args.steps)
     reference = variants[0].tokens_per_second()
     return [
@@ -262,8 +274,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
-    parser.add_argument("--ablate", action="store_true", help="per-lever table on the mini preset, fp32 and bf16")
-    parser.add_argument("--compile", action="store_true", help="include torch.compile in the ablation")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (fp32 on CUDA: no TF32, as torch defaults)")
+    parser.add_argument("--ablate", action="store_true", help="per-lever table on the mini preset, fp32 and auto")
+    parser.add_argument("--compile", action="store_true", help="add a torch.compile contender")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
     if args.threads:
@@ -273,20 +286,23 @@ def main() -> None:
         source = "gutenberg"
         if batches is None:
             batches, source = synthetic_batches(args.batch_size, args.seq_len, VOCAB, n_batches=8), "synthetic"
-    peaks = {
-        "fp32": measure_peak_flops("cpu", torch.float32, 2.0),
-        "bf16": measure_peak_flops("cpu", torch.bfloat16, 2.0),
-    }
-    auto = "bf16" if cpu_has_fast_bf16() else "fp32"
-    print(machine_description())
+    batches = [{key: value.to(args.device) for key, value in batch.items()} for batch in batches]
+    measured = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    peaks = {name: measure_peak_flops(args.device, dtype, 2.0) for name, dtype in measured.items()}
+    if args.device == "cpu":
+        del peaks["fp16"]  # --precision fp16 needs CUDA
+    auto = resolve_precision("auto", args.device)
+    machine = machine_description() + (f"; GPU: {torch.cuda.get_device_name()}" if args.device != "cpu" else "")
+    print(machine)
     print(
         f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}, "
-        f"dropout {args.dropout}; matmul peaks fp32 {peaks['fp32'] / 1e9:.0f} / bf16 {peaks['bf16'] / 1e9:.0f} "
-        f"GFLOP/s; --precision auto picks {auto}",
+        f"dropout {args.dropout}; matmul peaks on {args.device} "
+        + " / ".join(f"{name} {peak / 1e9:,.0f}" for name, peak in peaks.items())
+        + f" GFLOP/s; --precision auto picks {auto}",
         flush=True,
     )
     results = {
-        "machine": machine_description(),
+        "machine": machine,
         "source": source,
         "peak_gflops": {k: v / 1e9 for k, v in peaks.items()},
         "auto": auto,
@@ -295,7 +311,7 @@ def main() -> None:
     }
     if args.ablate:
         print("\n| precision | variant (mini) | tokens/s | vs default | first step s |\n|---|---|---:|---:|---:|")
-        for precision in ("fp32", "bf16"):
+        for precision in dict.fromkeys(("fp32", auto if auto != "fp32" else "bf16")):
             for row in ablate(batches, args, precision):
                 results["ablation"].append(row)
                 print(
