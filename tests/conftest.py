@@ -4,6 +4,7 @@ the command line run as a user runs it, and the flags of a tiny, fast model."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -11,6 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two workers on two cores: one thread each (and in every process a test starts), so
+    # neither oversubscribes the cores the other is using.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 from bertforge import BertForPreTraining, ModelConfig
 from bertforge.modeldir import save_model

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -48,7 +49,9 @@ def tiny_model_config(data_dir) -> ModelConfig:
     )
 
 
-def test_tiny_run_end_to_end(workdir):
+@pytest.fixture(scope="module")
+def e2e_run(workdir) -> Path:
+    """One tiny 30-step run from the command line, which several tests read."""
     run = workdir / "e2e"
     bertforge_ok(
         "pretrain",
@@ -68,6 +71,11 @@ def test_tiny_run_end_to_end(workdir):
         "--keep-last",
         "1",
     )
+    return run
+
+
+def test_tiny_run_end_to_end(e2e_run):
+    run = e2e_run
     train = train_metrics(run)
     assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30]
     for key in (
@@ -214,11 +222,9 @@ def test_sigint_saves_a_checkpoint_and_says_how_to_resume(workdir):
     assert len(saved) == 1 and int(saved[0].name.split("_")[1]) >= 1
 
 
-def test_transformers_pipeline_gives_the_same_fill_mask_answers(workdir):
+def test_transformers_pipeline_gives_the_same_fill_mask_answers(e2e_run):
     transformers = pytest.importorskip("transformers")
-    run = workdir / "e2e"
-    if not (run / "model").is_dir():
-        pytest.skip("needs test_tiny_run_end_to_end")
+    run = e2e_run
     ours = json.loads(bertforge_ok("fill-mask", run, "the dog [MASK] at the window.", "--top-k", "5", "--json").stdout)
     reference = transformers.pipeline("fill-mask", model=str(run / "model"), top_k=5)("the dog [MASK] at the window.")
     assert [p["token_id"] for p in ours["masks"][0]["predictions"]] == [r["token"] for r in reference]
@@ -227,7 +233,7 @@ def test_transformers_pipeline_gives_the_same_fill_mask_answers(workdir):
     )
 
 
-def test_cli_error_paths(workdir, tmp_path):
+def test_cli_error_paths(workdir, e2e_run, tmp_path):
     one_line_error(
         bertforge("prepare", tmp_path / "missing.txt", "--tokenizer", workdir / "tok", "--out", tmp_path / "d"),
         "missing.txt",
@@ -235,9 +241,7 @@ def test_cli_error_paths(workdir, tmp_path):
     )
     (tmp_path / "empty.txt").write_text("")
     one_line_error(bertforge("tokenizer", "train", tmp_path / "empty.txt", "--out", tmp_path / "t"), "empty.txt")
-    run = workdir / "e2e"
-    if not (run / "model").is_dir():
-        pytest.skip("needs test_tiny_run_end_to_end")
+    run = e2e_run
     one_line_error(bertforge("fill-mask", run, "no blank here"), "[MASK]")
     # A tokenizer with a bigger vocabulary than the model's embedding table.
     mismatched = tmp_path / "mismatched"
