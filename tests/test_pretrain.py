@@ -74,7 +74,7 @@ def e2e_run(workdir) -> Path:
     return run
 
 
-def test_tiny_run_end_to_end(e2e_run):
+def test_tiny_run_end_to_end(workdir, e2e_run):
     run = e2e_run
     train = train_metrics(run)
     assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30]
