@@ -7,7 +7,7 @@ import torch
 
 import bertforge.model as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
-from bertforge.model import IGNORE_INDEX
+from bertforge.model import IGNORE_INDEX, PreTrainingOutput
 
 
 def small_config(**overrides) -> ModelConfig:
@@ -303,3 +303,16 @@ def test_alibi_attention_looks_near_and_skips_padding(explicit):
     )
     unpadded = model.bert(ids[:1, :8], types[:1, :8]).sequence_output
     torch.testing.assert_close(encoded.sequence_output[:1, :8], unpadded, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mlm_correct_counts_argmax_hits_and_the_first_of_tied_maxima(dtype):
+    torch.manual_seed(0)
+    logits = torch.randn(500, 300).to(dtype)  # (N, V)
+    targets = torch.randint(0, 300, (500,))
+    targets[:200] = logits[:200].argmax(-1)  # 200 right, the rest right by chance only
+    tied = torch.zeros(3, 300, dtype=dtype)
+    tied[:, [7, 42]] = 5.0  # two maxima: argmax says 7
+    logits, targets = torch.cat([logits, tied]), torch.cat([targets, torch.tensor([7, 42, 0])])
+    out = PreTrainingOutput(None, None, None, logits, None, targets)
+    assert int(out.mlm_correct()) == int((logits.argmax(-1) == targets).sum()) >= 201

