@@ -34,7 +34,7 @@ from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
 from bertforge.flops import measure_peak_flops, training_flops_per_token  # noqa: E402
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
 from bertforge.model import set_explicit_attention  # noqa: E402
-from bertforge.runtime import autocast, resolve_precision, use_fast_paths  # noqa: E402
+from bertforge.runtime import AUTOCAST_DTYPES, autocast, resolve_precision, use_fast_paths  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 
@@ -287,11 +287,12 @@ def main() -> None:
         if batches is None:
             batches, source = synthetic_batches(args.batch_size, args.seq_len, VOCAB, n_batches=8), "synthetic"
     batches = [{key: value.to(args.device) for key, value in batch.items()} for batch in batches]
-    measured = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    peaks = {name: measure_peak_flops(args.device, dtype, 2.0) for name, dtype in measured.items()}
-    if args.device == "cpu":
-        del peaks["fp16"]  # --precision fp16 needs CUDA
     auto = resolve_precision("auto", args.device)
+    # fp32, and the lower precision that races: bf16 on a CPU whatever auto picks (the ablation has a bf16 table),
+    # auto's on a GPU (bf16, or fp16 on older cards).
+    lower = "bf16" if auto == "fp32" else auto
+    dtypes = {"fp32": torch.float32, lower: AUTOCAST_DTYPES[lower]}
+    peaks = {name: measure_peak_flops(args.device, dtype, 2.0) for name, dtype in dtypes.items()}
     machine = machine_description() + (f"; GPU: {torch.cuda.get_device_name()}" if args.device != "cpu" else "")
     print(machine)
     print(
@@ -311,7 +312,7 @@ def main() -> None:
     }
     if args.ablate:
         print("\n| precision | variant (mini) | tokens/s | vs default | first step s |\n|---|---|---:|---:|---:|")
-        for precision in dict.fromkeys(("fp32", auto if auto != "fp32" else "bf16")):
+        for precision in dtypes:
             for row in ablate(batches, args, precision):
                 results["ablation"].append(row)
                 print(
