@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bertforge"
+SUBPACKAGES = {"cli"}
 
 # Bottom up. Within a layer, modules do not import each other.
 LAYERS = [
@@ -28,30 +29,61 @@ LAYERS = [
     ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation
     ["sweep", "demo", "score"],  # 7 orchestration
-    ["cli"],  # 7 the command line
+    ["cli.flags"],  # 7 the command line: what every verb's parser shares
+    ["cli.data", "cli.training", "cli.inference", "cli.downstream"],  # 7 the verbs, by kind of work
+    ["cli"],  # 7 the command line: the parser of all verbs, and main
     ["__main__", "__init__"],  # python -m bertforge, and the package's lazy public names
 ]
 LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}
 
 
-def imported_modules(path: Path) -> set[str]:
-    """bertforge modules that `path` imports (relative or absolute), at any depth in the file."""
+def module_name(path: Path) -> str:
+    """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `model.py` -> "model"."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    if len(parts) > 1 and parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, package: tuple[str, ...] = ()) -> set[str]:
+    """bertforge modules that `path` imports (relative or absolute), at any depth in the file.
+
+    `package` is the subpackage holding `path` (("cli",) for cli/data.py): relative
+    imports resolve against it, and names come back as module_name gives them.
+    """
     found = set()
+
+    def add(parts: list[str]) -> None:
+        # a subpackage's module ("cli.flags"), else the top-level module ("model" of "model.x")
+        found.add(".".join(parts[:2]) if parts[0] in SUBPACKAGES and len(parts) > 1 else parts[0])
+
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module:
-                found.add(node.module.split(".")[0])
-            elif node.level == 1:
-                found.update(alias.name for alias in node.names)
+            if node.level:
+                base = list(package[: len(package) - (node.level - 1)])
+                if node.module:
+                    add(base + node.module.split("."))
+                else:
+                    for alias in node.names:
+                        add(base + [alias.name])
             elif node.module and node.module.startswith("bertforge."):
-                found.add(node.module.split(".")[1])
+                add(node.module.split(".")[1:])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("bertforge."))
+            for a in node.names:
+                if a.name.startswith("bertforge."):
+                    add(a.name.split(".")[1:])
     return found
 
 
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by module_name, subpackages included, but not the package's own __init__."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    paths["__init__"] = paths.pop("__init__")
+    return paths
+
+
 def test_every_module_has_a_layer():
-    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    modules = set(package_modules())
     assert modules == set(LAYER_OF), (
         f"not placed: {sorted(modules - set(LAYER_OF))}; gone: {sorted(set(LAYER_OF) - modules)}"
     )
@@ -59,12 +91,13 @@ def test_every_module_has_a_layer():
 
 def test_imports_only_go_down():
     upward = []
-    for path in sorted(PACKAGE.glob("*.py")):
-        if path.stem == "__init__":
+    for name, path in sorted(package_modules().items()):
+        if name == "__init__":
             continue  # its lazy exports name modules of every layer, by design
-        for target in imported_modules(path):
-            if LAYER_OF[target] >= LAYER_OF[path.stem]:
-                upward.append(f"{path.stem} (layer {LAYER_OF[path.stem]}) imports {target} (layer {LAYER_OF[target]})")
+        package = tuple(name.split(".")[:-1]) if path.name != "__init__.py" else tuple(name.split("."))
+        for target in imported_modules(path, package):
+            if target != name and LAYER_OF[target] >= LAYER_OF[name]:
+                upward.append(f"{name} (layer {LAYER_OF[name]}) imports {target} (layer {LAYER_OF[target]})")
     assert not upward, "\n".join(upward)
 
 
@@ -72,6 +105,9 @@ def test_the_layering_test_can_fail(tmp_path):
     bad = tmp_path / "model.py"
     bad.write_text("from .train import Trainer\nfrom . import cli\n")
     assert imported_modules(bad) == {"train", "cli"}
+    bad_verb = tmp_path / "flags.py"
+    bad_verb.write_text("from ..train import Trainer\nfrom .data import register\nfrom . import training\n")
+    assert imported_modules(bad_verb, ("cli",)) == {"train", "cli.data", "cli.training"}
 
 
 def test_prepare_and_what_it_reads_never_import_torch():

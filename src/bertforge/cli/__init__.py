@@ -1,0 +1,44 @@
+"""The `bertforge` command: parses arguments and calls the modules; no logic of its own.
+
+Each verb's flags sit beside its handler, one module per kind of work:
+`data` (tokenizer train, prepare, data show/stats), `training` (pretrain, sweep,
+evaluate, plot, demo), `inference` (fill-mask, nsp, embed, attention,
+plot-embeddings) and `downstream` (finetune, score, classify, tag, answer).
+`flags` holds what they share: flags made from the config dataclasses, so that
+one concept has one flag name on every verb.
+
+Bad input raises UserError, printed as one line on stderr with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UserError
+from . import data, downstream, inference, training
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bertforge", description="BERT pre-training from scratch: masked LM + next sentence prediction."
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    data.register(verbs)
+    training.register(verbs)
+    inference.register(verbs)
+    downstream.register(verbs)
+    training.register_demo(verbs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except UserError as e:
+        print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

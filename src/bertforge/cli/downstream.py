@@ -1,0 +1,205 @@
+"""Verbs for tasks after pre-training: `finetune`, `score`, and the fine-tuned models' `classify`, `tag`, `answer`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import FinetuneConfig
+from ..errors import UserError
+from .flags import (
+    HIDDEN,
+    add_config_flags,
+    add_verb,
+    column_flags,
+    config_values,
+    model_flags,
+    output_flags,
+    pair_flags,
+    print_json,
+)
+
+
+def cmd_finetune(args: argparse.Namespace) -> None:
+    from ..classification import Columns
+    from ..finetune import finetune
+
+    cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
+    columns = None
+    if args.task in ("classification", "regression"):
+        if not (args.text_column and args.label_column):
+            raise UserError(f"--task {args.task} needs --text-column and --label-column")
+        columns = Columns(args.text_column, args.label_column, args.pair_column)
+    quiet = args.quiet or args.json
+    summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
+    if args.json:
+        print_json(summary)
+        return
+    best = summary["best"]
+    scores = ", ".join(f"{k.removeprefix('dev_')} {v:.4f}" for k, v in best.items() if k.startswith("dev_"))
+    print(
+        f"best epoch {best['epoch']} (by dev {summary['main_metric']}): {scores}; model in {Path(args.out) / 'model'}"
+    )
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    from ..score import parse_task, score
+
+    tasks = [parse_task(spec) for spec in args.tasks]
+    cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
+    lrs = [float(x) for x in args.lrs.split(",")] if args.lrs else None
+    rows = score(
+        args.model,
+        tasks,
+        args.out,
+        cfg,
+        seeds=args.seeds,
+        lrs=lrs,
+        from_scratch=args.from_scratch,
+        progress=not (args.quiet or args.json),
+    )
+    if args.json:
+        print_json(rows)
+        return
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+
+
+def cmd_classify(args: argparse.Namespace) -> None:
+    from ..classification import Classifier
+    from ..textfiles import read_texts
+
+    classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
+    if args.input:
+        texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
+    elif args.text is not None:
+        texts, pairs = [args.text], [args.pair] if args.pair is not None else None
+    else:
+        raise UserError("give a text, or --input FILE")
+    results = classifier.classify(texts, pairs)
+    if args.json:
+        print_json(results if args.input else results[0])
+        return
+    for r in results:
+        pair = f" / {r['pair']!r}" if "pair" in r else ""
+        if "value" in r:
+            print(f"{r['value']:10.4f}  {r['text']!r}{pair}")
+            continue
+        probabilities = "  ".join(f"{label}={p:.3f}" for label, p in r["probabilities"].items())
+        print(f"{r['label']:<12} {probabilities}  {r['text']!r}{pair}")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    from ..tagging import Tagger
+    from ..textfiles import read_texts
+
+    tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
+    if args.input:
+        texts, _ = read_texts(args.input, args.text_column)
+    elif args.text is not None:
+        texts = [args.text]
+    else:
+        raise UserError("give a text, or --input FILE")
+    results = [{"text": text, "entities": tagger.tag(text)} for text in texts]
+    if args.json:
+        print_json(results if args.input else results[0]["entities"])
+        return
+    for r in results:
+        found = (
+            "  ".join(f"[{e['word']}]{e['entity_group']} ({e['score']:.2f})" for e in r["entities"]) or "(no entities)"
+        )
+        print(f"{r['text']!r}: {found}")
+
+
+def cmd_answer(args: argparse.Namespace) -> None:
+    from ..qa import Answerer
+    from ..textfiles import open_text
+
+    if (args.context is None) == (args.context_file is None):
+        raise UserError("give the context once: --context TEXT or --context-file FILE")
+    context = args.context
+    if args.context_file:
+        with open_text(args.context_file) as f:
+            context = f.read()
+    answerer = Answerer(
+        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
+    )
+    result = answerer.answer(args.question, context, args.max_answer_length)
+    if args.json:
+        print_json(result)
+        return
+    print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
+
+
+def register(verbs) -> None:
+    p = add_verb(
+        verbs, "finetune", cmd_finetune, "fine-tune for classification, regression, tagging (NER) or question answering"
+    )
+    p.add_argument("model", help="run directory or model directory (pre-trained)")
+    p.add_argument(
+        "--task",
+        choices=["classification", "regression", "token-classification", "question-answering"],
+        default="classification",
+        help="what to learn; the files' formats follow from it",
+    )
+    p.add_argument(
+        "--train",
+        required=True,
+        help="TSV, CSV or JSONL (classification, regression); CoNLL (tagging); SQuAD v1.1 JSON (question answering)",
+    )
+    p.add_argument("--dev", required=True, help="the same format as --train")
+    p.add_argument("--text-column", help="classification, regression: the text's column (a name, or an index)")
+    p.add_argument("--pair-column", help="classification, regression: the second text of a pair")
+    p.add_argument("--label-column", help="classification, regression: the label's (or the number's) column")
+    p.add_argument("--out", required=True, help="output directory (model/, metrics.jsonl, summary.json)")
+    add_config_flags(p, FinetuneConfig, keep_defaults=True)
+    p.add_argument("--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN)  # older: --seq-len
+    output_flags(p)
+
+    p = add_verb(verbs, "classify", cmd_classify, "label texts with a fine-tuned model")
+    model_flags(p)
+    p.add_argument("text", nargs="?", help="the text")
+    pair_flags(p, positional=False)
+    p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
+    column_flags(p)
+    p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs, "score", cmd_score, "downstream evaluation: fine-tune on tasks over seeds, against from-scratch weights"
+    )
+    p.add_argument("model", help="run directory or model directory (pre-trained)")
+    p.add_argument(
+        "--tasks",
+        nargs="+",
+        required=True,
+        metavar="NAME=PATH",
+        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
+        "squad=DIR (SQuAD JSON), or NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL]",
+    )
+    p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
+    p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
+    p.add_argument("--lrs", help="learning rates to choose from on dev with seed 0, e.g. 1e-4,3e-4 (default: --lr)")
+    p.add_argument(
+        "--from-scratch", action="store_true", help="also the same architecture from random weights: the baseline"
+    )
+    add_config_flags(p, FinetuneConfig, skip=("seed", "from_scratch"), keep_defaults=True)
+    output_flags(p)
+
+    p = add_verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
+    model_flags(p)
+    p.add_argument("text", nargs="?", help="the text")
+    p.add_argument("--input", help="file with one text per line, or a table with --text-column")
+    column_flags(p, pair=False)
+    output_flags(p, quiet=False)
+
+    p = add_verb(verbs, "answer", cmd_answer, "answer a question from a context, with a question-answering model")
+    model_flags(p)
+    p.add_argument("--question", required=True, help="the question")
+    p.add_argument("--context", help="the text holding the answer")
+    p.add_argument("--context-file", help="read the context from this file")
+    p.add_argument(
+        "--max-answer-length", type=int, default=15, help="longest answer in tokens (the pipeline's default)"
+    )
+    p.add_argument("--seq-len", type=int, default=384, help="tokens per window over a long context")
+    p.add_argument("--stride", type=int, default=128, help="context tokens that consecutive windows share")
+    output_flags(p, quiet=False)

@@ -1,0 +1,138 @@
+"""What every verb's parser shares: flags made from config dataclasses, and the common flag groups.
+
+A config field `num_layers` is the flag `--num-layers`, its documentation is the
+help, and `config.field_parser` parses it, the same parser `sweep` uses for grid
+values. One concept has one flag name on every verb; older spellings still work
+but are not listed (HIDDEN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..config import field_parser
+
+HIDDEN = argparse.SUPPRESS
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _argparse_type(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{name}: {e}") from None
+
+    convert.__name__ = name  # argparse names the type in its messages
+    return convert
+
+
+def add_config_flags(
+    parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = (), keep_defaults: bool = False, shown_defaults=None
+) -> None:
+    """One flag per dataclass field (`num_layers` -> `--num-layers`), help from its documentation.
+
+    Without `keep_defaults` the defaults are suppressed, so that only the flags a
+    user gives override a recipe, a preset or a resumed run's saved values;
+    `shown_defaults` (a config) then supplies the defaults the help shows.
+    """
+    group = parser.add_argument_group(f"{cls.__name__} ({cls.__doc__.strip().rstrip('.')})")
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default_text = getattr(shown_defaults, f.name) if shown_defaults is not None else f.default
+        help_text = f"{f.metadata.get('help', '')} (default: {default_text})".replace("%", "%%")
+        default = f.default if keep_defaults else argparse.SUPPRESS
+        if f.type in ("bool", bool):
+            group.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text
+            )
+        else:
+            group.add_argument(
+                flag,
+                dest=f.name,
+                type=_argparse_type(field_parser(cls, f.name), f.name),
+                default=default,
+                choices=f.metadata.get("choices"),
+                help=help_text,
+                metavar=f.name.upper(),
+            )
+
+
+def config_values(args: argparse.Namespace, cls) -> dict[str, Any]:
+    """The fields of `cls` that the command line set."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every flag shows its default, once."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if "(default:" in (action.help or "") or any(
+            action.default is nothing for nothing in (None, False, argparse.SUPPRESS)
+        ):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def add_verb(group, name: str, func: Callable | None, help_text: str) -> argparse.ArgumentParser:
+    """A verb's parser; `func(args)` runs it (None for a group of verbs such as `data`)."""
+    sub = group.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+    if func is not None:
+        sub.set_defaults(func=func)
+    return sub
+
+
+def output_flags(p: argparse.ArgumentParser, quiet: bool = True) -> None:
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    if quiet:
+        p.add_argument("--quiet", action="store_true", help="no progress bar or chatter")
+
+
+def model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="run directory or model directory")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="allow a directory with only pytorch_model.bin (unpickling can run code: only for sources you trust)",
+    )
+
+
+def pair_flags(p: argparse.ArgumentParser, positional: bool) -> None:
+    if positional:
+        p.add_argument("sentence_b", nargs="?", help=HIDDEN)  # the older spelling of --pair
+    p.add_argument("--pair", help="second sentence, as segment B")
+
+
+def column_flags(p: argparse.ArgumentParser, pair: bool = True) -> None:
+    p.add_argument(
+        "--text-column",
+        default="0",
+        help="with --input: column (or JSONL key) of the text; a .txt file has a text per line",
+    )
+    if pair:
+        p.add_argument(
+            "--pair-column", help="with --input: column of the second text (a .txt file: TEXT<TAB>PAIR lines)"
+        )
+
+
+def image_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="image file")
+    p.add_argument("--format", choices=["png", "svg"], help="image format (default: the --out suffix)")
+
+
+def with_format(out: str, fmt: str | None) -> Path:
+    """--format svg turns plot.png into plot.svg; without it the file's own suffix decides."""
+    path = Path(out)
+    return path.with_suffix(f".{fmt}") if fmt else path

@@ -1,0 +1,163 @@
+"""Verbs that question a pre-trained model: `fill-mask`, `nsp`, `embed`, `attention`, `plot-embeddings`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import UserError
+from .flags import add_verb, column_flags, image_flags, model_flags, output_flags, pair_flags, print_json, with_format
+
+
+def _load(args: argparse.Namespace):
+    from ..inference import load
+
+    return load(
+        args.model, device=args.device, trust_pickle=args.trust_pickle, precision=getattr(args, "precision", "fp32")
+    )
+
+
+def _second_text(args: argparse.Namespace) -> str | None:
+    """The second sentence: --pair, or (the older spelling) a second positional argument."""
+    if args.pair is not None and args.sentence_b is not None:
+        raise UserError("give the second sentence once: --pair B or a second argument, not both")
+    return args.pair if args.pair is not None else args.sentence_b
+
+
+def cmd_fill_mask(args: argparse.Namespace) -> None:
+    bert = _load(args)
+    targets = [t for t in args.targets.split(",") if t] if args.targets else None
+    result = bert.fill_mask(args.text, top_k=args.top_k, targets=targets)
+    if args.plot:
+        from ..plots import fill_mask_bars, save_figure
+
+        print(f"wrote {save_figure(fill_mask_bars(result, args.answer), args.plot)}", file=sys.stderr)
+    if args.json:
+        print_json(result)
+        return
+    for mask in result["masks"]:
+        print(f"[MASK] at token {mask['position']}:")
+        for p in mask["predictions"]:
+            print(f"  {p['score']:6.3f}  {p['token']:<15} {p['sequence']}")
+
+
+def cmd_nsp(args: argparse.Namespace) -> None:
+    from ..textfiles import read_texts
+
+    bert = _load(args)
+    if args.input:
+        texts, pairs = read_texts(args.input, args.text_column, args.pair_column or "1")
+    elif args.sentence_a is not None and _second_text(args) is not None:
+        texts, pairs = [args.sentence_a], [_second_text(args)]
+    else:
+        raise UserError("give two sentences (A --pair B), or --input FILE with A<TAB>B per line")
+    results = [bert.nsp(a, b) for a, b in zip(texts, pairs)]
+    if args.plot:
+        from ..plots import nsp_bars, save_figure
+
+        print(f"wrote {save_figure(nsp_bars(results), args.plot)}", file=sys.stderr)
+    if args.json:
+        print_json(results if args.input else results[0])
+        return
+    key = next(k for k in results[0] if k.endswith("_prob"))
+    for r in results:
+        print(f"{key}={r[key]:.3f}  {r['label']:<8} A: {r['a']!r}  B: {r['b']!r}")
+
+
+def cmd_plot_embeddings(args: argparse.Namespace) -> None:
+    from ..plots import embedding_heatmaps, save_figure
+
+    figure = embedding_heatmaps(_load(args), args.sentence_a, _second_text(args))
+    print(save_figure(figure, with_format(args.out, args.format)))
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from ..plots import attention_maps, save_figure, shorten
+
+    tokens, attention = _load(args).attention(args.text, args.pair)
+    title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
+    figure = attention_maps(tokens, attention, args.layer, args.head, shorten(title, 110))
+    print(save_figure(figure, with_format(args.out, args.format)))
+
+
+def cmd_embed(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from ..textfiles import read_texts
+
+    texts, _ = read_texts(args.input, args.text_column)
+    vectors = _load(args).embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
+    np.save(args.out, vectors)
+    if args.json:
+        print_json({"texts": vectors.shape[0], "dimensions": vectors.shape[1], "out": args.out})
+    else:
+        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
+
+
+def precision_flag(p: argparse.ArgumentParser, default: str = "fp32") -> None:
+    """bf16 pays for batches (embed: 1.6x on an AMX CPU), not for one sentence (fill-mask: slower), as measured."""
+    p.add_argument(
+        "--precision",
+        choices=["auto", "fp32", "bf16"],
+        default=default,
+        help="bf16 agrees with fp32 to about 1e-2 in probabilities; auto picks it on machines measured fast at it",
+    )
+
+
+def register(verbs) -> None:
+    p = add_verb(verbs, "fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
+    model_flags(p)
+    p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
+    p.add_argument("--top-k", type=int, default=5, help="predictions per [MASK]")
+    p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
+    p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
+    p.add_argument("--answer", help="with --plot: highlight this word")
+    precision_flag(p)
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs,
+        "nsp",
+        cmd_nsp,
+        "probability that sentence B follows sentence A (for an SOP model: that they are in order)",
+    )
+    model_flags(p)
+    p.add_argument("sentence_a", nargs="?", help="sentence A")
+    pair_flags(p, positional=True)
+    p.add_argument("--input", help="file of pairs: A<TAB>B lines, or a table with --text-column/--pair-column")
+    column_flags(p)
+    p.add_argument("--plot", help="also draw the probability per pair into this file (.png or .svg)")
+    precision_flag(p)
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs,
+        "plot-embeddings",
+        cmd_plot_embeddings,
+        "heatmaps of the token, segment and position embeddings and their sum",
+    )
+    model_flags(p)
+    p.add_argument("sentence_a", help="sentence A")
+    pair_flags(p, positional=True)
+    image_flags(p)
+
+    p = add_verb(verbs, "attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
+    model_flags(p)
+    p.add_argument("text", help="sentence A")
+    pair_flags(p, positional=False)
+    p.add_argument("--layer", type=int, default=-1, help="layer index (negative counts from the top)")
+    p.add_argument("--head", type=int, help="one head; all heads of the layer when omitted")
+    image_flags(p)
+
+    p = add_verb(verbs, "embed", cmd_embed, "sentence embeddings for each line (or row) of a file")
+    model_flags(p)
+    p.add_argument("--input", required=True, help="text file, one sentence per line; or a table with --text-column")
+    column_flags(p, pair=False)
+    p.add_argument("--out", required=True, help="output .npy file")
+    p.add_argument(
+        "--pooling", choices=["cls", "mean"], default="cls", help="the [CLS] vector, or the mean over tokens"
+    )
+    p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
+    p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
+    precision_flag(p, default="auto")
+    output_flags(p, quiet=False)

@@ -1,0 +1,206 @@
+"""Verbs that train and look at pre-training: `pretrain`, `sweep`, `evaluate`, `plot`, `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, recipe_configs
+from ..errors import UserError
+from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flags, output_flags, print_json, with_format
+
+
+def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
+    """Model and train configs for `pretrain`.
+
+    A new run: the recipe's defaults, its preset (or --preset), then the given flags.
+    `--resume`: the run's saved configs with the given flags on top (a --preset given
+    then must match the saved architecture, which the trainer checks).
+    """
+    from ..checkpoint import run_configs
+    from ..datadir import read_meta
+
+    model_overrides = config_values(args, ModelConfig)
+    train_overrides = config_values(args, TrainConfig)
+    saved = run_configs(Path(args.out)) if args.resume else None
+    if saved is None:
+        model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
+        return recipe_configs(args.recipe or DEFAULT_RECIPE, args.preset, model_overrides, train_overrides)
+    if args.recipe:
+        raise UserError(
+            "--recipe chooses how a new run starts; a resumed run keeps its saved settings (flags change them)"
+        )
+    preset = ModelConfig.preset(args.preset, vocab_size=saved["model"]["vocab_size"]).to_dict() if args.preset else {}
+    model = ModelConfig.from_dict({**saved["model"], **preset, **model_overrides})
+    return model, TrainConfig.from_dict({**saved["train"], **train_overrides})
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from ..plots import save_figure, training_curves
+    from ..train import pretrain
+
+    model_config, train_config = resolve_run_configs(args)
+    result = pretrain(
+        args.data,
+        args.out,
+        model_config,
+        train_config,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=not (args.quiet or args.json),
+        tensorboard=args.tensorboard,
+    )
+    if result.interrupted:
+        return 128 + result.interrupted
+    if not result.is_main:
+        return 0
+    run = Path(args.out)
+    save_figure(training_curves(run / "metrics.jsonl"), run / "plots" / "training_curves.png")
+    if args.json:
+        print_json(
+            {
+                "steps": result.state.step,
+                "tokens": result.state.tokens_seen,
+                "elapsed": result.state.elapsed,
+                "final_eval": result.final_eval,
+                "model": str(run / "model"),
+            }
+        )
+    else:
+        print(
+            f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
+            f"model in {run / 'model'}",
+            file=sys.stderr,
+        )
+    if model_config.attention_bias != "none":
+        print(
+            f"note: the {model_config.attention_bias} attention bias has no transformers class: bertforge loads this "
+            "model, transformers refuses it (train with --attention-bias none for one it loads)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    from ..sweep import parse_grid, run_sweep
+
+    axes = parse_grid(args.grid)
+    fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
+    clash = sorted(set(axes) & set(fixed))
+    if clash:
+        raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
+    base = (["--recipe", args.recipe] if args.recipe else []) + (["--preset", args.preset] if args.preset else [])
+    rows = run_sweep(args.data, args.out, base, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json)
+    if args.json:
+        print_json(rows)
+        return
+    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+    print(
+        f"{len(rows)} runs; table in {Path(args.out) / 'results.md'}, figure in {Path(args.out) / 'curves.png'}",
+        file=sys.stderr,
+    )
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    from ..evaluate import evaluate_model
+
+    result = evaluate_model(
+        args.model,
+        args.data,
+        batch_size=args.batch_size,
+        seq_len=args.seq_len,
+        max_batches=args.max_batches,
+        device=args.device,
+        precision=args.precision,
+        trust_pickle=args.trust_pickle,
+    )
+    if args.json:
+        print_json(result)
+        return
+    print(
+        f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity {result['perplexity']:.2f}  "
+        f"(unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)"
+    )
+    pair = result["pair_objective"]
+    if pair != "none":
+        print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    from ..plots import save_figure, training_curves
+
+    run_dir = Path(args.run_dir)
+    default = run_dir / "plots" / f"training_curves.{args.format or 'png'}"
+    out = with_format(args.out, args.format) if args.out else default
+    print(save_figure(training_curves(run_dir / "metrics.jsonl"), out))
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from ..demo import run_demo
+
+    run_demo(Path(args.out), fast=args.fast)
+
+
+def run_flags(p: argparse.ArgumentParser) -> None:
+    """What a new run starts from (recipe, size) and every model and training setting."""
+    default_model, default_train = recipe_configs(DEFAULT_RECIPE, None, {}, {})
+    recipes = "; ".join(f"{name}: {recipe.description}" for name, recipe in RECIPES.items()).replace("%", "%%")
+    p.add_argument(
+        "--recipe", choices=list(RECIPES), help=f"defaults to start from (default: {DEFAULT_RECIPE}). {recipes}"
+    )
+    p.add_argument(
+        "--preset", choices=list(PRESETS), help="model size (default: the recipe's; on --resume, the saved one)"
+    )
+    add_config_flags(p, ModelConfig, shown_defaults=default_model)
+    add_config_flags(p, TrainConfig, shown_defaults=default_train)
+    # --nsp / --no-nsp, from before there were pair objectives: --pair-objective nsp / none.
+    p.add_argument("--nsp", dest="pair_objective", action="store_const", const="nsp", default=HIDDEN, help=HIDDEN)
+    p.add_argument("--no-nsp", dest="pair_objective", action="store_const", const="none", default=HIDDEN, help=HIDDEN)
+
+
+def register(verbs) -> None:
+    p = add_verb(verbs, "pretrain", cmd_pretrain, "pre-train a BERT with masked LM and a sentence-pair objective")
+    p.add_argument("--data", required=True, help="prepared data directory (bertforge prepare)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the latest checkpoint in --out, with its settings"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
+    output_flags(p)
+    run_flags(p)
+
+    p = add_verb(
+        verbs, "sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results"
+    )
+    p.add_argument("--data", required=True, help="prepared data directory")
+    p.add_argument("--out", required=True, help="sweep directory")
+    p.add_argument(
+        "--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting"
+    )
+    p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
+    output_flags(p)
+    run_flags(p)
+
+    p = add_verb(
+        verbs, "evaluate", cmd_evaluate, "held-out MLM loss, accuracy and perplexity, and the pair head's accuracy"
+    )
+    model_flags(p)
+    p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
+    p.add_argument("--batch-size", type=int, default=32, help="sequences per batch")
+    p.add_argument("--seq-len", type=int, default=128, help="instance length")
+    p.add_argument("--max-batches", type=int, default=50, help="batches to evaluate (fixed masks, fixed order)")
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32", help="as for pretrain")
+    output_flags(p, quiet=False)
+
+    p = add_verb(verbs, "plot", cmd_plot, "draw a run's training curves (also while it is running)")
+    p.add_argument("run_dir", help="run directory")
+    p.add_argument("--out", help="output file (default RUN_DIR/plots/training_curves.png)")
+    p.add_argument("--format", choices=["png", "svg"], help="image format (default: the --out suffix)")
+
+
+def register_demo(verbs) -> None:
+    p = add_verb(verbs, "demo", cmd_demo, "train tokenizers and tiny BERTs on the bundled corpora, then question them")
+    p.add_argument("--out", default="demo_runs", help="where the demo writes")
+    p.add_argument("--fast", action="store_true", help="fewer steps, for a smoke test")
