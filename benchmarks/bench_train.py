@@ -10,6 +10,9 @@ and cache effects hit all alike.
 Tokens/s counts real (non-pad) tokens. MFU is useful FLOP/s (PaLM count, MLM
 head at masked positions only) over the matmul peak of the precision in use,
 measured in the same run. The first lines name the machine (and the GPU, with --device cuda).
+Both libraries run with glibc's default allocator here: the trainer's own
+setting (runtime.keep_freed_memory) is per process, so bench_allocator.py
+measures it with each arm in its own process.
 
 Batches come from our own pipeline on ../shared/data/gutenberg (a 30522-token
 WordPiece vocabulary trained on its first MB) or, without it, from synthetic
@@ -31,7 +34,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.flops import measure_peak_flops, training_flops_per_token  # noqa: E402
+from bertforge.flops import cpu_has_bf16_instructions, measure_peak_flops, training_flops_per_token  # noqa: E402
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
 from bertforge.model import set_explicit_attention  # noqa: E402
 from bertforge.runtime import AUTOCAST_DTYPES, autocast, resolve_precision, use_fast_paths  # noqa: E402
@@ -288,10 +291,12 @@ def main() -> None:
             batches, source = synthetic_batches(args.batch_size, args.seq_len, VOCAB, n_batches=8), "synthetic"
     batches = [{key: value.to(args.device) for key, value in batch.items()} for batch in batches]
     auto = resolve_precision("auto", args.device)
-    # fp32, and the lower precision that races: bf16 on a CPU whatever auto picks (the ablation has a bf16 table),
-    # auto's on a GPU (bf16, or fp16 on older cards).
-    lower = "bf16" if auto == "fp32" else auto
-    dtypes = {"fp32": torch.float32, lower: AUTOCAST_DTYPES[lower]}
+    # fp32, and the lower precision that races: bf16 on a CPU with bf16 instructions whatever auto picks (the
+    # ablation has a bf16 table), none on a CPU that would emulate it, auto's on a GPU (bf16, or fp16 on older cards).
+    dtypes = {"fp32": torch.float32}
+    if auto != "fp32" or (args.device == "cpu" and cpu_has_bf16_instructions()):
+        lower = "bf16" if auto == "fp32" else auto
+        dtypes[lower] = AUTOCAST_DTYPES[lower]
     peaks = {name: measure_peak_flops(args.device, dtype, 2.0) for name, dtype in dtypes.items()}
     machine = machine_description() + (f"; GPU: {torch.cuda.get_device_name()}" if args.device != "cpu" else "")
     print(machine)

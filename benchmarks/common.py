@@ -29,10 +29,10 @@ def machine_description() -> str:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    wanted = [f for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
     return (
         f"machine: {model}; {torch.get_num_threads()} torch threads; "
-        f"flags: {' '.join(wanted) or 'none of avx512f/avx512_bf16/amx'}; torch {torch.__version__}"
+        f"flags: {' '.join(wanted) or 'none of avx2/avx512f/avx512_bf16/amx'}; torch {torch.__version__}"
     )
 
 

@@ -24,15 +24,36 @@ from .model import set_explicit_attention
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def _malloc_trim():
-    """glibc's malloc_trim, or None where the C library has none (macOS, musl)."""
+def _glibc():
+    """The GNU C library, or None elsewhere (macOS, musl), where the allocator calls below do nothing."""
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
+        return libc
     except (OSError, AttributeError, TypeError):
         return None
 
 
-_MALLOC_TRIM = _malloc_trim()
+_GLIBC = _glibc()
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+_KEEP_UP_TO = 2**31 - 1  # bytes: mallopt takes an int
+
+
+def keep_freed_memory() -> None:
+    """Let each training step reuse the memory the last one freed (glibc; elsewhere nothing).
+
+    By default glibc maps every block above 32 MB fresh from the operating system
+    and unmaps it when freed, so every step page-faults its largest tensors (the
+    (N, V) MLM logits and their gradients: 78 MB each on mini) back in. On an AVX2
+    EPYC one pass over such a tensor took 50 ms instead of 12. With big blocks
+    served from the heap and freed memory kept, the next step finds them mapped.
+    A pre-training step repeats a few shapes (gathered rows come in multiples of
+    64), so the heap stays near one step's peak (benchmarks/RESULTS.md). Loops
+    over ever-different shapes (evaluation sorted by length) do not call this.
+    """
+    if _GLIBC is not None:
+        _GLIBC.mallopt(_M_MMAP_THRESHOLD, _KEEP_UP_TO)
+        _GLIBC.mallopt(_M_TRIM_THRESHOLD, _KEEP_UP_TO)
 
 
 def release_freed_memory() -> None:
@@ -44,8 +65,8 @@ def release_freed_memory() -> None:
     way. Trimming after each batch bounds that for about a fifth more time (the
     next batch faults its pages in again; benchmarks/bench_qa_memory.py).
     """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+    if _GLIBC is not None:
+        _GLIBC.malloc_trim(0)
 
 
 @dataclass

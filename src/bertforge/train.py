@@ -51,6 +51,7 @@ from .runtime import (
     AUTOCAST_DTYPES,
     MixedPrecision,
     StopSignals,
+    keep_freed_memory,
     resolve_device,
     resolve_precision,
     setup_distributed,
@@ -123,6 +124,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = pretraining_model(model_config, cfg).to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
+        if self.device == "cpu":
+            keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
         self.optimizer = build_optimizer(
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
         )

@@ -1,0 +1,99 @@
+"""What `runtime.keep_freed_memory` buys a training step: glibc's default allocator against the trainer's setting.
+
+    python benchmarks/bench_allocator.py --preset mini --rounds 2
+
+glibc maps every block above 32 MB fresh from the OS and unmaps it when freed,
+so by default each step page-faults its largest tensors back in. The trainer
+asks glibc (mallopt) to serve big blocks from its heap and keep what is freed.
+That is a per-process setting, so each arm runs in its own process, the arms
+alternating round by round: bertforge and `transformers` (which a user of it
+would run with glibc's default), each with and without the setting.
+A step is bench_train.py's: forward + backward + clip + AdamW, fp32, the same
+batches. Peak RSS is each process's high-water mark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import VOCAB, Contender, hf_loss, hf_model, ours, race  # noqa: E402
+
+from bertforge import ModelConfig  # noqa: E402
+from bertforge.runtime import keep_freed_memory  # noqa: E402
+
+from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
+
+ARMS = [(library, allocator) for allocator in ("glibc default", "kept") for library in ("bertforge", "transformers")]
+
+
+def run_arm(args) -> None:
+    """One arm in this process: print its tokens/s and peak RSS as JSON."""
+    if args.allocator == "kept":
+        keep_freed_memory()
+    with tempfile.TemporaryDirectory() as scratch:
+        batches = gutenberg_batches(Path(args.data), Path(scratch), 32, 128, n_batches=8)
+    if batches is None:
+        batches = synthetic_batches(32, 128, VOCAB, n_batches=8)
+    dropout = {"hidden_dropout": args.dropout, "attention_dropout": args.dropout}
+    config = ModelConfig.preset(args.preset, vocab_size=VOCAB, **dropout)
+    if args.library == "bertforge":
+        contender = ours(config, "fp32", "cpu")
+    else:
+        contender = Contender("transformers", hf_model(config), hf_loss, "fp32", "cpu")
+    race([contender], batches, args.warmup, args.steps)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"tokens_per_s": contender.tokens_per_second(), "peak_rss_mb": peak_mb}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--data", default="../shared/data/gutenberg", help="Gutenberg directory (synthetic if absent)")
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2, help="each arm runs once per round, in alternating order")
+    parser.add_argument("--library", choices=["bertforge", "transformers"], help=argparse.SUPPRESS)  # one arm
+    parser.add_argument("--allocator", choices=["glibc default", "kept"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.library:
+        run_arm(args)
+        return
+    print(machine_description())
+    results: dict[tuple[str, str], list[dict]] = {arm: [] for arm in ARMS}
+    for round_ in range(args.rounds):
+        for library, allocator in ARMS if round_ % 2 == 0 else ARMS[::-1]:
+            command = [sys.executable, __file__, "--library", library, "--allocator", allocator]
+            command += ["--preset", args.preset, "--data", args.data, "--dropout", str(args.dropout)]
+            command += ["--warmup", str(args.warmup), "--steps", str(args.steps)]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            results[library, allocator].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {round_ + 1}: {library}, {allocator}: {results[library, allocator][-1]}", flush=True)
+    speed = {arm: statistics.median(r["tokens_per_s"] for r in runs) for arm, runs in results.items()}
+    reference = speed["transformers", "glibc default"]
+    print(f"\n{args.preset}, fp32, dropout {args.dropout}, median of {args.rounds} processes per arm\n")
+    print("| library | allocator | tokens/s | vs transformers, glibc default | vs own default | peak RSS MB |")
+    print("|---|---|---:|---:|---:|---:|")
+    for library, allocator in ARMS:
+        own_default = speed[library, "glibc default"]
+        rss = max(r["peak_rss_mb"] for r in results[library, allocator])
+        tokens = speed[library, allocator]
+        print(
+            f"| {library} | {allocator} | {tokens:,.0f} | {tokens / reference:.2f}× | {tokens / own_default:.2f}× "
+            f"| {rss:,.0f} |"
+        )
+    print(f"\n(torch {torch.__version__})")
+
+
+if __name__ == "__main__":
+    main()
