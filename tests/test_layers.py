@@ -76,10 +76,8 @@ def imported_modules(path: Path, package: tuple[str, ...] = ()) -> set[str]:
 
 
 def package_modules() -> dict[str, Path]:
-    """Every module of the package by module_name, subpackages included, but not the package's own __init__."""
-    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    paths["__init__"] = paths.pop("__init__")
-    return paths
+    """Every module of the package by module_name, subpackages included (the package's own is "__init__")."""
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def test_every_module_has_a_layer():
@@ -94,8 +92,7 @@ def test_imports_only_go_down():
     for name, path in sorted(package_modules().items()):
         if name == "__init__":
             continue  # its lazy exports name modules of every layer, by design
-        package = tuple(name.split(".")[:-1]) if path.name != "__init__.py" else tuple(name.split("."))
-        for target in imported_modules(path, package):
+        for target in imported_modules(path, path.parent.relative_to(PACKAGE).parts):
             if target != name and LAYER_OF[target] >= LAYER_OF[name]:
                 upward.append(f"{name} (layer {LAYER_OF[name]}) imports {target} (layer {LAYER_OF[target]})")
     assert not upward, "\n".join(upward)
