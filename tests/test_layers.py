@@ -20,6 +20,7 @@ LAYERS = [
     ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
     ["prepare"],  # 2 the streaming pipeline from corpus to data directory
+    ["dropout"],  # 3 dropout with a cheaper CPU mask
     ["model", "hf", "flops"],  # 3 the network; its transformers layout; FLOP counts
     ["modeldir", "electra"],  # 3 model directories on disk; ELECTRA, a generator and a discriminator trained together
     ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .dropout import Dropout, dropout
 from .labels import IGNORE_INDEX
 
 GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
@@ -74,7 +75,7 @@ class Embeddings(nn.Module):
                 requires_grad=False,
             )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
 
     def position_vectors(self, seq_len: int) -> torch.Tensor:
         return self.position.weight[:seq_len]  # (T, H)
@@ -100,7 +101,9 @@ class SelfAttention(nn.Module):
     Two ways to compute the same thing: PyTorch's fused `scaled_dot_product_attention`
     (flash kernels), or the explicit softmax(q kᵀ / √hs) v. The explicit form is
     needed to return the probabilities, and on CPUs in bf16 it trains faster
-    (`set_explicit_attention`; benchmarks/RESULTS.md has the measurement).
+    (`set_explicit_attention`; benchmarks/RESULTS.md has the measurement). On
+    CPUs it is also taken whenever attention dropout is on: there the fused
+    kernel falls back to these same steps with torch's slower mask (dropout.py).
     """
 
     def __init__(self, config: ModelConfig):
@@ -128,14 +131,14 @@ class SelfAttention(nn.Module):
         if attn_mask is not None and attn_mask.is_floating_point():
             attn_mask = attn_mask.to(q.dtype)  # SDPA wants the bias in the query's dtype (bf16 under autocast)
         probs = None
-        if need_weights or self.explicit:
+        if need_weights or self.explicit or (dropout_p > 0 and x.device.type == "cpu"):
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, nh, T, T)
             if attn_mask is not None and attn_mask.is_floating_point():
                 scores = scores + attn_mask
             elif attn_mask is not None:
                 scores = scores.masked_fill(~attn_mask, float("-inf"))
             probs = scores.softmax(dim=-1)  # (B, nh, T, T)
-            y = F.dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
+            y = dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, nh, T, hs)
         y = y.transpose(1, 2).reshape(B, T, H)  # (B, T, H): heads side by side again
@@ -169,7 +172,7 @@ class EncoderLayer(nn.Module):
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.ffn = FeedForward(config)
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
         if self.pre_norm:
@@ -376,7 +379,7 @@ class BertForSequenceClassification(nn.Module):
         self.num_labels = 1 if regression else num_labels
         self.regression = regression
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.apply(lambda module: init_weights(module, config))
 
@@ -401,7 +404,7 @@ class BertForTokenClassification(nn.Module):
         self.config = config
         self.num_labels = num_labels
         self.bert = BertModel(config, pooler=False)
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.apply(lambda module: init_weights(module, config))
 
