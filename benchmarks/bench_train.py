@@ -4,7 +4,9 @@
     python benchmarks/bench_train.py --ablate                         # what each lever buys, fp32 and bf16
     python benchmarks/bench_train.py --device cuda --batch-size 128   # the same races on a GPU
 
-A step is forward + backward + clip + AdamW. Contenders alternate step by step,
+A step is forward + backward + clip + AdamW, fused for every contender (the
+trainer's choice, and transformers' Trainer's default on torch >= 2.8: its
+users get it too). Contenders alternate step by step,
 in a shuffled order each round, after warm-up steps, so drift in machine speed
 and cache effects hit all alike.
 Tokens/s counts real (non-pad) tokens. MFU is useful FLOP/s (PaLM count, MLM
@@ -110,7 +112,7 @@ class Contender:
         self.name, self.precision, self.device = name, precision, device
         self.model = model.to(device).train()
         self.params = list(model.parameters())  # the tied matrix appears once
-        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01)
+        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01, fused=True)
         self.forward = loss_factory(torch.compile(model) if compile_model else model, device, precision)
         self.first_step = 0.0
         self.times: list[float] = []
@@ -144,7 +146,7 @@ class MasterWeightsContender(Contender):
         self.precision = "bf16"
         self.masters = [p.detach().clone() for p in self.params]  # fp32
         model.to(torch.bfloat16)
-        self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, weight_decay=0.01)
+        self.optimizer = torch.optim.AdamW(self.masters, lr=1e-4, weight_decay=0.01, fused=True)
 
     def step(self, batch) -> float:
         start = self.clock()

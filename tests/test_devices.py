@@ -51,7 +51,8 @@ def test_optimizer_groups_and_fused_flag():
     assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
     n_unique = len({id(p) for p in model.parameters()})
     assert len(decay["params"]) + len(no_decay["params"]) == n_unique  # the tied decoder weight once
-    assert build_optimizer(model, "cpu", lr=1e-4, weight_decay=0.01).defaults["fused"] is False
+    assert build_optimizer(model, "cpu", lr=1e-4, weight_decay=0.01).defaults["fused"] is True
+    assert build_optimizer(model, "mps", lr=1e-4, weight_decay=0.01).defaults["fused"] is False
 
 
 def test_bf16_autocast_runs_the_model_and_keeps_fp32_losses():
