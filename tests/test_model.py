@@ -73,6 +73,23 @@ def test_padded_vocab_outputs_exactly_vocab_size_columns():
     assert out.mlm_logits.shape == (int((labels != IGNORE_INDEX).sum()), 90)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_loss_over_padded_columns_is_the_loss_over_the_vocabulary_and_pads_get_no_gradient(precision):
+    """The training loss runs on all 128 columns of a 90-token model's padded table; the 38 pad columns must
+    change neither the loss nor any gradient (the tied embedding's pad rows get exactly zero)."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config(vocab_size=90, tie_word_embeddings=True))
+    ids, types, labels, nsp = random_batch()
+    with torch.autocast("cpu", torch.bfloat16, enabled=precision == "bf16"):
+        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    expected = torch.nn.functional.cross_entropy(out.mlm_logits.float(), out.mlm_targets)
+    torch.testing.assert_close(out.mlm_loss, expected, rtol=0, atol=0)
+    out.loss.backward()
+    grad = model.mlm_head.decoder_weight.grad
+    assert torch.isfinite(grad).all() and grad[:90].abs().sum() > 0
+    assert torch.equal(grad[90:], torch.zeros_like(grad[90:]))
+
+
 def test_gathered_head_equals_dense_head_at_labelled_positions():
     torch.manual_seed(0)
     model = BertForPreTraining(small_config()).eval()
@@ -97,7 +114,7 @@ def test_gathered_rows_are_rounded_to_a_few_shapes_without_changing_loss_or_grad
         torch.manual_seed(0)
         model = BertForPreTraining(small_config())
         rows = []
-        model.mlm_head.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[0]))
+        model.mlm_head.transform.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[0]))
         out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
         out.loss.backward()
         return out, rows[0], {name: p.grad.clone() for name, p in model.named_parameters()}

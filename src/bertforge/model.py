@@ -262,9 +262,19 @@ class MaskedLMHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden (..., H) -> logits (..., V), exactly V columns even when the table is padded."""
-        h = self.norm(self.act(self.transform(hidden)))
-        # The matmul runs on the padded table (aligned to 64 rows); the pad columns are then cut.
-        return F.linear(h, self.decoder_weight)[..., : self.vocab_size] + self.bias
+        return self.padded_logits(hidden)[..., : self.vocab_size]
+
+    def padded_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (..., H) -> logits (..., V'): a column per row of the padded table (aligned to 64 rows).
+
+        The pad columns are -inf, so a softmax or cross-entropy over them gives them
+        probability and gradient 0. The training loss uses these as they are: cutting
+        the pad columns first cost a zero-filled (N, V') gradient in every backward pass.
+        """
+        h = self.norm(self.act(self.transform(hidden)))  # (..., H)
+        pad = self.decoder_weight.shape[0] - self.vocab_size
+        bias = torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])  # (V',)
+        return F.linear(h, self.decoder_weight, bias)  # (..., V')
 
 
 @dataclass
@@ -327,11 +337,12 @@ class BertForPreTraining(nn.Module):
         # new N cost a kernel build and left memory behind (benchmarks/bench_gather_shapes.py).
         rows = F.pad(rows, (0, extra))  # (N',)
         targets = F.pad(mlm_labels.flatten()[rows[:n]], (0, extra), value=IGNORE_INDEX)  # (N',)
-        logits = self.mlm_head(encoded.sequence_output.flatten(0, 1)[rows])  # (N', V)
+        logits = self.mlm_head.padded_logits(encoded.sequence_output.flatten(0, 1)[rows])  # (N', V')
         mlm_loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX) if n else logits.sum() * 0.0
         nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels) if nsp_labels is not None else None
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
-        return PreTrainingOutput(loss, mlm_loss, nsp_loss, logits[:n], nsp_logits, targets[:n])
+        mlm_logits = logits[:n, : self.config.vocab_size]  # (N, V)
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, targets[:n])
 
 
 class ReplacedTokenHead(nn.Module):
