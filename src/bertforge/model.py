@@ -274,7 +274,8 @@ class MaskedLMHead(nn.Module):
         h = self.norm(self.act(self.transform(hidden)))  # (..., H)
         pad = self.decoder_weight.shape[0] - self.vocab_size
         bias = torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])  # (V',)
-        return F.linear(h, self.decoder_weight, bias)  # (..., V')
+        # The bias is added outside the matmul: under bf16 autocast the fp32 add promotes the logits to fp32.
+        return F.linear(h, self.decoder_weight) + bias  # (..., V')
 
 
 @dataclass
