@@ -31,10 +31,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bertforge.dropout  # noqa: E402
+import bertforge.model  # noqa: E402
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
 from bertforge.flops import cpu_has_bf16_instructions, measure_peak_flops, training_flops_per_token  # noqa: E402
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
@@ -161,6 +164,25 @@ class MasterWeightsContender(Contender):
         return self.clock() - start
 
 
+def torch_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    return torch.nn.functional.dropout(x, p, training)
+
+
+class TorchDropoutContender(Contender):
+    """The dropout lever off: our model drawing its masks with torch's F.dropout (a bernoulli_ draw per element)
+    instead of dropout.py's, swapped in for its steps only, so the other contenders keep theirs."""
+
+    def __init__(self, name: str, model, precision: str, device: str):
+        super().__init__(name, model, ours_loss, precision, device)
+
+    def step(self, batch) -> float:
+        with (
+            mock.patch.object(bertforge.model, "dropout", torch_dropout),
+            mock.patch.object(bertforge.dropout, "dropout", torch_dropout),
+        ):
+            return super().step(batch)
+
+
 def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
     """Alternate contenders step by step, in a new random order each round: no one always follows the same model."""
     order = list(contenders)
@@ -242,10 +264,21 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
             device,
             "vocabulary not padded to 64",
         ),
-        ours(config, precision, device, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
-        ours(config, precision, device, "PyTorch SDPA attention", explicit_attention=False),
         Contender("transformers", hf_model(config), hf_loss, precision, device),
     ]
+    unfused = ours(config, precision, device, "AdamW's per-parameter loop (not fused)")
+    unfused.optimizer = torch.optim.AdamW(unfused.params, lr=1e-4, weight_decay=0.01, fused=False)
+    variants.append(unfused)
+    if device == "cpu" and args.dropout > 0:  # attention with dropout on CPU has one form: the explicit one
+        torch.manual_seed(0)
+        model = BertForPreTraining(config)
+        use_fast_paths(model, device, precision)
+        variants.append(TorchDropoutContender("torch's dropout mask (bernoulli_)", model, precision, device))
+    else:
+        variants += [
+            ours(config, precision, device, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
+            ours(config, precision, device, "PyTorch SDPA attention", explicit_attention=False),
+        ]
     if precision == "bf16":
         torch.manual_seed(0)
         variants.append(
