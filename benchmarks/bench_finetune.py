@@ -52,11 +52,11 @@ def pair_batches(texts: list[str], batch_size: int, n_batches: int, seq_len: int
     return tokenizer, batches
 
 
-def classifier_loss(model, precision: str):
+def classifier_loss(model, device: str, precision: str):
     """bertforge and transformers take the same keyword arguments; both give logits first."""
 
     def forward(batch):
-        with autocast(precision):
+        with autocast(device, precision):
             out = model(
                 input_ids=batch["input_ids"],
                 token_type_ids=batch["token_type_ids"],
