@@ -80,6 +80,25 @@ def ours_loss(model, device: str, precision: str):
     return forward
 
 
+def torch_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    return torch.nn.functional.dropout(x, p, training)
+
+
+def ours_torch_dropout_loss(model, device: str, precision: str):
+    """The dropout lever off: masks drawn by torch's F.dropout (a bernoulli_ draw per element) instead of
+    dropout.py's, swapped in for this contender's forward passes only (the masks are drawn there)."""
+    forward_with_our_masks = ours_loss(model, device, precision)
+
+    def forward(batch):
+        with (
+            mock.patch.object(bertforge.model, "dropout", torch_dropout),
+            mock.patch.object(bertforge.dropout, "dropout", torch_dropout),
+        ):
+            return forward_with_our_masks(batch)
+
+    return forward
+
+
 def ours_dense_head_loss(model, device: str, precision: str):
     """The gather lever off: the MLM decoder at every position, loss over the labelled ones (what transformers does)."""
 
@@ -162,25 +181,6 @@ class MasterWeightsContender(Contender):
         with torch.no_grad():
             torch._foreach_copy_(self.params, self.masters)
         return self.clock() - start
-
-
-def torch_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    return torch.nn.functional.dropout(x, p, training)
-
-
-class TorchDropoutContender(Contender):
-    """The dropout lever off: our model drawing its masks with torch's F.dropout (a bernoulli_ draw per element)
-    instead of dropout.py's, swapped in for its steps only, so the other contenders keep theirs."""
-
-    def __init__(self, name: str, model, precision: str, device: str):
-        super().__init__(name, model, ours_loss, precision, device)
-
-    def step(self, batch) -> float:
-        with (
-            mock.patch.object(bertforge.model, "dropout", torch_dropout),
-            mock.patch.object(bertforge.dropout, "dropout", torch_dropout),
-        ):
-            return super().step(batch)
 
 
 def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
@@ -270,10 +270,9 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
     unfused.optimizer = torch.optim.AdamW(unfused.params, lr=1e-4, weight_decay=0.01, fused=False)
     variants.append(unfused)
     if device == "cpu" and args.dropout > 0:  # attention with dropout on CPU has one form: the explicit one
-        torch.manual_seed(0)
-        model = BertForPreTraining(config)
-        use_fast_paths(model, device, precision)
-        variants.append(TorchDropoutContender("torch's dropout mask (bernoulli_)", model, precision, device))
+        variants.append(
+            ours(config, precision, device, "torch's dropout mask (bernoulli_)", loss=ours_torch_dropout_loss)
+        )
     else:
         variants += [
             ours(config, precision, device, "explicit attention (softmax(qkᵀ)v)", explicit_attention=True),
