@@ -9,7 +9,9 @@ That is a per-process setting, so each arm runs in its own process, the arms
 alternating round by round: bertforge and `transformers` (which a user of it
 would run with glibc's default), each with and without the setting.
 A step is bench_train.py's: forward + backward + clip + AdamW, fp32, the same
-batches. Peak RSS is each process's high-water mark.
+batches. Peak RSS is each process's high-water mark. MFU is bench_train.py's
+(PaLM count over the fp32 matmul speed sampled between the steps, in each arm's
+own process), so "bertforge, kept" is the trainer's MFU as it runs.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_train import VOCAB, Contender, hf_loss, hf_model, ours, race  # noqa: E402
+from bench_train import VOCAB, Contender, MatmulProbe, hf_loss, hf_model, mask_fraction, ours, race  # noqa: E402
 
 from bertforge import ModelConfig  # noqa: E402
+from bertforge.flops import training_flops_per_token  # noqa: E402
 from bertforge.runtime import keep_freed_memory  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
@@ -37,7 +40,7 @@ ARMS = [(library, allocator) for allocator in ("glibc default", "kept") for libr
 
 
 def run_arm(args) -> None:
-    """One arm in this process: print its tokens/s and peak RSS as JSON."""
+    """One arm in this process: print its tokens/s, MFU and peak RSS as JSON."""
     if args.allocator == "kept":
         keep_freed_memory()
     with tempfile.TemporaryDirectory() as scratch:
@@ -50,9 +53,12 @@ def run_arm(args) -> None:
         contender = ours(config, "fp32", "cpu")
     else:
         contender = Contender("transformers", hf_model(config), hf_loss, "fp32", "cpu")
-    race([contender], batches, args.warmup, args.steps)
+    probe = MatmulProbe("cpu", "fp32")
+    race([contender], batches, args.warmup, args.steps, (probe,))
+    tokens_per_s, matmul = contender.tokens_per_second(), probe.flops_per_second()
+    mfu = training_flops_per_token(config, 128, mask_fraction(batches)) * tokens_per_s / matmul
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"tokens_per_s": contender.tokens_per_second(), "peak_rss_mb": peak_mb}))
+    print(json.dumps({"tokens_per_s": tokens_per_s, "mfu": mfu, "matmul_gflops": matmul / 1e9, "peak_rss_mb": peak_mb}))
 
 
 def main() -> None:
@@ -82,17 +88,21 @@ def main() -> None:
     speed = {arm: statistics.median(r["tokens_per_s"] for r in runs) for arm, runs in results.items()}
     reference = speed["transformers", "glibc default"]
     print(f"\n{args.preset}, fp32, dropout {args.dropout}, median of {args.rounds} processes per arm\n")
-    print("| library | allocator | tokens/s | vs transformers, glibc default | vs own default | peak RSS MB |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| library | allocator | tokens/s | vs transformers, glibc default | vs own default | MFU | peak RSS MB |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for library, allocator in ARMS:
+        runs = results[library, allocator]
         own_default = speed[library, "glibc default"]
-        rss = max(r["peak_rss_mb"] for r in results[library, allocator])
+        rss = max(r["peak_rss_mb"] for r in runs)
+        mfu = statistics.median(r["mfu"] for r in runs)
         tokens = speed[library, allocator]
         print(
             f"| {library} | {allocator} | {tokens:,.0f} | {tokens / reference:.2f}× | {tokens / own_default:.2f}× "
-            f"| {rss:,.0f} |"
+            f"| {mfu:.1%} | {rss:,.0f} |"
         )
-    print(f"\n(torch {torch.__version__})")
+    speeds = [r["matmul_gflops"] for runs in results.values() for r in runs]
+    span = f"{min(speeds):,.0f} to {max(speeds):,.0f}"
+    print(f"\n(fp32 matmul during each process's steps: {span} GFLOP/s; torch {torch.__version__})")
 
 
 if __name__ == "__main__":

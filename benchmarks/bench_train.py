@@ -10,8 +10,10 @@ users get it too). Contenders alternate step by step,
 in a shuffled order each round, after warm-up steps, so drift in machine speed
 and cache effects hit all alike.
 Tokens/s counts real (non-pad) tokens. MFU is useful FLOP/s (PaLM count, MLM
-head at masked positions only) over the matmul peak of the precision in use,
-measured in the same run. The first lines name the machine (and the GPU, with --device cuda).
+head at masked positions only) over the dense matmul speed of the precision in
+use, sampled between the steps of the same race (MatmulProbe): on a shared
+machine whose speed drifts, numerator and denominator drift together. The
+first lines name the machine (and the GPU, with --device cuda).
 Both libraries run with glibc's default allocator here: the trainer's own
 setting (runtime.keep_freed_memory) is per process, so bench_allocator.py
 measures it with each arm in its own process.
@@ -39,7 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bertforge.dropout  # noqa: E402
 import bertforge.model  # noqa: E402
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.flops import cpu_has_bf16_instructions, measure_peak_flops, training_flops_per_token  # noqa: E402
+from bertforge.flops import (  # noqa: E402
+    cpu_has_bf16_instructions,
+    matmul_flops_per_second,
+    matmul_operands,
+    training_flops_per_token,
+)
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
 from bertforge.model import set_explicit_attention  # noqa: E402
 from bertforge.runtime import AUTOCAST_DTYPES, autocast, resolve_precision, use_fast_paths  # noqa: E402
@@ -183,15 +190,40 @@ class MasterWeightsContender(Contender):
         return self.clock() - start
 
 
-def race(contenders: list[Contender], batches: list[dict], warmup: int, steps: int) -> None:
-    """Alternate contenders step by step, in a new random order each round: no one always follows the same model."""
-    order = list(contenders)
+class MatmulProbe:
+    """The machine's dense matmul speed in one precision *during* a race: one timed sample per round, taken at a
+    random point among the contenders' steps. MFU divides by the median sample. A peak measured once before the
+    race swung from 127 to 170 GFLOP/s between processes minutes apart on a shared 2-core VM (AVX2 EPYC), which
+    moved MFU as much as any lever did."""
+
+    def __init__(self, device: str, precision: str):
+        self.a, self.b = matmul_operands(device, AUTOCAST_DTYPES.get(precision, torch.float32))
+        matmul_flops_per_second(self.a, self.b)  # warm-up
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        self.samples.append(matmul_flops_per_second(self.a, self.b))
+
+    def flops_per_second(self) -> float:
+        return statistics.median(self.samples)
+
+
+def race(
+    contenders: list[Contender], batches: list[dict], warmup: int, steps: int, probes: tuple[MatmulProbe, ...] = ()
+) -> None:
+    """Alternate contenders step by step, in a new random order each round: no one always follows the same model.
+    After the warm-up, each probe samples the matmul speed once a round, at its own place in that order."""
+    order = [*contenders, *probes]
     rng = random.Random(0)
     for i in range(warmup + steps):
         batch = batches[i % len(batches)]
         real_tokens = int(batch["attention_mask"].sum())
         rng.shuffle(order)
         for c in order:
+            if isinstance(c, MatmulProbe):
+                if i >= warmup:
+                    c.sample()
+                continue
             seconds = c.step(batch)
             if i == 0:
                 c.first_step = seconds
@@ -215,7 +247,7 @@ def mask_fraction(batches: list[dict]) -> float:
     return masked / sum(int(b["attention_mask"].sum()) for b in batches)
 
 
-def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float], auto: str) -> list[dict]:
+def bench_preset(preset: str, batches: list[dict], args, auto: str) -> list[dict]:
     """bertforge fp32 and at --precision auto, transformers in the same precisions, racing together."""
     config = ModelConfig.preset(preset, vocab_size=VOCAB, hidden_dropout=args.dropout, attention_dropout=args.dropout)
     device = args.device
@@ -230,7 +262,8 @@ def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float]
         ]
     if args.compile:
         racers.append(ours(config, auto, device, f"bertforge auto ({auto}), torch.compile", compile=True))
-    race(racers, batches, args.warmup, args.steps)
+    probes = {precision: MatmulProbe(device, precision) for precision in {c.precision for c in racers}}
+    race(racers, batches, args.warmup, args.steps, tuple(probes.values()))
     flops = training_flops_per_token(config, args.seq_len, mask_fraction(batches))
     return [
         {
@@ -239,7 +272,8 @@ def bench_preset(preset: str, batches: list[dict], args, peaks: dict[str, float]
             "precision": c.precision,
             "tokens_per_s": c.tokens_per_second(),
             "step_ms_median": 1000 * statistics.median(c.times),
-            "mfu": flops * c.tokens_per_second() / peaks[c.precision],
+            "matmul_gflops": probes[c.precision].flops_per_second() / 1e9,
+            "mfu": flops * c.tokens_per_second() / probes[c.precision].flops_per_second(),
         }
         for c in racers
     ]
@@ -327,31 +361,26 @@ def main() -> None:
     auto = resolve_precision("auto", args.device)
     # fp32, and the lower precision that races: bf16 on a CPU with bf16 instructions whatever auto picks (the
     # ablation has a bf16 table), none on a CPU that would emulate it, auto's on a GPU (bf16, or fp16 on older cards).
-    dtypes = {"fp32": torch.float32}
+    precisions = ["fp32"]
     if auto != "fp32" or (args.device == "cpu" and cpu_has_bf16_instructions()):
-        lower = "bf16" if auto == "fp32" else auto
-        dtypes[lower] = AUTOCAST_DTYPES[lower]
-    peaks = {name: measure_peak_flops(args.device, dtype, 2.0) for name, dtype in dtypes.items()}
+        precisions.append("bf16" if auto == "fp32" else auto)
     machine = machine_description() + (f"; GPU: {torch.cuda.get_device_name()}" if args.device != "cpu" else "")
     print(machine)
     print(
         f"batches: {source}, {args.batch_size} x {args.seq_len}, mask fraction {mask_fraction(batches):.3f}, "
-        f"dropout {args.dropout}; matmul peaks on {args.device} "
-        + " / ".join(f"{name} {peak / 1e9:,.0f}" for name, peak in peaks.items())
-        + f" GFLOP/s; --precision auto picks {auto}",
+        f"dropout {args.dropout}; --precision auto picks {auto}",
         flush=True,
     )
     results = {
         "machine": machine,
         "source": source,
-        "peak_gflops": {k: v / 1e9 for k, v in peaks.items()},
         "auto": auto,
         "presets": [],
         "ablation": [],
     }
     if args.ablate:
         print("\n| precision | variant (mini) | tokens/s | vs default | first step s |\n|---|---|---:|---:|---:|")
-        for precision in dtypes:
+        for precision in precisions:
             for row in ablate(batches, args, precision):
                 results["ablation"].append(row)
                 print(
@@ -361,18 +390,18 @@ def main() -> None:
                 )
     else:
         print(
-            "\n| preset | contender | tokens/s | vs transformers fp32 | vs bertforge fp32 | MFU |"
-            "\n|---|---|---:|---:|---:|---:|"
+            "\n| preset | contender | tokens/s | vs transformers fp32 | vs bertforge fp32 | MFU "
+            "| matmul GFLOP/s during the race |\n|---|---|---:|---:|---:|---:|---:|"
         )
         for preset in args.presets.split(","):
-            rows = bench_preset(preset, batches, args, peaks, auto)
+            rows = bench_preset(preset, batches, args, auto)
             hf32 = next(r for r in rows if r["contender"] == "transformers fp32")["tokens_per_s"]
             ours32 = next(r for r in rows if r["contender"] == "bertforge fp32")["tokens_per_s"]
             for r in rows:
                 results["presets"].append(r)
                 print(
                     f"| {preset} | {r['contender']} | {r['tokens_per_s']:,.0f} | {r['tokens_per_s'] / hf32:.2f}× | "
-                    f"{r['tokens_per_s'] / ours32:.2f}× | {r['mfu']:.1%} |",
+                    f"{r['tokens_per_s'] / ours32:.2f}× | {r['mfu']:.1%} | {r['matmul_gflops']:,.0f} |",
                     flush=True,
                 )
     if args.json:

@@ -44,22 +44,34 @@ def pretraining_flops_per_token(config: ModelConfig, cfg: TrainConfig, mask_frac
 @functools.cache
 def measure_peak_flops(device: str = "cpu", dtype: torch.dtype = torch.float32, seconds: float = 0.5) -> float:
     """Best sustained dense matmul FLOP/s on this device and dtype, measured now."""
+    a, b = matmul_operands(device, dtype)
+    for _ in range(3):
+        a @ b  # warm-up
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or best == 0.0:
+        best = max(best, matmul_flops_per_second(a, b))
+    return best
+
+
+def matmul_operands(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two square matrices large enough to run a device's matmul at full speed (1024 on CPU, 2048 on GPU)."""
     size = 2048 if device.startswith("cuda") else 1024
     generator = torch.Generator().manual_seed(0)  # never the global RNG: a resumed run's dropout must not shift
     a = torch.randn(size, size, generator=generator).to(device, dtype)
     b = torch.randn(size, size, generator=generator).to(device, dtype)
-    best = 0.0
-    deadline = time.perf_counter() + seconds
-    for _ in range(3):
-        a @ b  # warm-up
-    while time.perf_counter() < deadline or best == 0.0:
-        _sync(device)
-        start = time.perf_counter()
-        for _ in range(4):
-            a @ b
-        _sync(device)
-        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - start))
-    return best
+    return a, b
+
+
+def matmul_flops_per_second(a: torch.Tensor, b: torch.Tensor, repeats: int = 4) -> float:
+    """FLOP/s of `repeats` products a @ b of square matrices, timed now (one sample of the machine's speed)."""
+    device = a.device.type
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    _sync(device)
+    return repeats * 2 * a.shape[0] ** 3 / (time.perf_counter() - start)
 
 
 def _sync(device: str) -> None:
