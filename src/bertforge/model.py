@@ -58,6 +58,18 @@ def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None =
     return -slopes[:, None, None] * distance  # (nh, T, T)
 
 
+def additive_mask(attn_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A mask as a bias to add to the scores: a float one as it is, a bool one (True = a real key) as 0 / -inf.
+
+    Adding a bias lets the gradient pass through untouched, where masked_fill
+    masks it again in the backward pass: 1.1x on explicit attention's forward
+    and backward at mini's shape (benchmarks/RESULTS.md).
+    """
+    if attn_mask.is_floating_point():
+        return attn_mask.to(dtype)
+    return torch.zeros(attn_mask.shape, dtype=dtype, device=attn_mask.device).masked_fill(~attn_mask, float("-inf"))
+
+
 class Embeddings(nn.Module):
     """BERT's input representation: token + segment + position, then LayerNorm and dropout."""
 
@@ -133,10 +145,8 @@ class SelfAttention(nn.Module):
         probs = None
         if need_weights or self.explicit or (dropout_p > 0 and x.device.type == "cpu"):
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_size)  # (B, nh, T, T)
-            if attn_mask is not None and attn_mask.is_floating_point():
-                scores = scores + attn_mask
-            elif attn_mask is not None:
-                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            if attn_mask is not None:
+                scores = scores + additive_mask(attn_mask, scores.dtype)
             probs = scores.softmax(dim=-1)  # (B, nh, T, T)
             y = dropout(probs, dropout_p, self.training) @ v  # (B, nh, T, hs)
         else:
