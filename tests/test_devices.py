@@ -106,7 +106,7 @@ from bertforge.runtime import keep_freed_memory
 if sys.argv[1] == "kept":
     keep_freed_memory()
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for step in range(6):
+for step in range(12):
     if step == 4:
         start = faults()
     torch.ones(16 * 2**20).sum()
@@ -125,5 +125,6 @@ def test_kept_memory_is_reused_instead_of_faulted_in_again():
         return int(done.stdout.split()[-1])
 
     default, kept = faults("default"), faults("kept")
-    assert default >= 64, default  # at least one fault per 2 MB huge page; 32,770 with 4 kB pages (measured)
-    assert kept * 8 < default, (kept, default)  # 0 measured
+    assert default >= 8 * 32, default  # every step faults its block in: 131,080 with 4 kB pages (measured)
+    # Kept, glibc still places a block afresh now and then: 0 in most of 30 runs, 2 of the 8 steps at most.
+    assert kept * 2 < default, (kept, default)
