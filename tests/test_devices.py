@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -29,6 +30,17 @@ def test_auto_precision_on_cpu_follows_the_measurement(monkeypatch):
     assert resolve_precision("auto", "cpu") == "bf16"
     with pytest.raises(UserError, match="fp16 needs CUDA"):
         resolve_precision("fp16", "cpu")
+
+
+def test_bf16_asked_for_on_a_cpu_that_would_emulate_it_is_warned_about(monkeypatch):
+    monkeypatch.setattr("bertforge.runtime.cpu_has_bf16_instructions", lambda: False)
+    with pytest.warns(UserWarning, match="emulated"):
+        assert resolve_precision("bf16", "cpu") == "bf16"  # what was asked for, with the warning
+    monkeypatch.setattr("bertforge.runtime.cpu_has_bf16_instructions", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_precision("bf16", "cpu") == "bf16"
+        assert resolve_precision("bf16", "cuda:0") == "bf16"
 
 
 def test_device_resolution(monkeypatch):
