@@ -36,6 +36,7 @@ from bertforge.runtime import keep_freed_memory  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 
+BATCH_SIZE, SEQ_LEN = 32, 128  # the race's batches; the FLOP count per token needs the length
 ARMS = [(library, allocator) for allocator in ("glibc default", "kept") for library in ("bertforge", "transformers")]
 
 
@@ -44,9 +45,9 @@ def run_arm(args) -> None:
     if args.allocator == "kept":
         keep_freed_memory()
     with tempfile.TemporaryDirectory() as scratch:
-        batches = gutenberg_batches(Path(args.data), Path(scratch), 32, 128, n_batches=8)
+        batches = gutenberg_batches(Path(args.data), Path(scratch), BATCH_SIZE, SEQ_LEN, n_batches=8)
     if batches is None:
-        batches = synthetic_batches(32, 128, VOCAB, n_batches=8)
+        batches = synthetic_batches(BATCH_SIZE, SEQ_LEN, VOCAB, n_batches=8)
     dropout = {"hidden_dropout": args.dropout, "attention_dropout": args.dropout}
     config = ModelConfig.preset(args.preset, vocab_size=VOCAB, **dropout)
     if args.library == "bertforge":
@@ -56,7 +57,7 @@ def run_arm(args) -> None:
     probe = MatmulProbe("cpu", "fp32")
     race([contender], batches, args.warmup, args.steps, (probe,))
     tokens_per_s, matmul = contender.tokens_per_second(), probe.flops_per_second()
-    mfu = training_flops_per_token(config, 128, mask_fraction(batches)) * tokens_per_s / matmul
+    mfu = training_flops_per_token(config, SEQ_LEN, mask_fraction(batches)) * tokens_per_s / matmul
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"tokens_per_s": tokens_per_s, "mfu": mfu, "matmul_gflops": matmul / 1e9, "peak_rss_mb": peak_mb}))
 

@@ -137,11 +137,20 @@ def hf_loss(model, device: str, precision: str):
 class Contender:
     """One model with its optimizer; `step(batch)` returns seconds for a full training step."""
 
-    def __init__(self, name: str, model, loss_factory, precision: str, device: str, compile_model: bool = False):
+    def __init__(
+        self,
+        name: str,
+        model,
+        loss_factory,
+        precision: str,
+        device: str,
+        compile_model: bool = False,
+        fused_adamw: bool = True,
+    ):
         self.name, self.precision, self.device = name, precision, device
         self.model = model.to(device).train()
         self.params = list(model.parameters())  # the tied matrix appears once
-        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01, fused=True)
+        self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, weight_decay=0.01, fused=fused_adamw)
         self.forward = loss_factory(torch.compile(model) if compile_model else model, device, precision)
         self.first_step = 0.0
         self.times: list[float] = []
@@ -239,7 +248,15 @@ def ours(config: ModelConfig, precision: str, device: str, name: str = "bertforg
     use_fast_paths(model, device, precision)
     if "explicit_attention" in levers:
         set_explicit_attention(model, levers["explicit_attention"])
-    return Contender(name, model, levers.get("loss", ours_loss), precision, device, levers.get("compile", False))
+    return Contender(
+        name,
+        model,
+        levers.get("loss", ours_loss),
+        precision,
+        device,
+        levers.get("compile", False),
+        levers.get("fused_adamw", True),
+    )
 
 
 def mask_fraction(batches: list[dict]) -> float:
@@ -300,9 +317,7 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
         ),
         Contender("transformers", hf_model(config), hf_loss, precision, device),
     ]
-    unfused = ours(config, precision, device, "AdamW's per-parameter loop (not fused)")
-    unfused.optimizer = torch.optim.AdamW(unfused.params, lr=1e-4, weight_decay=0.01, fused=False)
-    variants.append(unfused)
+    variants.append(ours(config, precision, device, "AdamW's per-parameter loop (not fused)", fused_adamw=False))
     if device == "cpu" and args.dropout > 0:  # attention with dropout on CPU has one form: the explicit one
         variants.append(
             ours(config, precision, device, "torch's dropout mask (bernoulli_)", loss=ours_torch_dropout_loss)
