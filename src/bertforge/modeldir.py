@@ -2,6 +2,7 @@
 
     save_model(model, directory, tokenizer)   written atomically as a whole
     load_model(cls, directory)                any such directory, ours or written by `transformers`
+    load_weights(model, directory)            its weights into a model built already (continued pre-training)
     load_model_and_tokenizer(path)            a run or model directory, vocabularies checked against each other
 
 We never unpickle what a user hands us: weights are safetensors, and a
@@ -76,19 +77,25 @@ def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch
 
 
 def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs):
-    """Build `cls` from a model directory, in eval mode.
-
-    Heads may differ between directory and class (a BertForMaskedLM directory has
-    no NSP head; a pre-trained model has no classifier): missing ones start
-    fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
-    every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
-    """
+    """Build `cls` from a model directory, in eval mode (its weights as `load_weights` puts them)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     model = cls(config, **model_kwargs)
-    state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), config)
+    load_weights(model, directory, trust_pickle, keep_heads)
+    return model.eval()
+
+
+def load_weights(model, directory: Path, trust_pickle: bool = False, keep_heads: bool = True) -> None:
+    """A model directory's weights into `model`, whose architecture they must fit.
+
+    Heads may differ between directory and model (a BertForMaskedLM directory has
+    no NSP head; a pre-trained model has no classifier): missing ones start
+    fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
+    every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
+    """
+    state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), model.config)
     if not keep_heads:
         state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIXES) or k.startswith("bert.pooler.")}
     expected = set(model.state_dict())
@@ -100,14 +107,13 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
         raise UserError(f"{directory}: weights do not match config.json ({', '.join(body_mismatch[:5])})")
     if fresh_heads and keep_heads:
         heads = sorted({k.rsplit(".", 1)[0] for k in fresh_heads})
-        warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=2)
+        warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=3)
     try:
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
     except RuntimeError as e:
         raise UserError(
             f"{directory}: weight shapes do not match config.json: {str(e).splitlines()[-1].strip()}"
         ) from None
-    return model.eval()
 
 
 def saved_parts(model) -> dict[str, tuple[torch.nn.Module, dict[str, Any]]]:
