@@ -17,8 +17,12 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model  # noqa: E402
+from bertforge.continued import continued_configs  # noqa: E402
 from bertforge.errors import UserError  # noqa: E402
-from bertforge.tokenizer import save_tokenizer  # noqa: E402
+from bertforge.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
+from bertforge.train import Trainer  # noqa: E402
+
+from conftest import prepared_data  # noqa: E402
 
 HF_CONFIGS = [
     dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
@@ -133,6 +137,22 @@ def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
         ours = load_model(BertForPreTraining, tmp_path)
     ids = torch.randint(5, 120, (2, 9))
     torch.testing.assert_close(ours(ids).mlm_logits, theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_continued_pretraining_starts_from_a_transformers_directory(tmp_path):
+    """`pretrain --init-from` a `transformers` BERT directory: before its first step the run's model gives that
+    model's outputs."""
+    root = prepared_data(tmp_path, seed=3)
+    tokenizer = load_tokenizer(root / "tok")
+    vocab = tokenizer.get_vocab_size()
+    theirs = hf_model({**HF_CONFIGS[0], "vocab_size": vocab, "max_position_embeddings": 64})
+    theirs.save_pretrained(root / "hf")
+    save_tokenizer(tokenizer, root / "hf")
+    model_config, cfg = continued_configs(
+        "bert", str(root / "hf"), {}, {"seq_len": 64, "precision": "fp32", "num_workers": 0}
+    )
+    trainer = Trainer(root / "data", root / "run", model_config, cfg, progress=False)
+    assert_same_outputs(trainer.model.eval(), theirs, vocab)
 
 
 VARIANTS = [

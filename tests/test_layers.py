@@ -27,6 +27,7 @@ LAYERS = [
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
     ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order
     ["classification", "tagging", "qa"],  # 5 fine-tuning tasks: their data, scores and answers
+    ["continued"],  # 5 continued pre-training: a run that starts from a model directory
     ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation
     ["sweep", "demo", "score"],  # 7 orchestration

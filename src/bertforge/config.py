@@ -208,6 +208,12 @@ class ModelConfig(_DictMixin):
 class TrainConfig(_DictMixin):
     """How to pre-train: data, objectives, optimisation, schedule, logging and checkpoints."""
 
+    init_from: str = documented(
+        "",
+        "a model or run directory to continue pre-training (e.g. on your domain's text), ours or a transformers BERT; "
+        "its architecture and weights are the start, and the data must be prepared with its tokenizer ('' = a new "
+        "model)",
+    )
     seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
     batch_size: int = documented(32, "instances per optimizer micro-step (per process)")
     grad_accum: int = documented(1, "micro-steps accumulated into one optimizer step")
@@ -305,6 +311,10 @@ class TrainConfig(_DictMixin):
                 (
                     self.objective != "electra" or self.pair_objective == "none",
                     f"electra has no pair objective: add --pair-objective none (not {self.pair_objective})",
+                ),
+                (
+                    not (self.init_from and self.objective == "electra"),
+                    "init_from continues a BERT's masked-LM pre-training; an electra run starts new models",
                 ),
                 (
                     self.generator_layers > 0 and self.rtd_weight > 0 and self.generator_temperature > 0,

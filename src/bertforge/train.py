@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from tokenizers import Tokenizer
 
 from .batchplan import BatchPlan, make_loader
 from .checkpoint import (
@@ -37,6 +38,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
+from .continued import check_start
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .electra import pretraining_model
@@ -44,7 +46,7 @@ from .errors import UserError
 from .flops import measure_peak_flops, pretraining_flops_per_token
 from .labels import IGNORE_INDEX
 from .metrics import MetricsLog, MetricSums, evaluate_batches, summarise
-from .modeldir import PRETRAINING_KEY, save_model
+from .modeldir import PRETRAINING_KEY, load_weights, save_model
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .progress import TrainingProgress
 from .runtime import (
@@ -60,12 +62,16 @@ from .runtime import (
 from .tokenizer import fingerprint, load_tokenizer
 
 
-def check_data(data_dir: Path, model_config: ModelConfig, cfg: TrainConfig):
-    """The data directory's tokenizer, after checking that data, model and settings fit together."""
+def check_data(
+    data_dir: Path, model_config: ModelConfig, cfg: TrainConfig, init_from: str = ""
+) -> tuple[Tokenizer, Path | None]:
+    """The data directory's tokenizer and the directory of the model to start from (None: new weights), after
+    checking that data, starting model, model and settings fit together."""
     meta = read_meta(data_dir)
     tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
     if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
         raise UserError(f"{data_dir}: tokenizer.json does not match the one the data was prepared with")
+    start = check_start(init_from, model_config, tokenizer) if init_from else None
     if model_config.vocab_size != meta["vocab_size"]:
         raise UserError(
             f"model vocab_size {model_config.vocab_size} does not match the data's tokenizer "
@@ -78,7 +84,7 @@ def check_data(data_dir: Path, model_config: ModelConfig, cfg: TrainConfig):
         )
     if cfg.time_budget and cfg.warmup >= 1:
         raise UserError("with --time-budget, give --warmup as a fraction of the budget (< 1)")
-    return tokenizer
+    return tokenizer, start
 
 
 @dataclass
@@ -108,7 +114,8 @@ class Trainer:
         self.processes = setup_distributed(cfg.device)
         self.device = resolve_device(cfg.device, self.processes.local_rank)
         self.precision = MixedPrecision(self.device, resolve_precision(cfg.precision, self.device))
-        self.tokenizer = check_data(self.data_dir, model_config, cfg)
+        resuming = resume and bool(checkpoint_dirs(self.run_dir))  # a checkpoint, not --init-from, holds the weights
+        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, "" if resuming else cfg.init_from)
         self.configs = {
             "model": model_config.to_dict(),
             "train": cfg.to_dict(),
@@ -117,12 +124,18 @@ class Trainer:
         }
         # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
         self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
+        if cfg.init_from:
+            self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
         prepare_run_dir(self.run_dir, self.configs, resume, overwrite, self.processes)
         tensorboard_dir = self.run_dir / TENSORBOARD if tensorboard else None
         self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
 
         torch.manual_seed(cfg.seed)
-        self.model = pretraining_model(model_config, cfg).to(self.device)
+        self.model = pretraining_model(model_config, cfg)
+        if start is not None:
+            load_weights(self.model, start)
+            self._say(f"starting from the weights of {start}")
+        self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
         if self.device == "cpu":
             keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
@@ -130,7 +143,7 @@ class Trainer:
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
         )
         self.state, self.window = TrainerState(), MetricSums()
-        if resume and checkpoint_dirs(self.run_dir):
+        if resuming:
             self._restore(checkpoint_dirs(self.run_dir)[-1])
 
         self.train_data = pretraining_dataset(

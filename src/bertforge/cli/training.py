@@ -14,16 +14,24 @@ from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flag
 def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     """Model and train configs for `pretrain`.
 
-    A new run: the recipe's defaults, its preset (or --preset), then the given flags.
+    A new run: the recipe's defaults, its preset (or --preset), then the given flags; with --init-from, the
+    starting model's architecture instead of a preset.
     `--resume`: the run's saved configs with the given flags on top (a --preset given
     then must match the saved architecture, which the trainer checks).
     """
     from ..checkpoint import run_configs
+    from ..continued import continued_configs
     from ..datadir import read_meta
 
     model_overrides = config_values(args, ModelConfig)
     train_overrides = config_values(args, TrainConfig)
     saved = run_configs(Path(args.out)) if args.resume else None
+    if saved is None and train_overrides.get("init_from"):
+        if args.preset:
+            raise UserError(f"--preset {args.preset}: the model's size comes from --init-from; leave the flag out")
+        return continued_configs(
+            args.recipe or DEFAULT_RECIPE, train_overrides["init_from"], model_overrides, train_overrides
+        )
     if saved is None:
         model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
         return recipe_configs(args.recipe or DEFAULT_RECIPE, args.preset, model_overrides, train_overrides)

@@ -1,0 +1,118 @@
+"""Continued pre-training (`pretrain --init-from`): the run starts from the named model's weights and architecture,
+resumes without it, and refuses data, sizes or objectives that do not fit it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+import torch
+
+from bertforge import BertForPreTraining, load_model
+from bertforge.config import TrainConfig
+from bertforge.continued import continued_configs
+from bertforge.errors import UserError
+from bertforge.train import Trainer
+
+from conftest import TINY_MODEL, TINY_RUN, bertforge, bertforge_ok, one_line_error, prepared_data, train_metrics
+
+RUN = [*TINY_RUN, "--batch-size", "8", "--eval-batches", "2"]  # no size flags: the size is the starting model's
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """Prepared data and `start`, a tiny BERT (BERT's recipe: post-LN, dropout 0.1) trained on it for 10 steps."""
+    root = prepared_data(tmp_path_factory.mktemp("continued"), seed=7)
+    bertforge_ok("pretrain", "--data", root / "data", "--out", root / "start", *TINY_MODEL, *RUN, "--max-steps", "10")
+    return root
+
+
+def test_a_continued_run_has_the_starting_models_architecture_weights_and_the_recipes_training(workdir, tmp_path):
+    start = load_model(BertForPreTraining, workdir / "start" / "model")
+    model_config, cfg = continued_configs(
+        "budget", str(workdir / "start"), {}, {"seq_len": 64, "precision": "fp32", "num_workers": 0}
+    )
+    assert model_config.architecture() == start.config.architecture()
+    assert model_config.norm_style == "post"  # the starting model's, though the budget recipe trains pre-LN models
+    assert (model_config.hidden_dropout, cfg.lr, cfg.init_from) == (0.0, 1e-3, str(workdir / "start"))  # the recipe's
+
+    trainer = Trainer(workdir / "data", tmp_path / "run", model_config, cfg, progress=False)
+    ours = trainer.model.state_dict()
+    for name, value in start.state_dict().items():
+        assert torch.equal(ours[name], value), name
+
+
+def test_a_continued_run_resumes_exactly_without_its_starting_model(workdir, tmp_path):
+    start = tmp_path / "start"
+    shutil.copytree(workdir / "start", start)
+    full = tmp_path / "full"
+    bertforge_ok(
+        "pretrain",
+        "--data",
+        workdir / "data",
+        "--out",
+        full,
+        "--init-from",
+        start,
+        *RUN,
+        "--max-steps",
+        "6",
+        "--log-every",
+        "1",
+        "--save-every",
+        "3",
+        "--keep-last",
+        "5",
+        "--eval-every",
+        "0",
+    )
+    pretraining = json.loads((full / "model" / "config.json").read_text())["bertforge_pretrain"]
+    assert pretraining["init_from"] == str(start)
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(full, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000006")  # as if the run had stopped at step 3
+    shutil.rmtree(resumed / "model")
+    shutil.rmtree(start)  # a checkpoint holds the weights now
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
+    a, b = train_metrics(full), train_metrics(resumed)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
+    for x, y in zip(a, b):
+        for key in ("loss", "mlm_loss", "nsp_loss", "lr", "grad_norm", "tokens"):
+            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
+
+
+def test_a_continued_run_refuses_what_does_not_fit_its_starting_model(workdir, tmp_path):
+    start = workdir / "start"
+    bertforge_ok("tokenizer", "train", workdir / "corpus.txt", "--out", tmp_path / "tok", "--kind", "word")
+    bertforge_ok("prepare", workdir / "corpus.txt", "--tokenizer", tmp_path / "tok", "--out", tmp_path / "data")
+    run = tmp_path / "run"
+
+    def pretrain(data, *flags):
+        return bertforge("pretrain", "--data", data, "--out", run, *RUN, "--max-steps", "2", *flags)
+
+    one_line_error(
+        pretrain(tmp_path / "data", "--init-from", start),
+        "--init-from",
+        "another tokenizer",
+        f"bertforge prepare TEXT --tokenizer {start / 'model'}",
+    )
+    one_line_error(
+        pretrain(workdir / "data", "--init-from", start, "--num-layers", "3"), "--num-layers 3", "(num_layers 2)"
+    )
+    one_line_error(pretrain(workdir / "data", "--init-from", start, "--preset", "mini"), "--preset mini")
+    one_line_error(pretrain(workdir / "data", "--init-from", tmp_path / "nowhere"), "--init-from", "no such file")
+    one_line_error(
+        pretrain(workdir / "data", "--init-from", start, "--objective", "electra", "--pair-objective", "none"),
+        "electra",
+    )
+    assert not run.exists()  # nothing written for a run that could not start
+
+    # The Python API checks too: a model config that is not the starting model's architecture.
+    model_config, cfg = continued_configs("bert", str(start), {}, {"seq_len": 64, "num_workers": 0})
+    with pytest.raises(UserError, match="keeps the starting model's architecture, this one changes num_layers"):
+        Trainer(workdir / "data", run, dataclasses.replace(model_config, num_layers=3), cfg, progress=False)
+    assert not run.exists()
+    assert TrainConfig().init_from == ""  # a new model unless asked
