@@ -74,6 +74,12 @@ def test_cased_tokenizer_keeps_case():
     assert tokenizer.encode("Paris", add_special_tokens=False).tokens == ["Paris"]
 
 
+def test_a_run_directory_gives_its_models_tokenizer(wordpiece_tokenizer, tmp_path):
+    save_tokenizer(wordpiece_tokenizer, tmp_path / "run" / "model")  # where a run keeps it
+    assert load_tokenizer(tmp_path / "run").to_str() == load_tokenizer(tmp_path / "run" / "model").to_str()
+    assert load_tokenizer(tmp_path / "run").to_str() == wordpiece_tokenizer.to_str()
+
+
 def test_empty_input_is_a_user_error():
     with pytest.raises(UserError):
         train_tokenizer(["", "   "], kind="wordpiece", vocab_size=50)

@@ -152,8 +152,11 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length
 
 
 def load_tokenizer(directory: str | Path) -> Tokenizer:
-    """Load tokenizer.json, or build a BERT WordPiece tokenizer from a bare vocab.txt."""
+    """Load tokenizer.json, or build a BERT WordPiece tokenizer from a bare vocab.txt. A run directory's is its
+    model's (run/model/), so `prepare --tokenizer RUN` reads text for continued pre-training of RUN."""
     directory = Path(directory)
+    if not _has_tokenizer(directory) and _has_tokenizer(directory / "model"):
+        directory = directory / "model"
     path = directory / "tokenizer.json"
     if path.is_file():
         try:
@@ -168,6 +171,10 @@ def load_tokenizer(directory: str | Path) -> Tokenizer:
     if tokenizer.post_processor is None:
         _add_post_processor(tokenizer)
     return tokenizer
+
+
+def _has_tokenizer(directory: Path) -> bool:
+    return (directory / "tokenizer.json").is_file() or (directory / "vocab.txt").is_file()
 
 
 def _from_vocab_txt(directory: Path) -> Tokenizer:

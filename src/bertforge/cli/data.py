@@ -187,7 +187,11 @@ def register(verbs) -> None:
     )
     corpus_flags(p)
     p.add_argument("--pairs", metavar="A,B", help=HIDDEN)  # older spelling of --text-column A --pair-column B
-    p.add_argument("--tokenizer", required=True, help="tokenizer directory")
+    p.add_argument(
+        "--tokenizer",
+        required=True,
+        help="tokenizer directory, or a model or run directory (its tokenizer: to continue pre-training that model)",
+    )
     p.add_argument("--out", required=True, help="data directory to write")
     p.add_argument(
         "--valid-fraction",
