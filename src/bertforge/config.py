@@ -210,9 +210,8 @@ class TrainConfig(_DictMixin):
 
     init_from: str = documented(
         "",
-        "a model or run directory to continue pre-training (e.g. on your domain's text), ours or a transformers BERT; "
-        "its architecture and weights are the start, and the data must be prepared with its tokenizer ('' = a new "
-        "model)",
+        "a model or run directory to continue pre-training (e.g. on your domain's text), ours or a transformers BERT: "
+        "its architecture and weights are the start, and the data must be prepared with its tokenizer",
     )
     seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
     batch_size: int = documented(32, "instances per optimizer micro-step (per process)")
