@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 from bertforge import BertForPreTraining, ModelConfig
+from bertforge.checkpoint import checkpoint_dirs
 from bertforge.modeldir import save_model
 from bertforge.tokenizer import train_tokenizer
 
@@ -135,3 +137,23 @@ def train_metrics(run_dir: Path, split: str = "train") -> list[dict]:
     return [
         r for r in map(json.loads, (Path(run_dir) / "metrics.jsonl").read_text().splitlines()) if r["split"] == split
     ]
+
+
+def resumed_twin(full: Path, data: Path) -> Path:
+    """A copy of the finished run `full` as if it had stopped at its last-but-one checkpoint, resumed to the end:
+    exact resume means it logs what `full` logged."""
+    resumed = full.with_name(full.name + "_resumed")
+    shutil.copytree(full, resumed)
+    shutil.rmtree(checkpoint_dirs(resumed)[-1])
+    shutil.rmtree(resumed / "model")
+    bertforge_ok("pretrain", "--data", data, "--out", resumed, "--resume", "--quiet")
+    return resumed
+
+
+def assert_same_steps(a_run: Path, b_run: Path, steps: list[int], keys: tuple[str, ...]) -> None:
+    """Both runs logged exactly `steps`, with the same value of every key in `keys` at each."""
+    a, b = train_metrics(a_run), train_metrics(b_run)
+    assert [r["step"] for r in a] == [r["step"] for r in b] == steps
+    for x, y in zip(a, b):
+        for key in keys:
+            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)

@@ -16,7 +16,16 @@ from bertforge.continued import continued_configs
 from bertforge.errors import UserError
 from bertforge.train import Trainer
 
-from conftest import TINY_MODEL, TINY_RUN, bertforge, bertforge_ok, one_line_error, prepared_data, train_metrics
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    assert_same_steps,
+    bertforge,
+    bertforge_ok,
+    one_line_error,
+    prepared_data,
+    resumed_twin,
+)
 
 RUN = [*TINY_RUN, "--batch-size", "8", "--eval-batches", "2"]  # no size flags: the size is the starting model's
 
@@ -71,17 +80,9 @@ def test_a_continued_run_resumes_exactly_without_its_starting_model(workdir, tmp
     pretraining = json.loads((full / "model" / "config.json").read_text())["bertforge_pretrain"]
     assert pretraining["init_from"] == str(start)
 
-    resumed = tmp_path / "resumed"
-    shutil.copytree(full, resumed)
-    shutil.rmtree(resumed / "checkpoints" / "step_000006")  # as if the run had stopped at step 3
-    shutil.rmtree(resumed / "model")
-    shutil.rmtree(start)  # a checkpoint holds the weights now
-    bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
-    a, b = train_metrics(full), train_metrics(resumed)
-    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
-    for x, y in zip(a, b):
-        for key in ("loss", "mlm_loss", "nsp_loss", "lr", "grad_norm", "tokens"):
-            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
+    shutil.rmtree(start)  # the step-3 checkpoint holds the weights the resumed run needs
+    resumed = resumed_twin(full, workdir / "data")
+    assert_same_steps(full, resumed, list(range(1, 7)), ("loss", "mlm_loss", "nsp_loss", "lr", "grad_norm", "tokens"))
 
 
 def test_a_continued_run_refuses_what_does_not_fit_its_starting_model(workdir, tmp_path):

@@ -3,8 +3,6 @@ a run end to end with exact resume, and the discriminator in `transformers`."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,10 +16,12 @@ from bertforge.modeldir import load_model, save_model
 from conftest import (
     TINY_MODEL,
     TINY_RUN,
+    assert_same_steps,
     bertforge,
     bertforge_ok,
     one_line_error,
     prepared_data,
+    resumed_twin,
     train_metrics,
 )
 
@@ -154,16 +154,10 @@ def test_an_electra_run_saves_both_models_each_command_reads_the_right_one_and_r
     )
     assert "the cat" in bertforge_ok("fill-mask", model_dir / GENERATOR_DIR, "the cat [MASK] on the mat.").stdout
 
-    resumed = workdir / "resumed"
-    shutil.copytree(full, resumed)
-    shutil.rmtree(resumed / "checkpoints" / "step_000016")
-    shutil.rmtree(resumed / "model")
-    bertforge_ok("pretrain", "--data", workdir / "data", "--out", resumed, "--resume", "--quiet")
-    a, b = train_metrics(full), train_metrics(resumed)
-    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(2, 17, 2))
-    for x, y in zip(a, b):
-        for key in ("mlm_loss", "mlm_acc", "rtd_loss", "rtd_acc", "grad_norm", "tokens"):
-            assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
+    resumed = resumed_twin(full, workdir / "data")
+    assert_same_steps(
+        full, resumed, list(range(2, 17, 2)), ("mlm_loss", "mlm_acc", "rtd_loss", "rtd_acc", "grad_norm", "tokens")
+    )
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
