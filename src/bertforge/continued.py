@@ -25,9 +25,10 @@ from .tokenizer import fingerprint, load_tokenizer
 
 def starting_config(init_from: str | Path) -> tuple[Path, ModelConfig]:
     """(model directory, its config) of a run or model directory."""
-    if not Path(init_from).exists():
-        raise UserError(f"--init-from {init_from}: no such file or directory")
-    directory = resolve_model_dir(init_from)
+    try:
+        directory = resolve_model_dir(init_from)
+    except UserError as e:  # name the flag at fault in whatever resolve_model_dir found wrong
+        raise UserError(f"--init-from {e}") from None
     if pretraining_info(directory).get("objective") == "electra":
         raise UserError(
             f"--init-from {init_from}: an ELECTRA discriminator has no masked-LM head to continue from; "

@@ -114,8 +114,8 @@ class Trainer:
         self.processes = setup_distributed(cfg.device)
         self.device = resolve_device(cfg.device, self.processes.local_rank)
         self.precision = MixedPrecision(self.device, resolve_precision(cfg.precision, self.device))
-        resuming = resume and bool(checkpoint_dirs(self.run_dir))  # a checkpoint, not --init-from, holds the weights
-        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, "" if resuming else cfg.init_from)
+        checkpoints = checkpoint_dirs(self.run_dir) if resume else []  # the last, not --init-from, holds the weights
+        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, "" if checkpoints else cfg.init_from)
         self.configs = {
             "model": model_config.to_dict(),
             "train": cfg.to_dict(),
@@ -143,8 +143,8 @@ class Trainer:
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
         )
         self.state, self.window = TrainerState(), MetricSums()
-        if resuming:
-            self._restore(checkpoint_dirs(self.run_dir)[-1])
+        if checkpoints:
+            self._restore(checkpoints[-1])
 
         self.train_data = pretraining_dataset(
             self.data_dir, "train", cfg.seq_len, cfg.pair_objective, cfg.seed, cfg.short_seq_prob

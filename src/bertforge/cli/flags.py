@@ -50,9 +50,8 @@ def add_config_flags(
             continue
         flag = "--" + f.name.replace("_", "-")
         default_text = getattr(shown_defaults, f.name) if shown_defaults is not None else f.default
-        help_text = f"{f.metadata.get('help', '')} (default: {'none' if default_text == '' else default_text})".replace(
-            "%", "%%"
-        )
+        shown = "none" if default_text == "" else default_text  # an empty string reads as nothing at all
+        help_text = f"{f.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
         default = f.default if keep_defaults else argparse.SUPPRESS
         if f.type in ("bool", bool):
             group.add_argument(
