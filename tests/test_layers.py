@@ -26,6 +26,7 @@ LAYERS = [
     ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
     ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order
+    ["replicates"],  # 5 runs that differ only in their seed: median, range, curve gap
     ["classification", "tagging", "qa"],  # 5 fine-tuning tasks: their data, scores and answers
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
     ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers

@@ -28,6 +28,7 @@ from .errors import UserError
 from .fileio import write_json
 from .finetune import TASKS, finetune
 from .plots import save_figure, subplots
+from .replicates import median_range
 
 # name: (task kind, main metric, train file, dev file, columns)
 GLUE = {
@@ -148,10 +149,7 @@ def _row(task: str, arm: str, metric: str, values: list[float], lr, minutes, mai
         "arm": arm,
         "metric": metric,
         "lr": lr,
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "seeds": len(values),
+        **median_range(values),
         "minutes": minutes,
         "main": main,
     }

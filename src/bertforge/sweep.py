@@ -1,12 +1,15 @@
-"""Ablation sweeps: every combination of a grid, with the same seed and data, into one results table.
+"""Ablation sweeps: every combination of a grid, with the same seeds and data, into one results table.
 
     bertforge sweep --data data --out sweep --recipe budget --grid mask_prob=0.15,0.2 --grid num_layers=2,4 \\
-        --max-steps 500
+        --max-steps 500 --seeds 3
 
 Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
 so it is resumable on its own: a finished run (it has model/) is skipped, an
 interrupted one continues from its last checkpoint. The sweep writes
-results.csv, results.md and curves.png.
+results.csv, results.md (a row per run) and curves.png. With several seeds it
+also writes summary.csv and summary.md: a row per setting, each figure's median
+and range over the seeds, and the setting's training curve against the first
+setting's, measured in seed spreads (replicates.curve_gap).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import itertools
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -26,11 +30,12 @@ from typing import Any
 import torch
 
 from .config import ModelConfig, TrainConfig, parse_field
-from .display import markdown_table
+from .display import cell, markdown_table
 from .electra import pretraining_model
 from .errors import UserError
 from .metrics import read_metrics
 from .plots import save_figure, shorten, subplots
+from .replicates import curve_gap, median_range, separated
 
 OWNER = {
     f.name: cls for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
@@ -54,6 +59,21 @@ def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
     if not axes:
         raise UserError("give at least one --grid FIELD=V1,V2")
     return axes
+
+
+def with_seeds(
+    axes: dict[str, list[Any]], fixed: dict[str, Any], seeds: int
+) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """(axes, fixed) with `--seeds N` as the grid's last axis: seed = S, ..., S+N-1, from `--seed S` (default 0)."""
+    if seeds < 1:
+        raise UserError(f"--seeds {seeds}: give 1 or more")
+    if seeds == 1:
+        return axes, fixed
+    if "seed" in axes:
+        raise UserError("give the seeds once: --seeds N or --grid seed=A,B")
+    first = fixed.get("seed", 0)
+    rest = {k: v for k, v in fixed.items() if k != "seed"}
+    return {**axes, "seed": list(range(first, first + seeds))}, rest
 
 
 def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -121,6 +141,14 @@ def run_sweep(
     return rows
 
 
+def settings_of(rows: list[dict[str, Any]], axes: list[str]) -> dict[tuple, list[dict[str, Any]]]:
+    """The runs grouped by their setting: the values of every axis but seed, in grid order."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[a] for a in axes if a != "seed"), []).append(row)
+    return groups
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -173,44 +201,111 @@ def summarise(run_dir: Path, point: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+RUN_COLUMNS = ["final_train_loss", "valid_mlm_acc", "valid_mlm_loss", "valid_pair_acc", "parameters", "wall_s"]
+OVER_SEEDS = ["valid_mlm_acc", "valid_mlm_loss", "valid_pair_acc", "final_train_loss"]  # median and range
+
+
 def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> None:
-    columns = [
-        "run",
-        *axes,
-        "final_train_loss",
-        "valid_mlm_acc",
-        "valid_mlm_loss",
-        "valid_pair_acc",
-        "parameters",
-        "wall_s",
-        "tokens_per_s",
-    ]
-    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+    """results.csv / .md (a row per run) and curves.png; with several seeds, summary.csv / .md too."""
+    columns = ["run", *axes, *RUN_COLUMNS, "tokens_per_s"]
+    write_table(out / "results", rows, columns)
+    groups = settings_of(rows, axes)
+    seeded = len(groups) < len(rows)  # a seed axis with several values
+    if seeded:
+        settings = summarise_settings(out, groups, [a for a in axes if a != "seed"])
+        write_table(out / "summary", settings, list(settings[0]), shown_settings(settings, axes))
+    plot_sweep(out, {setting_label(key, axes, runs, seeded): runs for key, runs in groups.items()})
+
+
+def write_table(stem: Path, rows: list[dict[str, Any]], columns: list[str], shown: list[dict[str, Any]] | None = None):
+    """STEM.csv with every column; STEM.md of `shown` (default: the rows without their run names)."""
+    with open(stem.with_suffix(".csv"), "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows({c: r.get(c) for c in columns} for r in rows)
-    (out / "results.md").write_text(markdown_table(rows, columns[1:]) + "\n", encoding="utf-8")
-    plot_sweep(out, rows)
+    if shown is None:
+        shown = [{c: r.get(c) for c in columns if c != "run"} for r in rows]
+    stem.with_suffix(".md").write_text(markdown_table(shown, list(shown[0])) + "\n", encoding="utf-8")
 
 
-def plot_sweep(out: Path, rows: list[dict[str, Any]]) -> Path:
-    """Training loss and held-out MLM accuracy of every run, overlaid."""
+def shown_settings(settings: list[dict[str, Any]], axes: list[str]) -> list[dict[str, Any]]:
+    """The summary as a reader takes it in: each figure as median (min–max)."""
+
+    def spread(s: dict[str, Any], figure: str) -> str | None:
+        if s[figure] is None:
+            return None
+        return f"{cell(s[figure])} ({cell(s[f'{figure}_min'])}–{cell(s[f'{figure}_max'])})"
+
+    return [
+        {
+            **{a: s[a] for a in axes if a != "seed"},
+            "seeds": s["seeds"],
+            "held-out MLM acc": spread(s, "valid_mlm_acc"),
+            "held-out MLM loss": spread(s, "valid_mlm_loss"),
+            "held-out pair acc": spread(s, "valid_pair_acc"),
+            "final train loss": spread(s, "final_train_loss"),
+            "tokens/s": s["tokens_per_s"],
+            "speed vs first": s["speed_vs_first"],
+            "loss-curve gap to first": s["loss_curve_gap_to_first"],
+            "loss seed spread": s["loss_seed_spread"],
+            "acc apart from first": s["acc_apart_from_first"],
+        }
+        for s in settings
+    ]
+
+
+def summarise_settings(out: Path, groups: dict[tuple, list[dict[str, Any]]], axes: list[str]) -> list[dict[str, Any]]:
+    """A row per setting: each figure's median and range over its seeds, its speed, and its training-loss curve
+    against the first setting's (the gap between their median curves, and this setting's own seed spread)."""
+    curves = {key: [training_losses(out / "runs" / r["run"]) for r in runs] for key, runs in groups.items()}
+    first = next(iter(groups))
+    first_speed = statistics.median(r["tokens_per_s"] or 0.0 for r in groups[first])
+    settings = []
+    for key, runs in groups.items():
+        setting: dict[str, Any] = {**dict(zip(axes, key)), "seeds": len(runs)}
+        for figure in OVER_SEEDS:
+            values = [r[figure] for r in runs if r[figure] is not None]
+            spread = median_range(values) if values else {"median": None, "min": None, "max": None}
+            setting |= {figure: spread["median"], f"{figure}_min": spread["min"], f"{figure}_max": spread["max"]}
+        speed = statistics.median(r["tokens_per_s"] or 0.0 for r in runs)
+        setting["tokens_per_s"] = speed
+        setting["speed_vs_first"] = speed / first_speed if first_speed else None
+        setting["loss_curve_gap_to_first"] = curve_gap(curves[first], curves[key])["gap"]
+        setting["loss_seed_spread"] = curve_gap(curves[key], curves[key])["spread"]
+        accuracies = [[r["valid_mlm_acc"] for r in group] for group in (groups[first], runs)]
+        setting["acc_apart_from_first"] = (
+            separated(*accuracies) if key != first and None not in accuracies[0] + accuracies[1] else None
+        )
+        settings.append(setting)
+    return settings
+
+
+def training_losses(run_dir: Path) -> dict[int, float]:
+    """step -> the logged training loss."""
+    train, _ = read_metrics(run_dir / "metrics.jsonl")
+    return {r["step"]: r["loss"] for r in train}
+
+
+def setting_label(key: tuple, axes: list[str], runs: list[dict[str, Any]], seeded: bool) -> str:
+    if not seeded:
+        return shorten(runs[0]["run"].replace("__", ", ").replace("-", "="), 45)
+    named = ", ".join(f"{a}={v}" for a, v in zip([a for a in axes if a != "seed"], key))
+    return shorten(f"{named or 'all'} ({len(runs)} seeds)", 45)
+
+
+def plot_sweep(out: Path, settings: dict[str, list[dict[str, Any]]]) -> Path:
+    """Training loss and held-out MLM accuracy per setting: a line for one run; for several seeds their median,
+    with a band from the lowest to the highest seed."""
     fig, (ax_loss, ax_acc) = subplots(1, 2, figsize=(13, 4.5))
-    for row in rows:
-        train, valid = read_metrics(out / "runs" / row["run"] / "metrics.jsonl")
-        label = shorten(row["run"].replace("__", ", ").replace("-", "="), 45)
-        line = ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label=label)[0]
-        if valid:
-            ax_acc.plot(
-                [r["step"] for r in valid], [r["mlm_acc"] for r in valid], "o-", color=line.get_color(), label=label
-            )
+    for label, runs in settings.items():
+        metrics = [read_metrics(out / "runs" / r["run"] / "metrics.jsonl") for r in runs]
+        color = draw_band(ax_loss, [{r["step"]: r["loss"] for r in train} for train, _ in metrics], label)
+        if all(valid for _, valid in metrics):
+            curves = [{r["step"]: r["mlm_acc"] for r in valid} for _, valid in metrics]
+            draw_band(ax_acc, curves, label, color=color, marker="o")
         else:
-            ax_acc.plot(
-                [r["step"] for r in train],
-                [r["mlm_acc"] for r in train],
-                color=line.get_color(),
-                label=f"{label} (train)",
-            )
+            curves = [{r["step"]: r["mlm_acc"] for r in train} for train, _ in metrics]
+            draw_band(ax_acc, curves, f"{label} (train)", color=color)
     ax_loss.set(title="Training loss (MLM + pair objective)", xlabel="optimizer step", ylabel="loss")
     ax_acc.set(title="Held-out MLM accuracy", xlabel="optimizer step", ylabel="accuracy")
     for ax in (ax_loss, ax_acc):
@@ -219,3 +314,13 @@ def plot_sweep(out: Path, rows: list[dict[str, Any]]) -> Path:
     fig.suptitle(f"Sweep: {out.name}")
     fig.tight_layout()
     return save_figure(fig, out / "curves.png")
+
+
+def draw_band(ax, curves: list[dict[int, float]], label: str, **style) -> str:
+    """The median over `curves` (step -> value) at the steps all of them have, and their min-max band. Its colour."""
+    steps = sorted(set.intersection(*(set(c) for c in curves)))
+    by_step = [[c[s] for c in curves] for s in steps]  # [step][curve]
+    line = ax.plot(steps, [statistics.median(v) for v in by_step], label=label, **style)[0]
+    if len(curves) > 1:
+        ax.fill_between(steps, [min(v) for v in by_step], [max(v) for v in by_step], color=line.get_color(), alpha=0.2)
+    return line.get_color()

@@ -91,21 +91,24 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from ..sweep import parse_grid, run_sweep
+    from ..sweep import parse_grid, run_sweep, with_seeds
 
     axes = parse_grid(args.grid)
     fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
     clash = sorted(set(axes) & set(fixed))
     if clash:
         raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
+    axes, fixed = with_seeds(axes, fixed, args.seeds)
     base = (["--recipe", args.recipe] if args.recipe else []) + (["--preset", args.preset] if args.preset else [])
     rows = run_sweep(args.data, args.out, base, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json)
     if args.json:
         print_json(rows)
         return
-    print((Path(args.out) / "results.md").read_text(encoding="utf-8"))
+    out = Path(args.out)
+    table = out / ("summary.md" if len(axes.get("seed", [])) > 1 else "results.md")
+    print(table.read_text(encoding="utf-8"))
     print(
-        f"{len(rows)} runs; table in {Path(args.out) / 'results.md'}, figure in {Path(args.out) / 'curves.png'}",
+        f"{len(rows)} runs; table in {table}, a row per run in {out / 'results.md'}, figure in {out / 'curves.png'}",
         file=sys.stderr,
     )
 
@@ -186,6 +189,12 @@ def register(verbs) -> None:
     p.add_argument("--out", required=True, help="sweep directory")
     p.add_argument(
         "--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting"
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="runs per grid point, seeds S..S+N-1 from --seed S: the summary gives median and range over them",
     )
     p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
     output_flags(p)

@@ -1,0 +1,53 @@
+"""Runs that differ only in their seed: what the seeds agree on, and how far apart they lie.
+
+A single run's difference smaller than its seed-to-seed spread is not a result,
+so `score` and `sweep --seeds N` report through these functions: a figure's
+median and range over seeds, whether two settings' ranges are apart, and how
+far two settings' median training curves lie apart against how far one
+setting's seeds lie apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+
+def median_range(values: Sequence[float]) -> dict[str, float | int]:
+    """{"median", "min", "max", "seeds"} of one figure over seeds."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "seeds": len(values)}
+
+
+def separated(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Whether every value of b lies above every value of a, or every one below: the seed ranges do not touch."""
+    return min(b) > max(a) or max(b) < min(a)
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average over `window` points: a logged training loss is one batch's, and batches vary."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value - (values[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def curve_gap(
+    baseline: Sequence[dict[int, float]], other: Sequence[dict[int, float]], window: int = 5
+) -> dict[str, float | int]:
+    """How far `other`'s median curve lies from `baseline`'s, against the spread of `baseline`'s seeds.
+
+    Each argument holds one curve (step -> value) per seed. Over the steps every
+    curve logged, each curve is smoothed, and per step the median over seeds is
+    taken; `gap` is the mean |median(other) - median(baseline)|, `spread` the mean
+    max - min over the baseline's seeds. A gap below the spread is within seed noise.
+    """
+    steps = sorted(set.intersection(*(set(curve) for curve in [*baseline, *other])))
+    if not steps:
+        return {"gap": float("nan"), "spread": float("nan"), "steps": 0}
+    base = [smooth([curve[s] for s in steps], window) for curve in baseline]  # [seed][step]
+    oth = [smooth([curve[s] for s in steps], window) for curve in other]
+    base_by_step, other_by_step = list(zip(*base)), list(zip(*oth))  # [step][seed]
+    gaps = [abs(statistics.median(o) - statistics.median(b)) for b, o in zip(base_by_step, other_by_step)]
+    spreads = [max(b) - min(b) for b in base_by_step]
+    return {"gap": statistics.mean(gaps), "spread": statistics.mean(spreads), "steps": len(steps)}
