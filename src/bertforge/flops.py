@@ -44,14 +44,35 @@ def pretraining_flops_per_token(config: ModelConfig, cfg: TrainConfig, mask_frac
 @functools.cache
 def measure_peak_flops(device: str = "cpu", dtype: torch.dtype = torch.float32, seconds: float = 0.5) -> float:
     """Best sustained dense matmul FLOP/s on this device and dtype, measured now."""
-    a, b = matmul_operands(device, dtype)
-    for _ in range(3):
-        a @ b  # warm-up
-    best = 0.0
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or best == 0.0:
-        best = max(best, matmul_flops_per_second(a, b))
-    return best
+    return PeakMeter(device, dtype, seconds=seconds).peak
+
+
+class PeakMeter:
+    """The best dense matmul speed a device has shown so far: the denominator of a run's MFU.
+
+    One measurement before the first step does not hold on a shared machine: on the
+    2-core VM (AVX2 EPYC) mini runs of the same step speed, each with a 0.5 s probe
+    at start-up, logged MFU from 53% to 140%. So `current()` samples again once
+    `interval` seconds have passed (one sample is about 60 ms of matmuls on that CPU),
+    and the peak is the best sample: slowdowns by other work only ever lower a
+    sample, so the best one is the closest to what the hardware can do.
+    """
+
+    def __init__(self, device: str, dtype: torch.dtype, interval: float = 60.0, seconds: float = 0.5):
+        self.a, self.b = matmul_operands(device, dtype)
+        matmul_flops_per_second(self.a, self.b)  # warm-up
+        self.interval, self.peak = interval, 0.0
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline or self.peak == 0.0:
+            self.peak = max(self.peak, matmul_flops_per_second(self.a, self.b))
+        self.sampled_at = time.perf_counter()
+
+    def current(self) -> float:
+        """The peak, after one more sample if `interval` seconds have passed since the last."""
+        if time.perf_counter() - self.sampled_at >= self.interval:
+            self.peak = max(self.peak, matmul_flops_per_second(self.a, self.b))
+            self.sampled_at = time.perf_counter()
+        return self.peak
 
 
 def matmul_operands(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -43,7 +43,7 @@ from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dat
 from .datadir import read_meta
 from .electra import pretraining_model
 from .errors import UserError
-from .flops import measure_peak_flops, pretraining_flops_per_token
+from .flops import PeakMeter, pretraining_flops_per_token
 from .labels import IGNORE_INDEX
 from .metrics import MetricsLog, MetricSums, evaluate_batches, summarise
 from .modeldir import PRETRAINING_KEY, load_weights, save_model
@@ -155,7 +155,7 @@ class Trainer:
         dtype = AUTOCAST_DTYPES.get(
             self.precision.precision, torch.float32
         )  # MFU against the peak of the precision in use
-        self.peak_flops = measure_peak_flops(self.device, dtype) if self.processes.is_main else 0.0
+        self.peak = PeakMeter(self.device, dtype) if self.processes.is_main else None
         self.last_eval: dict[str, Any] = {}
         self._saving = False  # an error while saving must not trigger another save
         self._bad_streak = 0  # consecutive steps with a non-finite gradient
@@ -339,9 +339,10 @@ class Trainer:
     def _log_window(self, lr: float) -> dict[str, Any] | None:
         totals = self.window.totals(self.processes, self.device)
         self.window = MetricSums()
-        now, tokens = time.perf_counter(), self.state.tokens_seen - self._window_start[1]
-        seconds = now - self._window_start[0]
-        self._window_start = (now, self.state.tokens_seen)
+        tokens = self.state.tokens_seen - self._window_start[1]
+        seconds = time.perf_counter() - self._window_start[0]
+        peak_flops = self.peak.current() if self.peak is not None else 0.0  # its sample, if due, is in no window
+        self._window_start = (time.perf_counter(), self.state.tokens_seen)
         if not self.processes.is_main or totals["steps"] == 0:
             return None
         tokens_per_s = tokens / max(seconds, 1e-9)
@@ -355,7 +356,7 @@ class Trainer:
             "grad_norm": totals["grad_norm"] / totals["steps"],
             "masked_fraction": totals["masked"] / max(tokens, 1),  # of all tokens, [CLS] and [SEP] included
             "tokens_per_s": tokens_per_s,
-            "mfu": flops * tokens_per_s / (self.peak_flops * self.processes.world),
+            "mfu": flops * tokens_per_s / (peak_flops * self.processes.world),
             "elapsed": self.state.elapsed,
             "bad_steps": self.state.bad_steps,
         }
