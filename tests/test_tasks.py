@@ -381,6 +381,10 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
         assert r["minutes"] is None if r["task"] == "average" else 0 < r["minutes"] < 5
     gain = main[("toy", "pre-trained")]["gain"]
     assert gain == pytest.approx(main[("toy", "pre-trained")]["median"] - main[("toy", "from scratch")]["median"])
+    for task in ("toy", "toy2", "ner", "average"):  # apart: every pre-trained seed above, or below, every scratch seed
+        ours, scratch = main[(task, "pre-trained")], main[(task, "from scratch")]
+        assert ours["apart"] == (ours["min"] > scratch["max"] or ours["max"] < scratch["min"])
+        assert "apart" not in scratch
     runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))
     assert len(runs) == 12  # 3 tasks x 2 arms x 2 seeds
     for name in ("results.md", "results.csv", "results.json", "results.png"):

@@ -28,7 +28,7 @@ from .errors import UserError
 from .fileio import write_json
 from .finetune import TASKS, finetune
 from .plots import save_figure, subplots
-from .replicates import median_range
+from .replicates import median_range, separated
 
 # name: (task kind, main metric, train file, dev file, columns)
 GLUE = {
@@ -180,18 +180,21 @@ def _run_arm(
 
 
 def _add_gains(rows: list[dict[str, Any]]) -> None:
-    """Each pre-trained row's median minus the from-scratch median of the same task and metric."""
-    scratch = {(r["task"], r["metric"]): r["median"] for r in rows if r["arm"] == "from scratch"}
+    """Each pre-trained row's median minus the from-scratch median of the same task and metric, and whether
+    the two arms' seed ranges are apart (a gain inside the seeds' spread is not a result)."""
+    scratch = {(r["task"], r["metric"]): r for r in rows if r["arm"] == "from scratch"}
     for r in rows:
         if r["arm"] == "pre-trained" and (r["task"], r["metric"]) in scratch:
-            r["gain"] = r["median"] - scratch[(r["task"], r["metric"])]
+            baseline = scratch[(r["task"], r["metric"])]
+            r["gain"] = r["median"] - baseline["median"]
+            r["apart"] = separated([baseline["min"], baseline["max"]], [r["min"], r["max"]])
 
 
 def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
     """results.json, results.csv, results.md (main metrics first) and results.png."""
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", rows)
-    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain", "minutes"]
+    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain", "apart", "minutes"]
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -205,6 +208,7 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
             "seeds": r["seeds"],
             "lr": r["lr"],
             "gain over from scratch": f"{r['gain']:+.4f}" if "gain" in r else None,
+            "seed ranges apart": r.get("apart"),
             "minutes per run": None if r["minutes"] is None else f"{r['minutes']:.1f}",
         }
         for r in sorted(rows, key=lambda r: (not r["main"], r["task"] == "average", r["task"], r["metric"], r["arm"]))
