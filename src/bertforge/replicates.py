@@ -32,6 +32,12 @@ def smooth(values: Sequence[float], window: int) -> list[float]:
     return out
 
 
+def aligned(curves: Sequence[dict[int, float]]) -> tuple[list[int], list[list[float]]]:
+    """The steps every curve (step -> value) logged, and the curves' values at each: ([step], [step][curve])."""
+    steps = sorted(set.intersection(*(set(curve) for curve in curves)))
+    return steps, [[curve[s] for curve in curves] for s in steps]
+
+
 def curve_gap(
     baseline: Sequence[dict[int, float]], other: Sequence[dict[int, float]], window: int = 5
 ) -> dict[str, float | int]:
@@ -42,12 +48,12 @@ def curve_gap(
     taken; `gap` is the mean |median(other) - median(baseline)|, `spread` the mean
     max - min over the baseline's seeds. A gap below the spread is within seed noise.
     """
-    steps = sorted(set.intersection(*(set(curve) for curve in [*baseline, *other])))
+    steps, by_step = aligned([*baseline, *other])
     if not steps:
         return {"gap": float("nan"), "spread": float("nan"), "steps": 0}
-    base = [smooth([curve[s] for s in steps], window) for curve in baseline]  # [seed][step]
-    oth = [smooth([curve[s] for s in steps], window) for curve in other]
-    base_by_step, other_by_step = list(zip(*base)), list(zip(*oth))  # [step][seed]
+    smoothed = [smooth(curve, window) for curve in zip(*by_step)]  # [seed][step], baseline's seeds first
+    base_by_step = list(zip(*smoothed[: len(baseline)]))  # [step][seed]
+    other_by_step = list(zip(*smoothed[len(baseline) :]))
     gaps = [abs(statistics.median(o) - statistics.median(b)) for b, o in zip(base_by_step, other_by_step)]
     spreads = [max(b) - min(b) for b in base_by_step]
     return {"gap": statistics.mean(gaps), "spread": statistics.mean(spreads), "steps": len(steps)}

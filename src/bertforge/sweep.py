@@ -35,7 +35,7 @@ from .electra import pretraining_model
 from .errors import UserError
 from .metrics import read_metrics
 from .plots import save_figure, shorten, subplots
-from .replicates import curve_gap, median_range, separated
+from .replicates import aligned, curve_gap, median_range, separated
 
 OWNER = {
     f.name: cls for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
@@ -318,8 +318,7 @@ def plot_sweep(out: Path, settings: dict[str, list[dict[str, Any]]]) -> Path:
 
 def draw_band(ax, curves: list[dict[int, float]], label: str, **style) -> str:
     """The median over `curves` (step -> value) at the steps all of them have, and their min-max band. Its colour."""
-    steps = sorted(set.intersection(*(set(c) for c in curves)))
-    by_step = [[c[s] for c in curves] for s in steps]  # [step][curve]
+    steps, by_step = aligned(curves)  # [step], [step][curve]
     line = ax.plot(steps, [statistics.median(v) for v in by_step], label=label, **style)[0]
     if len(curves) > 1:
         ax.fill_between(steps, [min(v) for v in by_step], [max(v) for v in by_step], color=line.get_color(), alpha=0.2)
