@@ -149,6 +149,11 @@ def settings_of(rows: list[dict[str, Any]], axes: list[str]) -> dict[tuple, list
     return groups
 
 
+def has_seeds(rows: list[dict[str, Any]], axes: list[str]) -> bool:
+    """Whether some setting ran at several seeds: then the sweep also writes summary.md."""
+    return len(settings_of(rows, axes)) < len(rows)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -210,7 +215,7 @@ def write_results(out: Path, rows: list[dict[str, Any]], axes: list[str]) -> Non
     columns = ["run", *axes, *RUN_COLUMNS, "tokens_per_s"]
     write_table(out / "results", rows, columns)
     groups = settings_of(rows, axes)
-    seeded = len(groups) < len(rows)  # a seed axis with several values
+    seeded = has_seeds(rows, axes)
     if seeded:
         settings = summarise_settings(out, groups, [a for a in axes if a != "seed"])
         write_table(out / "summary", settings, list(settings[0]), shown_settings(settings, axes))

@@ -91,7 +91,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from ..sweep import parse_grid, run_sweep, with_seeds
+    from ..sweep import has_seeds, parse_grid, run_sweep, with_seeds
 
     axes = parse_grid(args.grid)
     fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
@@ -105,7 +105,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         print_json(rows)
         return
     out = Path(args.out)
-    table = out / ("summary.md" if len(axes.get("seed", [])) > 1 else "results.md")
+    table = out / ("summary.md" if has_seeds(rows, list(axes)) else "results.md")
     print(table.read_text(encoding="utf-8"))
     print(
         f"{len(rows)} runs; table in {table}, a row per run in {out / 'results.md'}, figure in {out / 'curves.png'}",
