@@ -28,7 +28,7 @@ import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.corpus import read_paragraphs, split_sentences
-from bertforge.demo import asset_path
+from bertforge.fileio import asset_path
 from bertforge.flops import cpu_has_bf16_instructions
 from bertforge.inference import load
 from bertforge.model import set_explicit_attention

@@ -27,7 +27,7 @@ from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
 from bertforge.batchplan import BatchPlan, make_loader  # noqa: E402
 from bertforge.config import TrainConfig  # noqa: E402
 from bertforge.data import MaskingCollator, PretrainingDataset  # noqa: E402
-from bertforge.demo import asset_path  # noqa: E402
+from bertforge.fileio import asset_path  # noqa: E402
 from bertforge.prepare import prepare  # noqa: E402
 from bertforge.runtime import Distributed, autocast, resolve_precision, use_fast_paths  # noqa: E402
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer  # noqa: E402

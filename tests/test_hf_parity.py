@@ -212,37 +212,102 @@ def test_every_variant_loads_in_transformers_with_the_same_outputs(variant, word
     assert [p["score"] for p in answers] == pytest.approx([r["score"] for r in reference], abs=1e-5)
 
 
+FAMILY_MASKED_LM = {"post": "BertForMaskedLM", "pre": "RobertaPreLayerNormForMaskedLM"}
+
+
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-def test_alibi_is_refused_by_transformers_and_loads_in_bertforge(norm_style, wordpiece_tokenizer, tmp_path):
-    """No `transformers` BERT has an attention bias: loading must fail rather than compute another model."""
+def test_alibi_loads_in_transformers_through_its_own_code_with_the_same_outputs(
+    norm_style, wordpiece_tokenizer, tmp_path
+):
+    """No `transformers` class has an attention bias: the directory carries modeling_bertforge.py, which
+    transformers runs only when trusted, and which gives our logits and fill-mask answers on padded batches."""
+    from bertforge.inference import load
+
+    vocab = wordpiece_tokenizer.get_vocab_size()
     config = ModelConfig(
-        vocab_size=wordpiece_tokenizer.get_vocab_size(),
+        vocab_size=vocab,
         hidden_size=32,
         num_layers=2,
-        num_heads=2,
+        num_heads=4,
         intermediate_size=64,
         norm_style=norm_style,
         attention_bias="alibi",
     )
     ours = randomised(BertForPreTraining(config))
-    save_model(ours, tmp_path, wordpiece_tokenizer)
-    with pytest.raises((ValueError, KeyError), match="bertforge"):
-        transformers.AutoModelForMaskedLM.from_pretrained(tmp_path)
-    with pytest.raises((ValueError, KeyError), match="bertforge"):
-        transformers.pipeline("fill-mask", model=str(tmp_path))
-    again = load_model(BertForPreTraining, tmp_path)
-    assert again.config == config
-    ids = torch.randint(5, 100, (2, 9))
-    torch.testing.assert_close(again(ids).mlm_logits, ours(ids).mlm_logits)
+    # transformers caches a directory's code under the directory's name, for all test workers: one name per case
+    directory = tmp_path / f"alibi-{norm_style}"
+    save_model(ours, directory, wordpiece_tokenizer)
+    assert (directory / "modeling_bertforge.py").is_file()
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        transformers.AutoModelForMaskedLM.from_pretrained(directory)
+    input_ids, token_type_ids, attention_mask, _, _ = padded_batch(vocab)
+    inputs = dict(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
+    with torch.no_grad():
+        expected = ours(input_ids, token_type_ids, attention_mask)
+        for attn in ("sdpa", "eager"):
+            theirs = transformers.AutoModelForMaskedLM.from_pretrained(
+                directory, trust_remote_code=True, attn_implementation=attn
+            ).eval()
+            real_positions(expected.mlm_logits, theirs(**inputs).logits, attention_mask)
+        # The bias is what makes them agree: the family's own class, which ignores it, gives other logits.
+        plain = getattr(transformers, FAMILY_MASKED_LM[norm_style]).from_pretrained(directory).eval()
+        assert not torch.allclose(plain(**inputs).logits, theirs(**inputs).logits, atol=1e-2)
+        if norm_style == "post":
+            pretraining = transformers.AutoModelForPreTraining.from_pretrained(directory, trust_remote_code=True)
+            torch.testing.assert_close(
+                pretraining.eval()(**inputs).seq_relationship_logits, expected.nsp_logits, rtol=1e-5, atol=1e-5
+            )
+    text = "the cat [MASK] on the mat."
+    answers = load(directory).fill_mask(text, top_k=5)["masks"][0]["predictions"]
+    reference = transformers.pipeline("fill-mask", model=str(directory), trust_remote_code=True, top_k=5)(text)
+    assert [p["token_id"] for p in answers] == [r["token"] for r in reference]
+    assert [p["score"] for p in answers] == pytest.approx([r["score"] for r in reference], abs=1e-5)
+    again = load_model(BertForPreTraining, directory)
+    assert again.config == ours.config
+    torch.testing.assert_close(again(input_ids).mlm_logits, ours(input_ids).mlm_logits)
+
+
+def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
+    """It travels with the model to machines without bertforge, and repeats model.alibi_bias, which must agree."""
+    import ast
+    import importlib.util
+
+    from bertforge.fileio import asset_path
+    from bertforge.model import alibi_bias
+
+    path = asset_path("modeling_bertforge.py")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert imported == {"__future__", "inspect", "torch", "transformers"}
+    spec = importlib.util.spec_from_file_location("modeling_bertforge", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for num_heads, seq_len in [(1, 1), (4, 9), (12, 128)]:
+        torch.testing.assert_close(
+            module.alibi_bias(num_heads, seq_len), alibi_bias(num_heads, seq_len), rtol=0, atol=0
+        )
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, tmp_path):
-    """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA."""
+@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
+def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
+    """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
+    ALiBi through the directory's own code."""
     from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
     config = ModelConfig(
-        vocab_size=100, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, norm_style=norm_style
+        vocab_size=100,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        norm_style=norm_style,
+        attention_bias=attention_bias,
     )
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
     cases = [
@@ -260,9 +325,9 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
     ]
     for ours, auto, extra in cases:
         ours = randomised(ours)
-        directory = tmp_path / type(ours).__name__
+        directory = tmp_path / f"{type(ours).__name__}-{norm_style}-{attention_bias}"  # one code cache name per case
         save_model(ours, directory, None, extra)
-        theirs = auto.from_pretrained(directory).eval()
+        theirs = auto.from_pretrained(directory, trust_remote_code=attention_bias != "none").eval()
         with torch.no_grad():
             ours_logits = ours(input_ids, token_type_ids, attention_mask)[0]
             out = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)

@@ -158,8 +158,8 @@ class ModelConfig(_DictMixin):
         "none",
         "none, or alibi: a fixed penalty -m·|i-j| on attention scores that makes every head start out looking near "
         "(ALiBi, Press et al. 2022, made symmetric for an encoder; slopes 1/2, 1/4, ... per head). The positions "
-        "stay too, since the penalty cannot tell left from right. No transformers class has it: transformers "
-        "refuses such a model directory",
+        "stay too, since the penalty cannot tell left from right. No transformers class has it: the model directory "
+        "carries its own, loaded with trust_remote_code=True",
         ("none", "alibi"),
     )
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")

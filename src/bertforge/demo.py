@@ -10,7 +10,6 @@ accuracy with the unigram baseline (always guessing the most frequent token).
 
 from __future__ import annotations
 
-import importlib.resources
 import shutil
 import time
 import warnings
@@ -20,6 +19,7 @@ from pathlib import Path
 from .config import RECIPES, ModelConfig, TrainConfig
 from .corpus import read_paragraphs
 from .evaluate import evaluate_model
+from .fileio import asset_path
 from .inference import load
 from .plots import save_figure, training_curves
 from .prepare import prepare
@@ -130,10 +130,6 @@ def workloads(fast: bool) -> list[Workload]:
             "    only starting on context; compare its held-out accuracy with the unigram baseline below",
         ),
     ]
-
-
-def asset_path(name: str) -> Path:
-    return Path(str(importlib.resources.files("bertforge") / "assets" / name))
 
 
 def stage(message: str) -> None:

@@ -1,8 +1,12 @@
-"""Atomic writes: a killed process leaves either the old file or the new one, never a torn one."""
+"""Atomic writes: a killed process leaves either the old file or the new one, never a torn one.
+
+Also where the package's own files (assets/) are found.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import json
 import os
 import shutil
@@ -10,6 +14,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+
+def asset_path(name: str) -> Path:
+    """A file shipped in bertforge/assets (the bundled corpora, the modeling file for `transformers`)."""
+    return Path(str(importlib.resources.files("bertforge") / "assets" / name))
 
 
 def _fsync_dir(path: Path) -> None:

@@ -6,8 +6,10 @@ Two families cover every variant we train:
                        before each sub-layer and at the top), RobertaPreLayerNormForMaskedLM, ...
 Sinusoidal positions are a fixed table (model.py keeps them in the learned slot, frozen), so
 they travel as an ordinary position table. An ALiBi attention bias has no `transformers` class:
-such a directory keeps the family's weight names but says model_type "bertforge", which
-`transformers` refuses to load rather than computing a different model.
+such a directory keeps the family's weight names, says model_type "bertforge" (which plain
+`transformers` refuses rather than computing a different model) and maps each Auto class to the
+family's class with the bias added, in the modeling_bertforge.py written beside the weights
+(`from_pretrained(directory, trust_remote_code=True)`).
 
 Pure mappings between dictionaries, with no file access (that is `modeldir.py`)
 and no model classes: a model passes in its config and the architecture name it
@@ -45,6 +47,8 @@ class Layout:
     params: dict[str, str]  # single parameters: the MLM bias and the (untied) decoder weight
     decoder_bias: str  # the decoder's own bias, which `transformers` applies; it equals the MLM bias
     architectures: dict[str, str]  # our class's architecture name -> theirs
+    config_class: str  # the family's config class
+    auto_classes: dict[str, str]  # a `transformers` Auto class -> the family's class it builds
 
     def position_offset(self, config: ModelConfig) -> int:
         """Rows of their position table before our position 0 (RoBERTa counts from pad_token_id + 1)."""
@@ -92,6 +96,15 @@ BERT = Layout(
         # An ELECTRA discriminator loads in transformers as its encoder, the part fine-tuning keeps.
         "BertForReplacedTokenDetection": "BertModel",
     },
+    config_class="BertConfig",
+    auto_classes={
+        "AutoModel": "BertModel",
+        "AutoModelForPreTraining": "BertForPreTraining",
+        "AutoModelForMaskedLM": "BertForMaskedLM",
+        "AutoModelForSequenceClassification": "BertForSequenceClassification",
+        "AutoModelForTokenClassification": "BertForTokenClassification",
+        "AutoModelForQuestionAnswering": "BertForQuestionAnswering",
+    },
 )
 
 ROBERTA_PRE_LN = Layout(
@@ -128,9 +141,19 @@ ROBERTA_PRE_LN = Layout(
         "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
         "BertForReplacedTokenDetection": "RobertaPreLayerNormModel",
     },
+    config_class="RobertaPreLayerNormConfig",
+    auto_classes={
+        "AutoModel": "RobertaPreLayerNormModel",
+        "AutoModelForPreTraining": "RobertaPreLayerNormForMaskedLM",
+        "AutoModelForMaskedLM": "RobertaPreLayerNormForMaskedLM",
+        "AutoModelForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
+        "AutoModelForTokenClassification": "RobertaPreLayerNormForTokenClassification",
+        "AutoModelForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+    },
 )
 LAYOUTS = {layout.model_type: layout for layout in (BERT, ROBERTA_PRE_LN)}
 OWN_MODEL_TYPE = "bertforge"  # config.json's model_type for variants no `transformers` class expresses
+REMOTE_CODE = "modeling_bertforge"  # the module (in assets/) a directory of such a variant carries for `transformers`
 
 
 def layout_for(config: ModelConfig) -> Layout:
@@ -246,15 +269,29 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     return torch.cat([table, padding], dim=0)
 
 
+def needs_remote_code(config: ModelConfig) -> bool:
+    """Whether no `transformers` class computes this model, so that its directory carries REMOTE_CODE."""
+    return config.attention_bias != "none"
+
+
+def remote_classes(layout: Layout) -> dict[str, str]:
+    """config.json's auto_map: each Auto class (and AutoConfig) -> REMOTE_CODE's "Alibi" + the family's class."""
+    return {
+        auto: f"{REMOTE_CODE}.Alibi{family_class}"
+        for auto, family_class in {"AutoConfig": layout.config_class, **layout.auto_classes}.items()
+    }
+
+
 def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """config.json for `architecture`'s family (BertConfig or RobertaPreLayerNormConfig keys); ours in "bertforge"."""
     layout = layout_for(config)
-    # A variant no `transformers` class computes gets a model_type it does not know, so that loading fails loudly
-    # instead of quietly dropping the variant; the weights keep the family's names for bertforge.
-    expressible = config.attention_bias == "none"
+    # A variant no `transformers` class computes gets a model_type it does not know, so that loading without our
+    # code fails loudly instead of quietly dropping the variant; the weights keep the family's names.
+    remote = needs_remote_code(config)
+    family_architecture = layout.architectures[architecture]
     hf = {
-        "architectures": [layout.architectures[architecture]],
-        "model_type": layout.model_type if expressible else OWN_MODEL_TYPE,
+        "architectures": [f"Alibi{family_architecture}" if remote else family_architecture],
+        "model_type": OWN_MODEL_TYPE if remote else layout.model_type,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_layers,
@@ -278,6 +315,8 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
             "pad_vocab_multiple": config.pad_vocab_multiple,
         },
     }
+    if remote:
+        hf["auto_map"] = remote_classes(layout)
     hf.update(extra or {})
     return hf
 

@@ -12,6 +12,7 @@ pickle-only directory is refused unless the user says they trust it.
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,16 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from .errors import UserError
-from .fileio import atomic_directory, write_json
-from .hf import HEAD_PREFIXES, config_from_hf, config_to_hf, from_hf_state_dict, to_hf_state_dict
+from .fileio import asset_path, atomic_directory, write_json
+from .hf import (
+    HEAD_PREFIXES,
+    REMOTE_CODE,
+    config_from_hf,
+    config_to_hf,
+    from_hf_state_dict,
+    needs_remote_code,
+    to_hf_state_dict,
+)
 from .model import BertForPreTraining
 from .tokenizer import TOKENIZER_FILES, load_tokenizer, save_tokenizer
 
@@ -137,6 +146,8 @@ def write_model_files(
             str(target / "model.safetensors"),
             metadata={"format": "pt"},
         )
+        if needs_remote_code(part.config):  # config.json's auto_map points into this file
+            shutil.copyfile(asset_path(f"{REMOTE_CODE}.py"), target / f"{REMOTE_CODE}.py")
         if tokenizer is not None:
             save_tokenizer(tokenizer, target, part.config.max_position_embeddings)
 

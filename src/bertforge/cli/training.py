@@ -83,8 +83,9 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         )
     if model_config.attention_bias != "none":
         print(
-            f"note: the {model_config.attention_bias} attention bias has no transformers class: bertforge loads this "
-            "model, transformers refuses it (train with --attention-bias none for one it loads)",
+            f"note: the {model_config.attention_bias} attention bias has no transformers class: the model directory "
+            "carries its own (modeling_bertforge.py), which transformers runs only with trust_remote_code=True "
+            "(train with --attention-bias none for a model plain transformers loads)",
             file=sys.stderr,
         )
     return 0

@@ -1,0 +1,99 @@
+"""bertforge's ALiBi attention bias for `transformers`: `from_pretrained(directory, trust_remote_code=True)`.
+
+bertforge writes this file beside the weights of a model trained with
+`--attention-bias alibi` (the `budget` recipe), whose config.json maps every
+Auto class here. Each class is the `transformers` class of the model's family
+(BERT, or RoBERTa-PreLayerNorm for pre-LN), unchanged except that its encoder
+adds ALiBi's distance penalty to the attention scores: the padding mask is
+turned into a (batch, heads, T, T) additive mask, which `transformers` passes
+to every layer's attention as it is. The weights keep the family's names.
+
+It needs only torch and `transformers` (tested with 5.x), not bertforge, so the
+directory works wherever it is copied.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    RobertaPreLayerNormConfig,
+    RobertaPreLayerNormForMaskedLM,
+    RobertaPreLayerNormForQuestionAnswering,
+    RobertaPreLayerNormForSequenceClassification,
+    RobertaPreLayerNormForTokenClassification,
+    RobertaPreLayerNormModel,
+)
+
+
+def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """-m_h·|i - j| with slopes m_h = 1/2, 1/4, 1/8, ...: bertforge.model.alibi_bias, which a test keeps equal."""
+    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
+    position = torch.arange(seq_len, dtype=torch.float32, device=device)
+    distance = (position[:, None] - position[None, :]).abs()  # (T, T)
+    return -slopes[:, None, None] * distance  # (nh, T, T)
+
+
+def _alibi_attention_mask(encoder, args, kwargs):
+    """Forward pre-hook on the encoder: its (B, T) padding mask becomes the bias with padding folded in as -inf."""
+    bound = inspect.signature(encoder.forward).bind(*args, **kwargs)
+    tokens = bound.arguments.get("input_ids")
+    if tokens is None:
+        tokens = bound.arguments["inputs_embeds"]
+    batch, seq_len = tokens.shape[:2]
+    padding_mask = bound.arguments.get("attention_mask")
+    if padding_mask is not None and padding_mask.dim() != 2:
+        raise ValueError("a bertforge ALiBi model builds its own attention mask: pass attention_mask as (batch, seq)")
+    bias = alibi_bias(encoder.config.num_attention_heads, seq_len, tokens.device).to(encoder.dtype)[None]
+    if padding_mask is None:
+        bias = bias.expand(batch, -1, -1, -1)  # (B, nh, T, T)
+    else:
+        bias = bias.masked_fill(~padding_mask.bool()[:, None, None, :], float("-inf"))  # (B, nh, T, T)
+    bound.arguments["attention_mask"] = bias
+    return bound.args, bound.kwargs
+
+
+def _with_alibi(family_class, config_class):
+    """`family_class` whose encoder (its base model, or itself) adds the ALiBi bias."""
+
+    def __init__(self, config, *args, **kwargs):
+        family_class.__init__(self, config, *args, **kwargs)
+        self.base_model.register_forward_pre_hook(_alibi_attention_mask, with_kwargs=True)
+
+    return type(f"Alibi{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class})
+
+
+class AlibiBertConfig(BertConfig):
+    model_type = "bertforge"
+
+
+class AlibiRobertaPreLayerNormConfig(RobertaPreLayerNormConfig):
+    model_type = "bertforge"
+
+
+AlibiBertModel = _with_alibi(BertModel, AlibiBertConfig)
+AlibiBertForPreTraining = _with_alibi(BertForPreTraining, AlibiBertConfig)
+AlibiBertForMaskedLM = _with_alibi(BertForMaskedLM, AlibiBertConfig)
+AlibiBertForSequenceClassification = _with_alibi(BertForSequenceClassification, AlibiBertConfig)
+AlibiBertForTokenClassification = _with_alibi(BertForTokenClassification, AlibiBertConfig)
+AlibiBertForQuestionAnswering = _with_alibi(BertForQuestionAnswering, AlibiBertConfig)
+
+AlibiRobertaPreLayerNormModel = _with_alibi(RobertaPreLayerNormModel, AlibiRobertaPreLayerNormConfig)
+AlibiRobertaPreLayerNormForMaskedLM = _with_alibi(RobertaPreLayerNormForMaskedLM, AlibiRobertaPreLayerNormConfig)
+AlibiRobertaPreLayerNormForSequenceClassification = _with_alibi(
+    RobertaPreLayerNormForSequenceClassification, AlibiRobertaPreLayerNormConfig
+)
+AlibiRobertaPreLayerNormForTokenClassification = _with_alibi(
+    RobertaPreLayerNormForTokenClassification, AlibiRobertaPreLayerNormConfig
+)
+AlibiRobertaPreLayerNormForQuestionAnswering = _with_alibi(
+    RobertaPreLayerNormForQuestionAnswering, AlibiRobertaPreLayerNormConfig
+)
