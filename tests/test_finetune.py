@@ -285,6 +285,10 @@ def test_error_paths_exit_2_with_one_line(pretrained, tmp_path):
             "no such file",
         ),
     ]
+    cases += [
+        (["--train", tmp_path / "train.tsv", "--text-column", "sentence"], "or neither"),
+        (["--task", "token-classification", "--train", tmp_path / "train.tsv"], "needs --dev"),
+    ]
     for flags, message in cases:
         done = bertforge("finetune", pretrained, *flags, "--out", tmp_path / "out", "--quiet")
         assert done.returncode == 2, done.stderr
@@ -308,3 +312,23 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
     done = bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--json")
     result = json.loads(done.stdout)
     assert result["label"] in ("no", "yes") and sum(result["probabilities"].values()) == pytest.approx(1.0)
+
+
+def test_a_directory_of_classes_without_a_dev_file_is_learned_on_a_held_out_share(pretrained, tmp_path):
+    """MR's layout (a file per class, a sentence per line), no --dev: 10% of each class is dev, and the model
+    learns the task."""
+    rng = random.Random(2)
+    classes = tmp_path / "polarity"
+    classes.mkdir()
+    for label, subjects in (("pos", ANIMALS), ("neg", PEOPLE)):
+        lines = [f"{rng.choice(subjects)} sat on {rng.choice(PLACES)}." for _ in range(30)]
+        (classes / f"rt-polarity.{label}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = bertforge(
+        "finetune", pretrained, "--train", classes, "--out", tmp_path / "out", "--epochs", "20", "--lr", "3e-3",
+        "--batch-size", "16", "--max-seq-len", "64", "--device", "cpu", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["labels"] == ["neg", "pos"] and summary["dev_held_out_of_train"] is True
+    assert (summary["train_examples"], summary["dev_examples"]) == (54, 6)
+    assert summary["best"]["dev_accuracy"] == 1.0

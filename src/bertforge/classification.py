@@ -2,7 +2,11 @@
 
 Single texts are encoded [CLS] text [SEP], pairs [CLS] a [SEP] b [SEP] with
 segment ids 0 and 1; the pooled [CLS] vector feeds the head. Files are TSV, CSV
-or JSONL with named columns (indexes for headerless tables). The saved model is
+or JSONL with named columns (indexes for headerless tables); or, with no columns
+named, files that say their labels themselves: a directory with one file per
+class (an example per line) or one folder per class (an example per file), or
+lines that start with their label (fastText's `__label__pos ...`, TREC's
+`NUM:dist ...`). Without a dev file, a fixed share of each class is held out. The saved model is
 a `transformers` BertForSequenceClassification directory with id2label (or
 problem_type "regression"), so `pipeline("text-classification")` loads it.
 """
@@ -10,7 +14,8 @@ problem_type "regression"), so `pipeline("text-classification")` loads it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +28,21 @@ from .errors import UserError
 from .model import BertForSequenceClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
-from .textfiles import read_rows
+from .textfiles import open_text, read_rows
+
+FASTTEXT_LABEL = "__label__"
+SKIPPED_IN_CLASS_DIRECTORY = re.compile(r"^(\.|readme)", re.IGNORECASE)  # hidden files, a data set's README
 
 
 @dataclass
 class Columns:
-    """Where the text, the optional second text and the label are in a labelled file."""
+    """Where a table keeps the text, the optional second text and the label. With neither text nor label, the
+    files say them themselves: a directory of classes, or label-first lines."""
 
-    text: str
-    label: str
+    text: str | None = None
+    label: str | None = None
     pair: str | None = None
+    label_until: str | None = None  # keep each label up to this separator: TREC's "NUM:dist" -> "NUM" with ":"
 
 
 @dataclass
@@ -43,17 +53,105 @@ class Example:
 
 
 def read_examples(path: str | Path, columns: Columns) -> list[Example]:
+    """A table's rows, a directory of classes, or label-first lines (see the module's docstring)."""
+    path = Path(path)
+    if (columns.text is None) != (columns.label is None) or (columns.pair and columns.text is None):
+        raise UserError("name both the text and the label column (a table), or neither (files that say their labels)")
+    if path.is_dir():
+        if columns.text is not None:
+            raise UserError(f"{path}: a directory of classes has no columns; leave out the text and label columns")
+        examples = _class_directory(path)
+    elif columns.text is None:
+        examples = _label_first_lines(path)
+    else:
+        examples = _table_rows(path, columns)
+    if columns.label_until:
+        examples = [replace(e, label=e.label.split(columns.label_until, 1)[0]) for e in examples]
+    if not examples:
+        raise UserError(f"{path}: no examples (empty file)")
+    return examples
+
+
+def _table_rows(path: Path, columns: Columns) -> list[Example]:
     """Rows of a TSV, CSV or JSONL file. Numeric column names index a headerless table."""
     names = [columns.text, columns.label] + ([columns.pair] if columns.pair else [])
-    examples = [
+    return [
         Example(
             str(row[columns.text]), str(row[columns.pair]) if columns.pair else None, str(row[columns.label]).strip()
         )
         for _, row in read_rows(path, names)
     ]
-    if not examples:
-        raise UserError(f"{path}: no examples (empty file)")
+
+
+def _label_first_lines(path: Path) -> list[Example]:
+    """Lines "LABEL text" (fastText's `__label__` prefix dropped); blank lines skipped."""
+    examples = []
+    with open_text(path) as f:
+        for number, line in enumerate(f, 1):
+            parts = line.split(None, 1)
+            if not parts:
+                continue
+            if len(parts) < 2:
+                raise UserError(f"{path}:{number}: a line holds a label, a space, then its text")
+            label, text = parts[0].removeprefix(FASTTEXT_LABEL), parts[1].strip()
+            if text.startswith(FASTTEXT_LABEL):
+                raise UserError(f"{path}:{number}: several labels on one line (multi-label) are not supported")
+            examples.append(Example(text, None, label))
     return examples
+
+
+def _class_directory(directory: Path) -> list[Example]:
+    """One file per class with an example per line (MR's rt-polarity.pos and .neg), or one folder per class with
+    an example per file (IMDB's pos/ and neg/). Hidden files and README files are skipped."""
+    entries = sorted(p for p in directory.iterdir() if not SKIPPED_IN_CLASS_DIRECTORY.match(p.name))
+    if len(entries) < 2 or not (all(p.is_file() for p in entries) or all(p.is_dir() for p in entries)):
+        raise UserError(
+            f"{directory}: a directory of classes holds one file per class, or one folder per class, at least two"
+        )
+    examples = []
+    if entries[0].is_file():
+        for entry, label in zip(entries, class_names([p.name for p in entries])):
+            with open_text(entry) as f:
+                examples.extend(Example(line.strip(), None, label) for line in f if line.strip())
+    else:
+        for entry in entries:
+            for file in sorted(p for p in entry.iterdir() if p.is_file() and not p.name.startswith(".")):
+                with open_text(file) as f:
+                    text = " ".join(f.read().split())
+                if text:
+                    examples.append(Example(text, None, entry.name))
+    return examples
+
+
+def class_names(file_names: list[str]) -> list[str]:
+    """The file names less the parts (split at . - _) they all share at the start and the end:
+    rt-polarity.pos / rt-polarity.neg -> pos / neg; plot.tok.gt9.5000 / quote.tok.gt9.5000 -> plot / quote.
+    The whole names where that leaves any label empty or two the same."""
+    parts = [re.split(r"([._-])", name) for name in file_names]
+    shortest = min(len(p) for p in parts)
+    start = next((i for i in range(shortest) if len({p[i] for p in parts}) > 1), shortest)
+    end = next((i for i in range(1, shortest - start + 1) if len({p[-i] for p in parts}) > 1), shortest - start + 1)
+    labels = ["".join(p[start : len(p) - end + 1]).strip("._-") for p in parts]
+    return labels if all(labels) and len(set(labels)) == len(labels) else list(file_names)
+
+
+def hold_out(examples: list[Example], fraction: float, by_label: bool) -> tuple[list[Example], list[Example]]:
+    """(train, dev) with `fraction` of the examples as dev: the same draw for every fine-tuning seed and arm.
+    `by_label` takes it from each label apart (at least one of each stays in train), so that a small class
+    keeps its share."""
+    rng = np.random.default_rng(0)
+    groups: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        groups.setdefault(example.label if by_label else "", []).append(i)
+    held: set[int] = set()
+    for indices in groups.values():
+        count = min(round(fraction * len(indices)), len(indices) - 1)
+        held.update(int(i) for i in rng.permutation(indices)[:count])
+    if not held:
+        raise UserError(f"holding out {fraction:g} of {len(examples)} examples leaves no dev examples: give --dev")
+    train = [e for i, e in enumerate(examples) if i not in held]
+    dev = [e for i, e in enumerate(examples) if i in held]
+    return train, dev
 
 
 def label_mapping(train: list[Example], dev: list[Example], dev_path: str | Path) -> list[str]:
@@ -168,15 +266,23 @@ class ClassificationTask:
         self,
         tokenizer: Tokenizer,
         train_path: str | Path,
-        dev_path: str | Path,
+        dev_path: str | Path | None,
         seq_len: int,
         columns: Columns,
         regression: bool = False,
+        dev_fraction: float = 0.1,
     ):
+        """Without `dev_path`, `dev_fraction` of the training examples (of each label) is the dev set."""
         self.regression = regression
         self.main_metric = "pearson" if regression else "accuracy"
         self.batcher = TextBatcher(tokenizer, seq_len)
-        train, dev = read_examples(train_path, columns), read_examples(dev_path, columns)
+        train = read_examples(train_path, columns)
+        held_out = dev_path is None
+        if held_out:
+            train, dev = hold_out(train, dev_fraction, by_label=not regression)
+            dev_path = f"{train_path} (the held-out share)"
+        else:
+            dev = read_examples(dev_path, columns)
         if regression:
             self.labels: list[str] = []
             train_targets, self.dev_targets = regression_targets(train, train_path), regression_targets(dev, dev_path)
@@ -187,7 +293,7 @@ class ClassificationTask:
             self.train_targets = torch.tensor([label_id[e.label] for e in train])
             self.dev_targets = np.array([label_id[e.label] for e in dev])
         self.train, self.dev = encode_examples(self.batcher, train), encode_examples(self.batcher, dev)
-        self.sizes = {"train_examples": len(train), "dev_examples": len(dev)}
+        self.sizes = {"train_examples": len(train), "dev_examples": len(dev), "dev_held_out_of_train": held_out}
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"regression": True} if self.regression else {"num_labels": len(self.labels)}

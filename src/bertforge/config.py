@@ -385,6 +385,11 @@ class FinetuneConfig(_DictMixin):
         None, "hidden and attention dropout while fine-tuning (default: the model's own)"
     )
     seed: int = documented(0, "seed for the new head's init and the data order")
+    dev_fraction: float = documented(
+        0.1,
+        "classification, regression without --dev: this share of --train (of each label) becomes dev, one fixed "
+        "draw for every seed and arm",
+    )
     from_scratch: bool = documented(
         False, "same architecture, random init: the baseline that shows what pre-training buys"
     )
@@ -401,6 +406,7 @@ class FinetuneConfig(_DictMixin):
                 (self.dropout is None or 0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),
                 (self.stride >= 0, "stride must not be negative"),
                 (self.max_answer_length > 0, "max_answer_length must be positive"),
+                (0.0 < self.dev_fraction < 1.0, f"dev_fraction must be in (0, 1), not {self.dev_fraction}"),
             ],
             "finetune",
         )

@@ -63,16 +63,18 @@ def make_task(
     kind: str,
     tokenizer,
     train: str | Path,
-    dev: str | Path,
+    dev: str | Path | None,
     seq_len: int,
     cfg: FinetuneConfig,
     columns: Columns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
     if kind in ("classification", "regression"):
-        if columns is None:
-            raise UserError(f"--task {kind} needs --text-column and --label-column")
-        return ClassificationTask(tokenizer, train, dev, seq_len, columns, regression=kind == "regression")
+        return ClassificationTask(
+            tokenizer, train, dev, seq_len, columns or Columns(), kind == "regression", cfg.dev_fraction
+        )
+    if dev is None:
+        raise UserError(f"--task {kind} needs --dev (only classification and regression hold out a share of --train)")
     if kind == "token-classification":
         return TaggingTask(tokenizer, train, dev, seq_len)
     if kind == "question-answering":
@@ -84,13 +86,14 @@ def finetune(
     model_path: str | Path,
     kind: str,
     train: str | Path,
-    dev: str | Path,
+    dev: str | Path | None,
     out: str | Path,
     cfg: FinetuneConfig | None = None,
     columns: Columns | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model."""
+    """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,
+    a classification or regression task holds out `cfg.dev_fraction` of `train`."""
     cfg = cfg or FinetuneConfig()
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)

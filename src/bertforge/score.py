@@ -5,8 +5,11 @@ the same architecture from random weights, and tabulate median and range.
 
 A task is NAME=PATH. Known names find their files and columns in a directory:
 GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" and
-"dev"); squad (JSON files whose names hold "train" and "dev"). Any other name
-describes its own files: NAME=TRAIN,DEV:task=classification,text=COL,label=COL[,pair=COL].
+"dev"); squad (JSON files whose names hold "train" and "dev"); and three tasks
+without a dev file, which hold out a share of the training examples as dev:
+mr and subj (a directory with a file per class) and trec (TREC-6: train.txt's
+coarse labels). Any other name describes its own files:
+NAME=TRAIN,DEV:task=classification,text=COL,label=COL[,pair=COL].
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.
@@ -38,6 +41,12 @@ GLUE = {
     "cola": ("classification", "mcc", Columns("3", "1")),  # headerless: source, label, original label, sentence
     "stsb": ("regression", "pearson", Columns("sentence1", "score", "sentence2")),
 }
+# name: (the training data inside the task's directory, how its labels are read); dev is held out of it
+HELD_OUT_DEV = {
+    "mr": (".", Columns()),  # sentence polarity: rt-polarity.pos, rt-polarity.neg
+    "subj": (".", Columns()),  # subjectivity: plot.tok.gt9.5000, quote.tok.gt9.5000
+    "trec": ("train.txt", Columns(label_until=":")),  # question type: "NUM:dist How far ..." -> NUM (TREC-6)
+}
 MAIN_METRIC = {
     "classification": "accuracy",
     "regression": "pearson",
@@ -52,7 +61,7 @@ class TaskSpec:
     name: str
     kind: str
     train: Path
-    dev: Path
+    dev: Path | None  # None: held out of train
     columns: Columns | None
     metric: str
 
@@ -69,6 +78,12 @@ def parse_task(spec: str) -> TaskSpec:
         return TaskSpec(
             name, kind, _existing(directory / "train.tsv"), _existing(directory / "dev.tsv"), columns, metric
         )
+    if name in HELD_OUT_DEV:
+        inside, columns = HELD_OUT_DEV[name]
+        train = Path(paths) / inside
+        if not train.exists():
+            raise UserError(f"{train}: no such file or directory")
+        return TaskSpec(name, "classification", train, None, columns, "accuracy")
     if name in ("ner", "squad") and not options:
         kind, suffix = ("token-classification", "") if name == "ner" else ("question-answering", ".json")
         train, dev = _find_split_files(Path(paths), suffix) if "," not in paths else map(Path, paths.split(",", 1))

@@ -27,9 +27,12 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
     if args.task in ("classification", "regression"):
-        if not (args.text_column and args.label_column):
-            raise UserError(f"--task {args.task} needs --text-column and --label-column")
-        columns = Columns(args.text_column, args.label_column, args.pair_column)
+        if bool(args.text_column) != bool(args.label_column):
+            raise UserError(
+                f"--task {args.task}: give --text-column and --label-column (a table), or neither (a directory "
+                "of classes, or lines that start with their label)"
+            )
+        columns = Columns(args.text_column, args.label_column, args.pair_column, args.label_until)
     quiet = args.quiet or args.json
     summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
     if args.json:
@@ -144,12 +147,23 @@ def register(verbs) -> None:
     p.add_argument(
         "--train",
         required=True,
-        help="TSV, CSV or JSONL (classification, regression); CoNLL (tagging); SQuAD v1.1 JSON (question answering)",
+        help="classification, regression: TSV, CSV or JSONL with the columns named below; without them, a "
+        "directory with a file (an example per line) or a folder (an example per file) per class, or a text file "
+        "of LABEL TEXT lines (fastText's __label__ prefix dropped). Tagging: CoNLL. Question answering: SQuAD v1.1 "
+        "JSON",
     )
-    p.add_argument("--dev", required=True, help="the same format as --train")
+    p.add_argument(
+        "--dev",
+        help="the same format as --train; classification and regression without it hold out --dev-fraction of --train",
+    )
     p.add_argument("--text-column", help="classification, regression: the text's column (a name, or an index)")
     p.add_argument("--pair-column", help="classification, regression: the second text of a pair")
     p.add_argument("--label-column", help="classification, regression: the label's (or the number's) column")
+    p.add_argument(
+        "--label-until",
+        metavar="SEP",
+        help="classification: keep each label up to SEP, e.g. ':' for TREC's coarse classes (NUM:dist -> NUM)",
+    )
     p.add_argument("--out", required=True, help="output directory (model/, metrics.jsonl, summary.json)")
     add_config_flags(p, FinetuneConfig, keep_defaults=True)
     p.add_argument("--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN)  # older: --seq-len
@@ -174,7 +188,8 @@ def register(verbs) -> None:
         required=True,
         metavar="NAME=PATH",
         help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
-        "squad=DIR (SQuAD JSON), or NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL]",
+        "squad=DIR (SQuAD JSON), mr=DIR, subj=DIR, trec=DIR (dev held out of train), "
+        "or NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL]",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")

@@ -1,0 +1,109 @@
+"""Labelled examples for classification in the forms data sets come in: tables, a directory of classes
+(MR, SUBJ, IMDB), label-first lines (fastText, TREC), and a dev share held out when there is no dev file."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from bertforge.classification import Columns, Example, class_names, hold_out, read_examples
+from bertforge.errors import UserError
+from bertforge.score import parse_task
+
+
+def test_a_directory_with_a_file_per_class_reads_a_line_per_example(tmp_path):
+    (tmp_path / "rt-polarity.pos").write_text("a charming film .\n\nwarm and funny .\n", encoding="utf-8")
+    (tmp_path / "rt-polarity.neg").write_text("a dull mess .\n", encoding="utf-8")
+    (tmp_path / "README.txt").write_text("not a class\n", encoding="utf-8")
+    (tmp_path / ".hidden").write_text("not a class either\n", encoding="utf-8")
+    assert read_examples(tmp_path, Columns()) == [
+        Example("a dull mess .", None, "neg"),
+        Example("a charming film .", None, "pos"),
+        Example("warm and funny .", None, "pos"),
+    ]
+
+
+def test_a_directory_with_a_folder_per_class_reads_a_file_per_example(tmp_path):
+    for label, texts in {"pos": ["Loved it.\nTruly.", "Great  fun."], "neg": ["Awful."]}.items():
+        (tmp_path / label).mkdir()
+        for i, text in enumerate(texts):
+            (tmp_path / label / f"{i}.txt").write_text(text, encoding="utf-8")
+    assert read_examples(tmp_path, Columns()) == [
+        Example("Awful.", None, "neg"),
+        Example("Loved it. Truly.", None, "pos"),  # whitespace and line breaks collapse to single spaces
+        Example("Great fun.", None, "pos"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "names, labels",
+    [
+        (["rt-polarity.neg", "rt-polarity.pos"], ["neg", "pos"]),
+        (["plot.tok.gt9.5000", "quote.tok.gt9.5000"], ["plot", "quote"]),
+        (["negative.txt", "pos.txt"], ["negative", "pos"]),
+        (["a.txt", "a.b.txt"], ["a.txt", "a.b.txt"]),  # stripping would leave an empty label: the whole names
+        (["x_1.csv", "x_2.csv", "x_10.csv"], ["1", "2", "10"]),
+    ],
+)
+def test_class_names_drop_what_all_file_names_share(names, labels):
+    assert class_names(names) == labels
+
+
+def test_label_first_lines_fasttext_and_trec(tmp_path):
+    (tmp_path / "ft.txt").write_text("__label__pos great film\n\n__label__neg  dull , slow \n", encoding="utf-8")
+    assert read_examples(tmp_path / "ft.txt", Columns()) == [
+        Example("great film", None, "pos"),
+        Example("dull , slow", None, "neg"),
+    ]
+    (tmp_path / "trec.txt").write_text("NUM:dist How far is it ?\nHUM:ind Who was Galileo ?\n", encoding="utf-8")
+    assert [e.label for e in read_examples(tmp_path / "trec.txt", Columns())] == ["NUM:dist", "HUM:ind"]
+    coarse = read_examples(tmp_path / "trec.txt", Columns(label_until=":"))
+    assert [(e.label, e.text) for e in coarse] == [("NUM", "How far is it ?"), ("HUM", "Who was Galileo ?")]
+
+
+@pytest.mark.parametrize(
+    "files, columns, message",
+    [
+        ({"t.txt": "pos fine\nneg\n"}, Columns(), "t.txt:2: a line holds a label"),
+        ({"t.txt": "__label__a __label__b text\n"}, Columns(), "t.txt:1: several labels"),
+        ({"d/only.pos": "one\n"}, Columns(), "at least two"),
+        ({"d/a.pos": "one\n", "d/b/x.txt": "two"}, Columns(), "one file per class, or one folder per class"),
+        ({"d/a.pos": "one\n", "d/a.neg": "two\n"}, Columns("text", "label"), "has no columns"),
+        ({"t.tsv": "text\tlabel\n"}, Columns(text="text"), "name both the text and the label column"),
+        ({"t.txt": "\n\n"}, Columns(), "no examples"),
+    ],
+)
+def test_bad_labelled_input_names_the_fault(tmp_path, files, columns, message):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    target = tmp_path / ("d" if any(name.startswith("d/") for name in files) else next(iter(files)))
+    with pytest.raises(UserError, match=message):
+        read_examples(target, columns)
+
+
+def test_hold_out_takes_each_label_s_share_the_same_way_every_time():
+    examples = [Example(f"text {i}", None, label) for i, label in enumerate(["a"] * 100 + ["b"] * 30 + ["c"])]
+    train, dev = hold_out(examples, 0.1, by_label=True)
+    assert hold_out(examples, 0.1, by_label=True) == (train, dev)  # a fixed draw: every seed and arm sees one dev
+    assert sorted(train + dev, key=lambda e: int(e.text.split()[1])) == examples  # a partition, nothing repeated
+    assert Counter(e.label for e in dev) == {"a": 10, "b": 3}  # per label; the single "c" stays in train
+    assert {e.label for e in train} == {"a", "b", "c"}
+    numbers = [Example(f"text {i}", None, str(i / 7)) for i in range(50)]  # regression: every label unique
+    train, dev = hold_out(numbers, 0.2, by_label=False)
+    assert len(dev) == 10 and len(train) == 40
+    with pytest.raises(UserError, match="no dev examples"):
+        hold_out(examples[:3], 0.1, by_label=True)
+
+
+def test_score_knows_mr_subj_and_trec_with_dev_held_out(tmp_path):
+    (tmp_path / "mr").mkdir()
+    (tmp_path / "trec").mkdir()
+    (tmp_path / "trec" / "train.txt").write_text("NUM:dist How far ?\n", encoding="utf-8")
+    mr = parse_task(f"mr={tmp_path / 'mr'}")
+    assert (mr.kind, mr.train, mr.dev, mr.metric) == ("classification", tmp_path / "mr", None, "accuracy")
+    trec = parse_task(f"trec={tmp_path / 'trec'}")
+    assert (trec.train, trec.dev, trec.columns) == (tmp_path / "trec" / "train.txt", None, Columns(label_until=":"))
+    with pytest.raises(UserError, match="no such file"):
+        parse_task(f"subj={tmp_path / 'missing'}")
