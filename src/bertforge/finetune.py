@@ -4,6 +4,7 @@
         --text-column sentence --label-column label --out sst2
     bertforge finetune run --task regression --train train.tsv --dev dev.tsv \\
         --text-column s1 --pair-column s2 --label-column score --out sts
+    bertforge finetune run --train sentence_polarity/ --out mr     # a file per class; dev held out of train
     bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
     bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
 
