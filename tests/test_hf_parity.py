@@ -297,7 +297,7 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
 @pytest.mark.parametrize("attention_bias", ["none", "alibi"])
 def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
-    ALiBi through the directory's own code."""
+    ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
     from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
     config = ModelConfig(
@@ -336,10 +336,12 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
             torch.testing.assert_close(ours_logits, their_logits, rtol=1e-5, atol=1e-5)
         else:
             real_positions(ours_logits, their_logits, attention_mask)
-        loaded = load_model(
-            type(ours), directory, **({"num_labels": ours.num_labels} if hasattr(ours, "num_labels") else {})
-        )
-        torch.testing.assert_close(loaded(input_ids, token_type_ids, attention_mask)[0], ours_logits)
+        theirs.save_pretrained(directory / "saved_by_transformers")  # e.g. after fine-tuning there; ALiBi's code too
+        for saved in (directory, directory / "saved_by_transformers"):
+            loaded = load_model(
+                type(ours), saved, **({"num_labels": ours.num_labels} if hasattr(ours, "num_labels") else {})
+            )
+            torch.testing.assert_close(loaded(input_ids, token_type_ids, attention_mask)[0], ours_logits)
 
 
 @pytest.mark.parametrize("pad_token_id", [0, 1])
