@@ -107,3 +107,18 @@ def test_score_knows_mr_subj_and_trec_with_dev_held_out(tmp_path):
     assert (trec.train, trec.dev, trec.columns) == (tmp_path / "trec" / "train.txt", None, Columns(label_until=":"))
     with pytest.raises(UserError, match="no such file"):
         parse_task(f"subj={tmp_path / 'missing'}")
+
+
+def test_score_tasks_of_your_own_may_leave_out_dev_and_columns(tmp_path):
+    (tmp_path / "imdb").mkdir()
+    (tmp_path / "t.tsv").write_text("s\tl\n", encoding="utf-8")
+    imdb = parse_task(f"imdb={tmp_path / 'imdb'}")  # a directory of classes, dev held out
+    assert (imdb.kind, imdb.train, imdb.dev, imdb.columns) == ("classification", tmp_path / "imdb", None, Columns())
+    table = parse_task(f"mine={tmp_path / 't.tsv'}:text=s,label=l")
+    assert (table.dev, table.columns) == (None, Columns("s", "l"))
+    coarse = parse_task(f"q={tmp_path / 't.tsv'}:label_until=:")
+    assert coarse.columns == Columns(label_until=":")
+    with pytest.raises(UserError, match="text=COL and label=COL, or neither"):
+        parse_task(f"mine={tmp_path / 't.tsv'}:text=s")
+    with pytest.raises(UserError, match="only classification and regression hold out dev"):
+        parse_task(f"tags={tmp_path / 't.tsv'}:task=token-classification")

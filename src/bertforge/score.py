@@ -9,7 +9,9 @@ GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" an
 without a dev file, which hold out a share of the training examples as dev:
 mr and subj (a directory with a file per class) and trec (TREC-6: train.txt's
 coarse labels). Any other name describes its own files:
-NAME=TRAIN,DEV:task=classification,text=COL,label=COL[,pair=COL].
+NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP]; without
+DEV, a classification or regression task holds dev out of TRAIN, and without
+text and label, TRAIN is a directory of classes or a file of label-first lines.
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.
@@ -67,7 +69,7 @@ class TaskSpec:
 
 
 def parse_task(spec: str) -> TaskSpec:
-    """NAME=PATH for a known task, or NAME=TRAIN,DEV:task=...,text=...,label=...[,pair=...]."""
+    """NAME=PATH for a known task, or NAME=TRAIN[,DEV][:task=...,text=...,label=...,pair=...,label_until=...]."""
     name, _, rest = spec.partition("=")
     if not rest:
         raise UserError(f"--tasks {spec!r}: give NAME=PATH, like sst2=glue/SST-2")
@@ -80,33 +82,45 @@ def parse_task(spec: str) -> TaskSpec:
         )
     if name in HELD_OUT_DEV:
         inside, columns = HELD_OUT_DEV[name]
-        train = Path(paths) / inside
-        if not train.exists():
-            raise UserError(f"{train}: no such file or directory")
-        return TaskSpec(name, "classification", train, None, columns, "accuracy")
+        return TaskSpec(name, "classification", _present(Path(paths) / inside), None, columns, "accuracy")
     if name in ("ner", "squad") and not options:
         kind, suffix = ("token-classification", "") if name == "ner" else ("question-answering", ".json")
         train, dev = _find_split_files(Path(paths), suffix) if "," not in paths else map(Path, paths.split(",", 1))
         return TaskSpec(name, kind, _existing(train), _existing(dev), None, MAIN_METRIC[kind])
     values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
     kind = values.get("task", "classification")
-    if kind not in TASKS or "," not in paths:
+    train, _, dev = paths.partition(",")
+    labelled_text = kind in ("classification", "regression")
+    if kind not in TASKS or not (dev or labelled_text):
         raise UserError(
-            f"--tasks {spec!r}: a task of your own is NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL] "
-            f"with KIND one of {', '.join(TASKS)}"
+            f"--tasks {spec!r}: a task of your own is NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL] "
+            f"with KIND one of {', '.join(TASKS)}; only classification and regression hold out dev from TRAIN"
         )
-    train, dev = (Path(p) for p in paths.split(",", 1))
     columns = None
-    if kind in ("classification", "regression"):
-        if "text" not in values or "label" not in values:
-            raise UserError(f"--tasks {spec!r}: name the columns, text=COL and label=COL")
-        columns = Columns(values["text"], values["label"], values.get("pair"))
-    return TaskSpec(name, kind, _existing(train), _existing(dev), columns, values.get("metric", MAIN_METRIC[kind]))
+    if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
+        if ("text" in values) != ("label" in values):
+            raise UserError(f"--tasks {spec!r}: name both columns, text=COL and label=COL, or neither")
+        columns = Columns(values.get("text"), values.get("label"), values.get("pair"), values.get("label_until"))
+    return TaskSpec(
+        name,
+        kind,
+        _present(Path(train)),
+        _existing(Path(dev)) if dev else None,
+        columns,
+        values.get("metric", MAIN_METRIC[kind]),
+    )
 
 
 def _existing(path: Path) -> Path:
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+    return path
+
+
+def _present(path: Path) -> Path:
+    """A file, or a directory of classes."""
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
     return path
 
 

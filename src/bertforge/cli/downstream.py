@@ -189,7 +189,8 @@ def register(verbs) -> None:
         metavar="NAME=PATH",
         help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
         "squad=DIR (SQuAD JSON), mr=DIR, subj=DIR, trec=DIR (dev held out of train), "
-        "or NAME=TRAIN,DEV:task=KIND,text=COL,label=COL[,pair=COL]",
+        "or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP] (without DEV, dev is held "
+        "out of TRAIN; without text and label, TRAIN is a directory of classes or label-first lines)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
