@@ -70,7 +70,6 @@ def test_label_first_lines_fasttext_and_trec(tmp_path):
         ({"d/only.pos": "one\n"}, Columns(), "at least two"),
         ({"d/a.pos": "one\n", "d/b/x.txt": "two"}, Columns(), "one file per class, or one folder per class"),
         ({"d/a.pos": "one\n", "d/a.neg": "two\n"}, Columns("text", "label"), "has no columns"),
-        ({"t.tsv": "text\tlabel\n"}, Columns(text="text"), "name both the text and the label column"),
         ({"t.txt": "\n\n"}, Columns(), "no examples"),
     ],
 )
@@ -81,6 +80,12 @@ def test_bad_labelled_input_names_the_fault(tmp_path, files, columns, message):
     target = tmp_path / ("d" if any(name.startswith("d/") for name in files) else next(iter(files)))
     with pytest.raises(UserError, match=message):
         read_examples(target, columns)
+
+
+def test_columns_are_named_both_or_neither():
+    for half in (dict(text="s"), dict(label="l"), dict(pair="p")):
+        with pytest.raises(UserError, match="name both the text and the label column"):
+            Columns(**half)
 
 
 def test_hold_out_takes_each_label_s_share_the_same_way_every_time():
@@ -118,7 +123,7 @@ def test_score_tasks_of_your_own_may_leave_out_dev_and_columns(tmp_path):
     assert (table.dev, table.columns) == (None, Columns("s", "l"))
     coarse = parse_task(f"q={tmp_path / 't.tsv'}:label_until=:")
     assert coarse.columns == Columns(label_until=":")
-    with pytest.raises(UserError, match="text=COL and label=COL, or neither"):
+    with pytest.raises(UserError, match="name both the text and the label column"):
         parse_task(f"mine={tmp_path / 't.tsv'}:text=s")
     with pytest.raises(UserError, match="only classification and regression hold out dev"):
         parse_task(f"tags={tmp_path / 't.tsv'}:task=token-classification")

@@ -44,6 +44,13 @@ class Columns:
     pair: str | None = None
     label_until: str | None = None  # keep each label up to this separator: TREC's "NUM:dist" -> "NUM" with ":"
 
+    def __post_init__(self) -> None:
+        if (self.text is None) != (self.label is None) or (self.pair and self.text is None):
+            raise UserError(
+                "name both the text and the label column (a table), or neither (a directory of classes, or lines "
+                "that start with their label)"
+            )
+
 
 @dataclass
 class Example:
@@ -55,8 +62,6 @@ class Example:
 def read_examples(path: str | Path, columns: Columns) -> list[Example]:
     """A table's rows, a directory of classes, or label-first lines (see the module's docstring)."""
     path = Path(path)
-    if (columns.text is None) != (columns.label is None) or (columns.pair and columns.text is None):
-        raise UserError("name both the text and the label column (a table), or neither (files that say their labels)")
     if path.is_dir():
         if columns.text is not None:
             raise UserError(f"{path}: a directory of classes has no columns; leave out the text and label columns")

@@ -98,8 +98,6 @@ def parse_task(spec: str) -> TaskSpec:
         )
     columns = None
     if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
-        if ("text" in values) != ("label" in values):
-            raise UserError(f"--tasks {spec!r}: name both columns, text=COL and label=COL, or neither")
         columns = Columns(values.get("text"), values.get("label"), values.get("pair"), values.get("label_until"))
     return TaskSpec(
         name,

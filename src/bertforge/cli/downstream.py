@@ -27,11 +27,6 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
     if args.task in ("classification", "regression"):
-        if bool(args.text_column) != bool(args.label_column):
-            raise UserError(
-                f"--task {args.task}: give --text-column and --label-column (a table), or neither (a directory "
-                "of classes, or lines that start with their label)"
-            )
         columns = Columns(args.text_column, args.label_column, args.pair_column, args.label_until)
     quiet = args.quiet or args.json
     summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
