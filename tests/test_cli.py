@@ -28,6 +28,7 @@ RESULT_VERBS = [
     "embed",
     "finetune",
     "classify",
+    "choose",
 ]
 # Older spellings that still work but are no longer listed.
 HIDDEN_ALIASES = ["--field", "--column", "--doc-field", "--max-seq-len", "--pairs", "--no-nsp", "--jsonl"]

@@ -344,6 +344,38 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
             torch.testing.assert_close(loaded(input_ids, token_type_ids, attention_mask)[0], ours_logits)
 
 
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
+@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
+def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
+    """BertForMultipleChoice (RoBERTa's too scores the pooler's output): (questions, choices, T) in, one logit per
+    choice out, padded choices included."""
+    from bertforge.model import BertForMultipleChoice
+
+    config = ModelConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        norm_style=norm_style,
+        attention_bias=attention_bias,
+    )
+    ours = randomised(BertForMultipleChoice(config))
+    directory = tmp_path / f"choice-{norm_style}-{attention_bias}"  # one code cache name per case
+    save_model(ours, directory, None)
+    theirs = transformers.AutoModelForMultipleChoice.from_pretrained(
+        directory, trust_remote_code=attention_bias != "none"
+    ).eval()
+    input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)  # 3 rows: one question, 3 choices
+    question = [x.view(1, 3, -1) for x in (input_ids, token_type_ids, attention_mask)]
+    with torch.no_grad():
+        ours_logits = ours(*question)[0]  # (1, 3)
+        their_logits = theirs(input_ids=question[0], token_type_ids=question[1], attention_mask=question[2]).logits
+        torch.testing.assert_close(ours_logits, their_logits, rtol=1e-5, atol=1e-5)
+        again = load_model(BertForMultipleChoice, directory)
+        torch.testing.assert_close(again(*question)[0], ours_logits)
+
+
 @pytest.mark.parametrize("pad_token_id", [0, 1])
 def test_transformers_roberta_prelayernorm_weights_give_the_same_outputs_in_bertforge(pad_token_id, tmp_path):
     """The other direction, with RoBERTa's own padding id (1) too: positions start at pad_token_id + 1."""

@@ -7,6 +7,8 @@
     bertforge finetune run --train sentence_polarity/ --out mr     # a file per class; dev held out of train
     bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
     bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
+    bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
+        --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
 
 A task (classification.py, tagging.py, qa.py) reads its files, encodes them with
 the model's tokenizer, cuts training batches and scores the dev set. This loop
@@ -38,13 +40,14 @@ from .fileio import write_json
 from .hf import config_from_hf
 from .model import set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
+from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .qa import QuestionAnsweringTask
 from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
 from .tagging import TaggingTask
 from .tokenizer import load_tokenizer
 
-TASKS = ("classification", "regression", "token-classification", "question-answering")
+TASKS = ("classification", "regression", "token-classification", "question-answering", "multiple-choice")
 
 
 class Task(Protocol):
@@ -67,7 +70,7 @@ def make_task(
     dev: str | Path | None,
     seq_len: int,
     cfg: FinetuneConfig,
-    columns: Columns | None = None,
+    columns: Columns | ChoiceColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
     if kind in ("classification", "regression"):
@@ -80,6 +83,10 @@ def make_task(
         return TaggingTask(tokenizer, train, dev, seq_len)
     if kind == "question-answering":
         return QuestionAnsweringTask(tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length)
+    if kind == "multiple-choice":
+        if not isinstance(columns, ChoiceColumns):
+            raise UserError("--task multiple-choice needs --text-column, --choice-columns and --label-column")
+        return MultipleChoiceTask(tokenizer, train, dev, seq_len, columns)
     raise UserError(f"unknown task {kind!r}; choose one of {', '.join(TASKS)}")
 
 
@@ -90,7 +97,7 @@ def finetune(
     dev: str | Path | None,
     out: str | Path,
     cfg: FinetuneConfig | None = None,
-    columns: Columns | None = None,
+    columns: Columns | ChoiceColumns | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,

@@ -91,6 +91,7 @@ BERT = Layout(
                 "BertForSequenceClassification",
                 "BertForTokenClassification",
                 "BertForQuestionAnswering",
+                "BertForMultipleChoice",
             )
         },
         # An ELECTRA discriminator loads in transformers as its encoder, the part fine-tuning keeps.
@@ -104,6 +105,7 @@ BERT = Layout(
         "AutoModelForSequenceClassification": "BertForSequenceClassification",
         "AutoModelForTokenClassification": "BertForTokenClassification",
         "AutoModelForQuestionAnswering": "BertForQuestionAnswering",
+        "AutoModelForMultipleChoice": "BertForMultipleChoice",
     },
 )
 
@@ -139,6 +141,7 @@ ROBERTA_PRE_LN = Layout(
         "BertForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
         "BertForTokenClassification": "RobertaPreLayerNormForTokenClassification",
         "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+        "BertForMultipleChoice": "RobertaPreLayerNormForMultipleChoice",  # unlike its classifier, on the pooler
         "BertForReplacedTokenDetection": "RobertaPreLayerNormModel",
     },
     config_class="RobertaPreLayerNormConfig",
@@ -149,6 +152,7 @@ ROBERTA_PRE_LN = Layout(
         "AutoModelForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
         "AutoModelForTokenClassification": "RobertaPreLayerNormForTokenClassification",
         "AutoModelForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+        "AutoModelForMultipleChoice": "RobertaPreLayerNormForMultipleChoice",
     },
 )
 LAYOUTS = {layout.model_type: layout for layout in (BERT, ROBERTA_PRE_LN)}

@@ -416,6 +416,30 @@ class BertForSequenceClassification(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels)
 
 
+class BertForMultipleChoice(nn.Module):
+    """Fine-tuning head for multiple choice (SWAG): each (context, choice) pair's pooled [CLS] -> dropout -> one
+    score; a softmax over a question's choices picks one."""
+
+    hf_architecture = "BertForMultipleChoice"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.dropout = Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """input_ids etc. (B, C, T): C choices per question; labels (B,): the right choice. Returns (logits (B, C),
+        loss or None)."""
+        choices = input_ids.shape[1]
+        flat = [x.flatten(0, 1) if x is not None else None for x in (input_ids, token_type_ids, attention_mask)]
+        pooled = self.bert(*flat).pooled_output  # (B·C, H)
+        logits = self.classifier(self.dropout(pooled)).view(-1, choices)  # (B, C)
+        return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
+
+
 class BertForTokenClassification(nn.Module):
     """Fine-tuning head for tagging (NER): every token's hidden state -> dropout -> linear over the tags."""
 

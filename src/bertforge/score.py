@@ -5,11 +5,12 @@ the same architecture from random weights, and tabulate median and range.
 
 A task is NAME=PATH. Known names find their files and columns in a directory:
 GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" and
-"dev"); squad (JSON files whose names hold "train" and "dev"); and three tasks
+"dev"); squad (JSON files whose names hold "train" and "dev"); swag (its
+train.csv and val.csv); and three tasks
 without a dev file, which hold out a share of the training examples as dev:
 mr and subj (a directory with a file per class) and trec (TREC-6: train.txt's
 coarse labels). Any other name describes its own files:
-NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP]; without
+NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL]; without
 DEV, a classification or regression task holds dev out of TRAIN, and without
 text and label, TRAIN is a directory of classes or a file of label-first lines.
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
@@ -32,6 +33,7 @@ from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
 from .finetune import TASKS, finetune
+from .multiple_choice import ChoiceColumns
 from .plots import save_figure, subplots
 from .replicates import median_range, separated
 
@@ -54,7 +56,10 @@ MAIN_METRIC = {
     "regression": "pearson",
     "token-classification": "f1",
     "question-answering": "f1",
+    "multiple-choice": "accuracy",
 }
+# SWAG's own files (train.csv, val.csv): the first sentence, then sent2 + each of four endings
+SWAG = ("train.csv", "val.csv", ChoiceColumns("sent1", [f"ending{i}" for i in range(4)], "label", "sent2"))
 ARMS = ("pre-trained", "from scratch")
 
 
@@ -64,7 +69,7 @@ class TaskSpec:
     kind: str
     train: Path
     dev: Path | None  # None: held out of train
-    columns: Columns | None
+    columns: Columns | ChoiceColumns | None
     metric: str
 
 
@@ -79,6 +84,12 @@ def parse_task(spec: str) -> TaskSpec:
         directory = Path(paths)
         return TaskSpec(
             name, kind, _existing(directory / "train.tsv"), _existing(directory / "dev.tsv"), columns, metric
+        )
+    if name == "swag" and not options:
+        train, dev, columns = SWAG
+        directory = Path(paths)
+        return TaskSpec(
+            name, "multiple-choice", _existing(directory / train), _existing(directory / dev), columns, "accuracy"
         )
     if name in HELD_OUT_DEV:
         inside, columns = HELD_OUT_DEV[name]
@@ -96,9 +107,13 @@ def parse_task(spec: str) -> TaskSpec:
             f"--tasks {spec!r}: a task of your own is NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL] "
             f"with KIND one of {', '.join(TASKS)}; only classification and regression hold out dev from TRAIN"
         )
-    columns = None
+    columns: Columns | ChoiceColumns | None = None
     if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
         columns = Columns(values.get("text"), values.get("label"), values.get("pair"), values.get("label_until"))
+    elif kind == "multiple-choice":
+        if not {"text", "choices", "label"} <= set(values):
+            raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
+        columns = ChoiceColumns(values["text"], values["choices"].split("+"), values["label"], values.get("pair"))
     return TaskSpec(
         name,
         kind,

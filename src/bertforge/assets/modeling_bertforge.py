@@ -20,6 +20,7 @@ import torch
 from transformers import (
     BertConfig,
     BertForMaskedLM,
+    BertForMultipleChoice,
     BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,
@@ -27,6 +28,7 @@ from transformers import (
     BertModel,
     RobertaPreLayerNormConfig,
     RobertaPreLayerNormForMaskedLM,
+    RobertaPreLayerNormForMultipleChoice,
     RobertaPreLayerNormForQuestionAnswering,
     RobertaPreLayerNormForSequenceClassification,
     RobertaPreLayerNormForTokenClassification,
@@ -85,6 +87,7 @@ AlibiBertForMaskedLM = _with_alibi(BertForMaskedLM, AlibiBertConfig)
 AlibiBertForSequenceClassification = _with_alibi(BertForSequenceClassification, AlibiBertConfig)
 AlibiBertForTokenClassification = _with_alibi(BertForTokenClassification, AlibiBertConfig)
 AlibiBertForQuestionAnswering = _with_alibi(BertForQuestionAnswering, AlibiBertConfig)
+AlibiBertForMultipleChoice = _with_alibi(BertForMultipleChoice, AlibiBertConfig)
 
 AlibiRobertaPreLayerNormModel = _with_alibi(RobertaPreLayerNormModel, AlibiRobertaPreLayerNormConfig)
 AlibiRobertaPreLayerNormForMaskedLM = _with_alibi(RobertaPreLayerNormForMaskedLM, AlibiRobertaPreLayerNormConfig)
@@ -96,4 +99,7 @@ AlibiRobertaPreLayerNormForTokenClassification = _with_alibi(
 )
 AlibiRobertaPreLayerNormForQuestionAnswering = _with_alibi(
     RobertaPreLayerNormForQuestionAnswering, AlibiRobertaPreLayerNormConfig
+)
+AlibiRobertaPreLayerNormForMultipleChoice = _with_alibi(
+    RobertaPreLayerNormForMultipleChoice, AlibiRobertaPreLayerNormConfig
 )

@@ -23,11 +23,14 @@ from .flags import (
 def cmd_finetune(args: argparse.Namespace) -> None:
     from ..classification import Columns
     from ..finetune import finetune
+    from ..multiple_choice import ChoiceColumns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
     if args.task in ("classification", "regression"):
         columns = Columns(args.text_column, args.label_column, args.pair_column, args.label_until)
+    elif args.task == "multiple-choice" and args.text_column and args.choice_columns and args.label_column:
+        columns = ChoiceColumns(args.text_column, args.choice_columns.split(","), args.label_column, args.pair_column)
     quiet = args.quiet or args.json
     summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
     if args.json:
@@ -108,6 +111,17 @@ def cmd_tag(args: argparse.Namespace) -> None:
         print(f"{r['text']!r}: {found}")
 
 
+def cmd_choose(args: argparse.Namespace) -> None:
+    from ..multiple_choice import Chooser
+
+    result = Chooser(args.model, device=args.device, trust_pickle=args.trust_pickle).choose(args.context, args.choices)
+    if args.json:
+        print_json(result)
+        return
+    for i, (choice, p) in enumerate(zip(args.choices, result["probabilities"])):
+        print(f"{'*' if i == result['choice'] else ' '} {p:.3f}  {choice!r}")
+
+
 def cmd_answer(args: argparse.Namespace) -> None:
     from ..qa import Answerer
     from ..textfiles import open_text
@@ -135,7 +149,7 @@ def register(verbs) -> None:
     p.add_argument("model", help="run directory or model directory (pre-trained)")
     p.add_argument(
         "--task",
-        choices=["classification", "regression", "token-classification", "question-answering"],
+        choices=["classification", "regression", "token-classification", "question-answering", "multiple-choice"],
         default="classification",
         help="what to learn; the files' formats follow from it",
     )
@@ -145,15 +159,31 @@ def register(verbs) -> None:
         help="classification, regression: TSV, CSV or JSONL with the columns named below; without them, a "
         "directory with a file (an example per line) or a folder (an example per file) per class, or a text file "
         "of LABEL TEXT lines (fastText's __label__ prefix dropped). Tagging: CoNLL. Question answering: SQuAD v1.1 "
-        "JSON",
+        "JSON. Multiple choice: TSV, CSV or JSONL with --text-column, --choice-columns and --label-column",
     )
     p.add_argument(
         "--dev",
         help="the same format as --train; classification and regression without it hold out --dev-fraction of --train",
     )
-    p.add_argument("--text-column", help="classification, regression: the text's column (a name, or an index)")
-    p.add_argument("--pair-column", help="classification, regression: the second text of a pair")
-    p.add_argument("--label-column", help="classification, regression: the label's (or the number's) column")
+    p.add_argument(
+        "--text-column",
+        help="classification, regression: the text's column (a name, or an index); multiple choice: the context's",
+    )
+    p.add_argument(
+        "--pair-column",
+        help="classification, regression: the second text of a pair; multiple choice: a text put before every "
+        "choice (SWAG's sent2)",
+    )
+    p.add_argument(
+        "--label-column",
+        help="classification, regression: the label's (or the number's) column; multiple choice: the right "
+        "choice's index (0, 1, ...) or letter (A, B, ...)",
+    )
+    p.add_argument(
+        "--choice-columns",
+        metavar="COL,COL,...",
+        help="multiple choice: a column per choice, or one column holding the list of choices (JSONL)",
+    )
     p.add_argument(
         "--label-until",
         metavar="SEP",
@@ -183,8 +213,9 @@ def register(verbs) -> None:
         required=True,
         metavar="NAME=PATH",
         help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
-        "squad=DIR (SQuAD JSON), mr=DIR, subj=DIR, trec=DIR (dev held out of train), "
-        "or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP] (without DEV, dev is held "
+        "squad=DIR (SQuAD JSON), swag=DIR (train.csv, val.csv), mr=DIR, subj=DIR, trec=DIR (dev held out of "
+        "train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL] "
+        "(without DEV, dev is held "
         "out of TRAIN; without text and label, TRAIN is a directory of classes or label-first lines)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
@@ -201,6 +232,12 @@ def register(verbs) -> None:
     p.add_argument("text", nargs="?", help="the text")
     p.add_argument("--input", help="file with one text per line, or a table with --text-column")
     column_flags(p, pair=False)
+    output_flags(p, quiet=False)
+
+    p = add_verb(verbs, "choose", cmd_choose, "pick the continuation that fits a context, with a multiple-choice model")
+    model_flags(p)
+    p.add_argument("--context", required=True, help="the context (SWAG: the first sentence)")
+    p.add_argument("--choices", nargs="+", required=True, help="the candidate continuations, at least two")
     output_flags(p, quiet=False)
 
     p = add_verb(verbs, "answer", cmd_answer, "answer a question from a context, with a question-answering model")
