@@ -139,6 +139,8 @@ def test_a_swag_like_task_is_learned_and_choose_answers(wordpiece_tokenizer, tmp
         ).stdout  # fmt: skip
     )
     assert answer["choice"] == 1 and sum(answer["probabilities"]) == pytest.approx(1.0)
+    not_fine_tuned = bertforge("choose", model, "--context", "x", "--choices", "a", "b")
+    assert not_fine_tuned.returncode == 2 and "not a multiple-choice model" in not_fine_tuned.stderr
     missing = bertforge("finetune", model, "--task", "multiple-choice", "--train", tmp_path / "train.csv",
                         "--dev", tmp_path / "val.csv", "--text-column", "sent1", "--out", tmp_path / "x")  # fmt: skip
     assert missing.returncode == 2 and "--choice-columns" in missing.stderr

@@ -22,7 +22,7 @@ from tokenizers import Tokenizer
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from .errors import UserError
 from .model import BertForMultipleChoice
-from .modeldir import load_model_and_tokenizer
+from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
 from .textfiles import read_rows
 
@@ -155,7 +155,14 @@ class Chooser:
     """A fine-tuned multiple-choice model with its tokenizer: which continuation fits the context?"""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
-        _, self.model, tokenizer = load_model_and_tokenizer(path, BertForMultipleChoice, trust_pickle)
+        directory = resolve_model_dir(path)
+        architectures = read_config(directory).get("architectures") or ["none"]
+        if not architectures[0].endswith("ForMultipleChoice"):  # else its scoring head would be random
+            raise UserError(
+                f"{directory}: not a multiple-choice model ({architectures[0]}); make one with "
+                "`bertforge finetune MODEL --task multiple-choice ...`"
+            )
+        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForMultipleChoice, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
         self.batcher = ChoiceBatcher(tokenizer, self.model.config.max_position_embeddings)
