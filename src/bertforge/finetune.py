@@ -10,7 +10,7 @@
     bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
         --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
 
-A task (classification.py, tagging.py, qa.py) reads its files, encodes them with
+A task (classification.py, tagging.py, qa.py, multiple_choice.py) reads its files, encodes them with
 the model's tokenizer, cuts training batches and scores the dev set. This loop
 does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what

@@ -6,10 +6,10 @@ the same architecture from random weights, and tabulate median and range.
 A task is NAME=PATH. Known names find their files and columns in a directory:
 GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" and
 "dev"); squad (JSON files whose names hold "train" and "dev"); swag (its
-train.csv and val.csv); and three tasks
-without a dev file, which hold out a share of the training examples as dev:
-mr and subj (a directory with a file per class) and trec (TREC-6: train.txt's
-coarse labels). Any other name describes its own files:
+train.csv and val.csv); and three tasks without a dev file, which hold out a
+share of the training examples as dev: mr and subj (a directory with a file per
+class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
+its own files:
 NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL]; without
 DEV, a classification or regression task holds dev out of TRAIN, and without
 text and label, TRAIN is a directory of classes or a file of label-first lines.
