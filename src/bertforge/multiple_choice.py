@@ -118,12 +118,15 @@ class MultipleChoiceTask:
     model_class = BertForMultipleChoice
     main_metric = "accuracy"
 
-    def __init__(self, tokenizer: Tokenizer, train_path: str | Path, dev_path: str | Path, seq_len: int, columns):
+    def __init__(
+        self, tokenizer: Tokenizer, train_path: str | Path, dev_path: str | Path, seq_len: int, columns: ChoiceColumns
+    ):
         self.batcher = ChoiceBatcher(tokenizer, seq_len)
         train, dev = read_choice_examples(train_path, columns), read_choice_examples(dev_path, columns)
         if len(dev[0].choices) != len(train[0].choices):
             raise UserError(
-                f"{dev_path}: {len(dev[0].choices)} choices per question, the training file has more or fewer"
+                f"{dev_path}: {len(dev[0].choices)} choices per question, the training file's have "
+                f"{len(train[0].choices)}"
             )
         self.train, self.choices = self.batcher.encode(train)
         self.dev, _ = self.batcher.encode(dev)
