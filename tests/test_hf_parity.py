@@ -293,14 +293,9 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
         )
 
 
-@pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
-def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
-    """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
-    ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
-    from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-
-    config = ModelConfig(
+def head_config(norm_style: str, attention_bias: str) -> ModelConfig:
+    """A small encoder under a task head, in either family, with or without ALiBi."""
+    return ModelConfig(
         vocab_size=100,
         hidden_size=32,
         num_layers=2,
@@ -309,6 +304,16 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
         norm_style=norm_style,
         attention_bias=attention_bias,
     )
+
+
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
+@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
+def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
+    """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
+    ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
+    from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+
+    config = head_config(norm_style, attention_bias)
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
     cases = [
         (
@@ -351,15 +356,7 @@ def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style,
     choice out, padded choices included."""
     from bertforge.model import BertForMultipleChoice
 
-    config = ModelConfig(
-        vocab_size=100,
-        hidden_size=32,
-        num_layers=2,
-        num_heads=2,
-        intermediate_size=64,
-        norm_style=norm_style,
-        attention_bias=attention_bias,
-    )
+    config = head_config(norm_style, attention_bias)
     ours = randomised(BertForMultipleChoice(config))
     directory = tmp_path / f"choice-{norm_style}-{attention_bias}"  # one code cache name per case
     save_model(ours, directory, None)
