@@ -112,6 +112,15 @@ def test_score_knows_mr_subj_and_trec_with_dev_held_out(tmp_path):
     assert (trec.train, trec.dev, trec.columns) == (tmp_path / "trec" / "train.txt", None, Columns(label_until=":"))
     with pytest.raises(UserError, match="no such file"):
         parse_task(f"subj={tmp_path / 'missing'}")
+    (tmp_path / "swag").mkdir()
+    for name in ("train.csv", "val.csv"):
+        (tmp_path / "swag" / name).write_text("sent1\n", encoding="utf-8")
+    swag = parse_task(f"swag={tmp_path / 'swag'}")
+    assert (swag.kind, swag.dev, swag.columns.choices) == (
+        "multiple-choice",
+        tmp_path / "swag" / "val.csv",
+        ["ending0", "ending1", "ending2", "ending3"],
+    )
 
 
 def test_score_tasks_of_your_own_may_leave_out_dev_and_columns(tmp_path):

@@ -37,19 +37,27 @@ from .multiple_choice import ChoiceColumns
 from .plots import save_figure, subplots
 from .replicates import median_range, separated
 
-# name: (task kind, main metric, train file, dev file, columns)
-GLUE = {
-    "sst2": ("classification", "accuracy", Columns("sentence", "label")),
-    "mrpc": ("classification", "accuracy", Columns("#1 String", "Quality", "#2 String")),
-    "rte": ("classification", "accuracy", Columns("sentence1", "label", "sentence2")),
-    "cola": ("classification", "mcc", Columns("3", "1")),  # headerless: source, label, original label, sentence
-    "stsb": ("regression", "pearson", Columns("sentence1", "score", "sentence2")),
-}
-# name: (the training data inside the task's directory, how its labels are read); dev is held out of it
-HELD_OUT_DEV = {
-    "mr": (".", Columns()),  # sentence polarity: rt-polarity.pos, rt-polarity.neg
-    "subj": (".", Columns()),  # subjectivity: plot.tok.gt9.5000, quote.tok.gt9.5000
-    "trec": ("train.txt", Columns(label_until=":")),  # question type: "NUM:dist How far ..." -> NUM (TREC-6)
+# name: (task kind, main metric, train file, dev file, columns), the files inside the task's directory. Without a dev
+# file, dev is held out of the training data, which may be the directory itself (".": a directory of classes).
+IN_A_DIRECTORY = {
+    "sst2": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("sentence", "label")),
+    "mrpc": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("#1 String", "Quality", "#2 String")),
+    "rte": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("sentence1", "label", "sentence2")),
+    # CoLA is headerless: source, label, original label, sentence
+    "cola": ("classification", "mcc", "train.tsv", "dev.tsv", Columns("3", "1")),
+    "stsb": ("regression", "pearson", "train.tsv", "dev.tsv", Columns("sentence1", "score", "sentence2")),
+    # SWAG's own files: the first sentence, then sent2 + each of four endings
+    "swag": (
+        "multiple-choice",
+        "accuracy",
+        "train.csv",
+        "val.csv",
+        ChoiceColumns("sent1", [f"ending{i}" for i in range(4)], "label", "sent2"),
+    ),
+    "mr": ("classification", "accuracy", ".", None, Columns()),  # sentence polarity: rt-polarity.pos, .neg
+    "subj": ("classification", "accuracy", ".", None, Columns()),  # subjectivity: plot.tok.gt9.5000, quote...
+    # question type: "NUM:dist How far ..." -> NUM (TREC-6)
+    "trec": ("classification", "accuracy", "train.txt", None, Columns(label_until=":")),
 }
 MAIN_METRIC = {
     "classification": "accuracy",
@@ -58,8 +66,6 @@ MAIN_METRIC = {
     "question-answering": "f1",
     "multiple-choice": "accuracy",
 }
-# SWAG's own files (train.csv, val.csv): the first sentence, then sent2 + each of four endings
-SWAG = ("train.csv", "val.csv", ChoiceColumns("sent1", [f"ending{i}" for i in range(4)], "label", "sent2"))
 ARMS = ("pre-trained", "from scratch")
 
 
@@ -79,21 +85,12 @@ def parse_task(spec: str) -> TaskSpec:
     if not rest:
         raise UserError(f"--tasks {spec!r}: give NAME=PATH, like sst2=glue/SST-2")
     paths, _, options = rest.partition(":")
-    if name in GLUE:
-        kind, metric, columns = GLUE[name]
+    if name in IN_A_DIRECTORY:
+        kind, metric, train, dev, columns = IN_A_DIRECTORY[name]
         directory = Path(paths)
-        return TaskSpec(
-            name, kind, _existing(directory / "train.tsv"), _existing(directory / "dev.tsv"), columns, metric
-        )
-    if name == "swag" and not options:
-        train, dev, columns = SWAG
-        directory = Path(paths)
-        return TaskSpec(
-            name, "multiple-choice", _existing(directory / train), _existing(directory / dev), columns, "accuracy"
-        )
-    if name in HELD_OUT_DEV:
-        inside, columns = HELD_OUT_DEV[name]
-        return TaskSpec(name, "classification", _present(Path(paths) / inside), None, columns, "accuracy")
+        if dev is None:  # the training data may be a directory of classes
+            return TaskSpec(name, kind, _present(directory / train), None, columns, metric)
+        return TaskSpec(name, kind, _existing(directory / train), _existing(directory / dev), columns, metric)
     if name in ("ner", "squad") and not options:
         kind, suffix = ("token-classification", "") if name == "ner" else ("question-answering", ".json")
         train, dev = _find_split_files(Path(paths), suffix) if "," not in paths else map(Path, paths.split(",", 1))
