@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
-from bertforge.classification import Classifier, Columns, classification_metrics
+from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.finetune import finetune
+from bertforge.targets import classification_metrics
 
 from conftest import bertforge
 

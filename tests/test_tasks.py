@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
-from bertforge.classification import Classifier, Columns, regression_metrics
+from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.finetune import finetune
 from bertforge.qa import (
@@ -26,6 +26,7 @@ from bertforge.qa import (
     windows,
 )
 from bertforge.tagging import Tagger, encode_sentences, entities, entity_scores
+from bertforge.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
 from conftest import bertforge, bertforge_ok, one_line_error

@@ -1,4 +1,5 @@
-"""Sequence classification and regression: one text or a text pair in, a label (or a number) out.
+"""Sequence classification, multi-label classification and regression: one text or a text pair in, a label
+(any number of labels; a number) out.
 
 Single texts are encoded [CLS] text [SEP], pairs [CLS] a [SEP] b [SEP] with
 segment ids 0 and 1; the pooled [CLS] vector feeds the head. Files are TSV, CSV
@@ -6,14 +7,16 @@ or JSONL with named columns (indexes for headerless tables); or, with no columns
 named, files that say their labels themselves: a directory with one file per
 class (an example per line) or one folder per class (an example per file), or
 lines that start with their label (fastText's `__label__pos ...`, TREC's
-`NUM:dist ...`). Without a dev file, a fixed share of each class is held out. The saved model is
-a `transformers` BertForSequenceClassification directory with id2label (or
-problem_type "regression"), so `pipeline("text-classification")` loads it.
+`NUM:dist ...`). A multi-label table keeps a text's labels in one column
+("joy,love", or a JSONL list) or a 0/1 column per label; a fastText line may
+start with several labels. Without a dev file, a fixed share (of each class) is
+held out. The saved model is a `transformers` BertForSequenceClassification
+directory with id2label and problem_type, so `pipeline("text-classification")`
+loads it. targets.py turns labels into what the loss takes and scores answers.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,13 +28,16 @@ from tokenizers import Tokenizer
 
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from .errors import UserError
-from .model import BertForSequenceClassification
+from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
+from .targets import TARGETS, THRESHOLD
 from .textfiles import open_text, read_rows
 
+PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
 FASTTEXT_LABEL = "__label__"
 SKIPPED_IN_CLASS_DIRECTORY = re.compile(r"^(\.|readme)", re.IGNORECASE)  # hidden files, a data set's README
+YES, NO = {"1", "1.0", "true", "yes"}, {"0", "0.0", "false", "no", ""}  # what a multi-label table's 0/1 column holds
 
 
 @dataclass
@@ -43,65 +49,104 @@ class Columns:
     label: str | None = None
     pair: str | None = None
     label_until: str | None = None  # keep each label up to this separator: TREC's "NUM:dist" -> "NUM" with ":"
+    label_separator: str = ","  # multi-label: a label column's cell "joy,love" holds two labels
+    label_columns: tuple[str, ...] = ()  # multi-label: a 0/1 column per label, named after it (Jigsaw's toxic, ...)
 
     def __post_init__(self) -> None:
-        if (self.text is None) != (self.label is None) or (self.pair and self.text is None):
+        labelled = self.label is not None or bool(self.label_columns)
+        if (self.text is None) == labelled or (self.pair and self.text is None):
             raise UserError(
                 "name both the text and the label column (a table), or neither (a directory of classes, or lines "
                 "that start with their label)"
             )
+        if self.label is not None and self.label_columns:
+            raise UserError("name one label column holding the labels, or a 0/1 column per label, not both")
 
 
 @dataclass
 class Example:
     text: str
     pair: str | None
-    label: str
+    label: str | tuple[str, ...]  # multi-label: the text's labels, perhaps none
 
 
-def read_examples(path: str | Path, columns: Columns) -> list[Example]:
+def read_examples(path: str | Path, columns: Columns, multi_label: bool = False) -> list[Example]:
     """A table's rows, a directory of classes, or label-first lines (see the module's docstring)."""
     path = Path(path)
+    if columns.label_columns and not multi_label:
+        raise UserError("a 0/1 column per label is a multi-label table: use --task multi-label")
     if path.is_dir():
         if columns.text is not None:
             raise UserError(f"{path}: a directory of classes has no columns; leave out the text and label columns")
+        if multi_label:
+            raise UserError(f"{path}: a directory of classes gives each text one label; multi-label reads a table")
         examples = _class_directory(path)
     elif columns.text is None:
-        examples = _label_first_lines(path)
+        examples = _label_first_lines(path, multi_label)
     else:
-        examples = _table_rows(path, columns)
+        examples = _table_rows(path, columns, multi_label)
     if columns.label_until:
-        examples = [replace(e, label=e.label.split(columns.label_until, 1)[0]) for e in examples]
+        examples = [replace(e, label=_cut(e.label, columns.label_until)) for e in examples]
     if not examples:
         raise UserError(f"{path}: no examples (empty file)")
     return examples
 
 
-def _table_rows(path: Path, columns: Columns) -> list[Example]:
+def _cut(label: str | tuple[str, ...], separator: str) -> str | tuple[str, ...]:
+    """Each label up to `separator`; a set of labels keeps each cut label once."""
+    if isinstance(label, tuple):
+        return tuple(dict.fromkeys(part.split(separator, 1)[0] for part in label))
+    return label.split(separator, 1)[0]
+
+
+def _table_rows(path: Path, columns: Columns, multi_label: bool) -> list[Example]:
     """Rows of a TSV, CSV or JSONL file. Numeric column names index a headerless table."""
-    names = [columns.text, columns.label] + ([columns.pair] if columns.pair else [])
-    return [
-        Example(
-            str(row[columns.text]), str(row[columns.pair]) if columns.pair else None, str(row[columns.label]).strip()
-        )
-        for _, row in read_rows(path, names)
-    ]
+    label_columns = list(columns.label_columns) or [columns.label]
+    names = [columns.text, *label_columns] + ([columns.pair] if columns.pair else [])
+    examples = []
+    for number, row in read_rows(path, names):
+        if columns.label_columns:
+            label: str | tuple[str, ...] = tuple(c for c in columns.label_columns if _yes(row[c], path, number, c))
+        elif multi_label:
+            label = _label_list(row[columns.label], columns.label_separator)
+        else:
+            label = str(row[columns.label]).strip()
+        examples.append(Example(str(row[columns.text]), str(row[columns.pair]) if columns.pair else None, label))
+    return examples
 
 
-def _label_first_lines(path: Path) -> list[Example]:
-    """Lines "LABEL text" (fastText's `__label__` prefix dropped); blank lines skipped."""
+def _label_list(cell: Any, separator: str) -> tuple[str, ...]:
+    """A cell's labels: a JSON list as it is, text split at `separator`; empty parts are no labels."""
+    parts = cell if isinstance(cell, list) else str(cell).split(separator)
+    return tuple(dict.fromkeys(str(part).strip() for part in parts if str(part).strip()))
+
+
+def _yes(cell: Any, path: Path, number: int, column: str) -> bool:
+    value = str(cell).strip().lower()
+    if value not in YES | NO:
+        raise UserError(f"{path}:{number}: column {column!r} holds {cell!r}; a label's own column holds 0 or 1")
+    return value in YES
+
+
+def _label_first_lines(path: Path, multi_label: bool) -> list[Example]:
+    """Lines "LABEL text", fastText's `__label__` prefix dropped; a multi-label line may start with several
+    `__label__`s. Blank lines are skipped."""
     examples = []
     with open_text(path) as f:
         for number, line in enumerate(f, 1):
-            parts = line.split(None, 1)
-            if not parts:
+            words = line.split()
+            if not words:
                 continue
-            if len(parts) < 2:
+            count = 1  # a TREC-style label is the first word; fastText's are every leading __label__ word
+            if words[0].startswith(FASTTEXT_LABEL):
+                count = next((i for i, w in enumerate(words) if not w.startswith(FASTTEXT_LABEL)), len(words))
+            if count == len(words):
                 raise UserError(f"{path}:{number}: a line holds a label, a space, then its text")
-            label, text = parts[0].removeprefix(FASTTEXT_LABEL), parts[1].strip()
-            if text.startswith(FASTTEXT_LABEL):
-                raise UserError(f"{path}:{number}: several labels on one line (multi-label) are not supported")
-            examples.append(Example(text, None, label))
+            if count > 1 and not multi_label:
+                raise UserError(f"{path}:{number}: several labels on one line (multi-label): use --task multi-label")
+            labels = tuple(dict.fromkeys(w.removeprefix(FASTTEXT_LABEL) for w in words[:count]))
+            text = line.split(None, count)[count].strip()
+            examples.append(Example(text, None, labels if multi_label else labels[0]))
     return examples
 
 
@@ -159,84 +204,10 @@ def hold_out(examples: list[Example], fraction: float, by_label: bool) -> tuple[
     return train, dev
 
 
-def label_mapping(train: list[Example], dev: list[Example], dev_path: str | Path) -> list[str]:
-    """Labels sorted (numbers numerically), so the mapping is stable; dev may not add labels."""
-    labels = sorted({e.label for e in train}, key=lambda x: (not _is_number(x), float(x) if _is_number(x) else 0.0, x))
-    if len(labels) < 2:
-        raise UserError(f"the training file has {len(labels)} distinct label(s); classification needs at least 2")
-    unknown = sorted({e.label for e in dev} - set(labels))
-    if unknown:
-        raise UserError(f"{dev_path}: label {unknown[0]!r} does not occur in the training file")
-    return labels
-
-
-def regression_targets(examples: list[Example], path: str | Path) -> np.ndarray:
-    """The labels as numbers; the first that is not one is named."""
-    values = []
-    for number, e in enumerate(examples, start=1):
-        if not _is_number(e.label):
-            raise UserError(f"{path}: example {number} has label {e.label!r}, not a number (regression needs numbers)")
-        values.append(float(e.label))
-    return np.array(values, dtype=np.float32)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
-
-
 def encode_examples(batcher: TextBatcher, examples: list[Example]) -> Encoded:
     """Single sentences, or pairs when any example has one (a missing second text is empty)."""
     pairs = None if all(e.pair is None for e in examples) else [e.pair or "" for e in examples]
     return batcher.encode([e.text for e in examples], pairs)
-
-
-# ---------------------------------------------------------------- metrics
-
-
-def classification_metrics(predictions: np.ndarray, labels: np.ndarray, num_labels: int) -> dict[str, float]:
-    """Accuracy and macro-F1; Matthews correlation and positive-class F1 too for binary tasks."""
-    result = {"accuracy": float((predictions == labels).mean())}
-    f1s = []
-    for c in range(num_labels):
-        tp = float(((predictions == c) & (labels == c)).sum())
-        fp = float(((predictions == c) & (labels != c)).sum())
-        fn = float(((predictions != c) & (labels == c)).sum())
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
-    result["macro_f1"] = float(np.mean(f1s))
-    if num_labels == 2:
-        tp = float(((predictions == 1) & (labels == 1)).sum())
-        tn = float(((predictions == 0) & (labels == 0)).sum())
-        fp = float(((predictions == 1) & (labels == 0)).sum())
-        fn = float(((predictions == 0) & (labels == 1)).sum())
-        denominator = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-        result["mcc"] = (tp * tn - fp * fn) / denominator if denominator else 0.0
-        result["f1"] = f1s[1]  # F1 of the positive class (label id 1), as GLUE reports it
-    return result
-
-
-def regression_metrics(predictions: np.ndarray, targets: np.ndarray) -> dict[str, float]:
-    """Mean squared error, and Pearson and Spearman correlation (GLUE's STS-B reports the two correlations)."""
-    return {
-        "mse": float(np.mean((predictions - targets) ** 2)),
-        "pearson": _pearson(predictions, targets),
-        "spearman": _pearson(_ranks(predictions), _ranks(targets)),
-    }
-
-
-def _pearson(x: np.ndarray, y: np.ndarray) -> float:
-    x, y = x - x.mean(), y - y.mean()
-    denominator = math.sqrt(float((x * x).sum() * (y * y).sum()))
-    return float((x * y).sum() / denominator) if denominator else 0.0
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks from 1, ties sharing their average rank (as Spearman's correlation needs)."""
-    _, distinct_of, counts = np.unique(values, return_inverse=True, return_counts=True)
-    last_rank = np.cumsum(counts)  # a distinct value holds ranks last - count + 1 .. last
-    return (last_rank - (counts - 1) / 2)[distinct_of]
 
 
 @torch.no_grad()
@@ -254,8 +225,7 @@ def predict(
         batch = {k: v.to(precision.device) for k, v in batcher.batch(encoded, indices).items()}
         with precision.autocast():
             logits, _ = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        logits = logits.float()
-        out[indices] = (logits if model.regression else logits.softmax(-1)).cpu().numpy()
+        out[indices] = model.probabilities(logits.float()).cpu().numpy()
     return out
 
 
@@ -274,34 +244,29 @@ class ClassificationTask:
         dev_path: str | Path | None,
         seq_len: int,
         columns: Columns,
-        regression: bool = False,
+        problem_type: str = SINGLE_LABEL,
         dev_fraction: float = 0.1,
     ):
-        """Without `dev_path`, `dev_fraction` of the training examples (of each label) is the dev set."""
-        self.regression = regression
-        self.main_metric = "pearson" if regression else "accuracy"
+        """Without `dev_path`, `dev_fraction` of the training examples (of each label, for one label per text) is
+        the dev set."""
         self.batcher = TextBatcher(tokenizer, seq_len)
-        train = read_examples(train_path, columns)
+        multi_label = problem_type == MULTI_LABEL
+        train = read_examples(train_path, columns, multi_label)
         held_out = dev_path is None
         if held_out:
-            train, dev = hold_out(train, dev_fraction, by_label=not regression)
+            train, dev = hold_out(train, dev_fraction, by_label=problem_type == SINGLE_LABEL)
             dev_path = f"{train_path} (the held-out share)"
         else:
-            dev = read_examples(dev_path, columns)
-        if regression:
-            self.labels: list[str] = []
-            train_targets, self.dev_targets = regression_targets(train, train_path), regression_targets(dev, dev_path)
-            self.train_targets = torch.from_numpy(train_targets)
-        else:
-            self.labels = label_mapping(train, dev, dev_path)
-            label_id = {label: i for i, label in enumerate(self.labels)}
-            self.train_targets = torch.tensor([label_id[e.label] for e in train])
-            self.dev_targets = np.array([label_id[e.label] for e in dev])
+            dev = read_examples(dev_path, columns, multi_label)
+        self.targets = TARGETS[problem_type]([e.label for e in train], [e.label for e in dev], dev_path)
+        self.main_metric = self.targets.main_metric
+        self.train_targets = self.targets.targets([e.label for e in train], train_path)
+        self.dev_targets = self.targets.targets([e.label for e in dev], dev_path)
         self.train, self.dev = encode_examples(self.batcher, train), encode_examples(self.batcher, dev)
         self.sizes = {"train_examples": len(train), "dev_examples": len(dev), "dev_held_out_of_train": held_out}
 
     def model_kwargs(self) -> dict[str, Any]:
-        return {"regression": True} if self.regression else {"num_labels": len(self.labels)}
+        return {"num_labels": self.targets.num_labels, "problem_type": self.targets.problem_type}
 
     def train_batches(self, batch_size: int, rng: np.random.Generator) -> list[dict[str, torch.Tensor]]:
         return [
@@ -310,35 +275,29 @@ class ClassificationTask:
         ]
 
     def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]:
-        outputs = predict(model, self.batcher, self.dev, precision)
-        if self.regression:
-            return regression_metrics(outputs[:, 0], self.dev_targets)
-        return classification_metrics(outputs.argmax(-1), self.dev_targets, len(self.labels))
+        return self.targets.score(predict(model, self.batcher, self.dev, precision), self.dev_targets)
 
     def saved_config(self) -> dict[str, Any]:
-        if self.regression:
-            return {"problem_type": "regression", "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}
-        return {
-            "id2label": {str(i): label for i, label in enumerate(self.labels)},
-            "label2id": {label: i for i, label in enumerate(self.labels)},
-            "problem_type": "single_label_classification",
-        }
+        return self.targets.saved_config()
 
     def summary(self) -> dict[str, Any]:
-        return {"labels": self.labels, **self.sizes} if not self.regression else {"regression": True, **self.sizes}
+        return {**self.targets.summary(), **self.sizes}
 
 
 class Classifier:
-    """A fine-tuned classification (or regression) model with its tokenizer and label names."""
+    """A fine-tuned classification (one label, a set of labels, or regression) model with its tokenizer and
+    label names."""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
         config = read_config(directory)
         if "id2label" not in config:
             raise UserError(f"{directory}: not a classification model (no id2label in config.json)")
-        self.regression = config.get("problem_type") == "regression"
+        self.problem_type = config.get("problem_type") or SINGLE_LABEL
+        if self.problem_type not in TARGETS:
+            raise UserError(f"{directory}: unknown problem_type {self.problem_type!r} in config.json")
         self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
-        kwargs = {"regression": True} if self.regression else {"num_labels": len(self.labels)}
+        kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
         _, self.model, tokenizer = load_model_and_tokenizer(
             directory, BertForSequenceClassification, trust_pickle, **kwargs
         )
@@ -347,16 +306,21 @@ class Classifier:
         self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
 
     def classify(self, texts: list[str], pairs: list[str] | None = None) -> list[dict[str, Any]]:
-        """One result per text: the label and every label's probability, or for regression the value."""
+        """One result per text: the label (for multi-label, the labels at probability 0.5 or above, perhaps
+        none) and every label's probability; for regression the value."""
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
         outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
         results = []
         for e, out in zip(examples, outputs):
             result: dict[str, Any] = {"text": e.text, **({"pair": e.pair} if e.pair is not None else {})}
-            if self.regression:
+            if self.problem_type == REGRESSION:
                 result["value"] = float(out[0])
+                results.append(result)
+                continue
+            if self.problem_type == MULTI_LABEL:
+                result["labels"] = [label for label, q in zip(self.labels, out) if q >= THRESHOLD]
             else:
                 result["label"] = self.labels[int(out.argmax())]
-                result["probabilities"] = {label: float(q) for label, q in zip(self.labels, out)}
+            result["probabilities"] = {label: float(q) for label, q in zip(self.labels, out)}
             results.append(result)
         return results

@@ -352,6 +352,18 @@ class TrainConfig(_DictMixin):
         return super().from_dict(values)
 
 
+# What `finetune --task` learns. The first three are sequence classification: one label per text, any number
+# of labels per text, or a number.
+FINETUNE_TASKS = (
+    "classification",
+    "multi-label",
+    "regression",
+    "token-classification",
+    "question-answering",
+    "multiple-choice",
+)
+
+
 @dataclass
 class FinetuneConfig(_DictMixin):
     """How to fine-tune a pre-trained encoder on a labelled task."""
@@ -387,8 +399,8 @@ class FinetuneConfig(_DictMixin):
     seed: int = documented(0, "seed for the new head's init and the data order")
     dev_fraction: float = documented(
         0.1,
-        "classification, regression without --dev: this share of --train (of each label) becomes dev, one fixed "
-        "draw for every seed and arm",
+        "classification, multi-label, regression without --dev: this share of --train (of each label, for one "
+        "label per text) becomes dev, one fixed draw for every seed and arm",
     )
     from_scratch: bool = documented(
         False, "same architecture, random init: the baseline that shows what pre-training buys"

@@ -5,12 +5,15 @@
     bertforge finetune run --task regression --train train.tsv --dev dev.tsv \\
         --text-column s1 --pair-column s2 --label-column score --out sts
     bertforge finetune run --train sentence_polarity/ --out mr     # a file per class; dev held out of train
+    bertforge finetune run --task multi-label --train train.tsv --dev dev.tsv \\
+        --text-column text --label-column labels --out emotions      # a cell "joy,love": two labels
     bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
     bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
     bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
         --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
 
-A task (classification.py, tagging.py, qa.py, multiple_choice.py) reads its files, encodes them with
+A task (classification.py for one label, a set or a number; tagging.py, qa.py, multiple_choice.py) reads its
+files, encodes them with
 the model's tokenizer, cuts training batches and scores the dev set. This loop
 does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what
@@ -33,8 +36,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .classification import ClassificationTask, Columns
-from .config import FinetuneConfig
+from .classification import PROBLEM_TYPES, ClassificationTask, Columns
+from .config import FINETUNE_TASKS, FinetuneConfig
 from .errors import UserError
 from .fileio import write_json
 from .hf import config_from_hf
@@ -46,8 +49,6 @@ from .qa import QuestionAnsweringTask
 from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
 from .tagging import TaggingTask
 from .tokenizer import load_tokenizer
-
-TASKS = ("classification", "regression", "token-classification", "question-answering", "multiple-choice")
 
 
 class Task(Protocol):
@@ -73,12 +74,14 @@ def make_task(
     columns: Columns | ChoiceColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
-    if kind in ("classification", "regression"):
+    if kind in PROBLEM_TYPES:
         return ClassificationTask(
-            tokenizer, train, dev, seq_len, columns or Columns(), kind == "regression", cfg.dev_fraction
+            tokenizer, train, dev, seq_len, columns or Columns(), PROBLEM_TYPES[kind], cfg.dev_fraction
         )
     if dev is None:
-        raise UserError(f"--task {kind} needs --dev (only classification and regression hold out a share of --train)")
+        raise UserError(
+            f"--task {kind} needs --dev (only classification, multi-label and regression hold out a share of --train)"
+        )
     if kind == "token-classification":
         return TaggingTask(tokenizer, train, dev, seq_len)
     if kind == "question-answering":
@@ -87,7 +90,7 @@ def make_task(
         if not isinstance(columns, ChoiceColumns):
             raise UserError("--task multiple-choice needs --text-column, --choice-columns and --label-column")
         return MultipleChoiceTask(tokenizer, train, dev, seq_len, columns)
-    raise UserError(f"unknown task {kind!r}; choose one of {', '.join(TASKS)}")
+    raise UserError(f"unknown task {kind!r}; choose one of {', '.join(FINETUNE_TASKS)}")
 
 
 def finetune(
@@ -101,7 +104,7 @@ def finetune(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,
-    a classification or regression task holds out `cfg.dev_fraction` of `train`."""
+    a classification, multi-label or regression task holds out `cfg.dev_fraction` of `train`."""
     cfg = cfg or FinetuneConfig()
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)

@@ -390,30 +390,50 @@ class BertForReplacedTokenDetection(nn.Module):
         return self.rtd_head(self.bert(input_ids, token_type_ids, attention_mask).sequence_output)
 
 
+# The kinds of sequence classification, by the names `transformers` keeps in config.json's problem_type.
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
+
+
 class BertForSequenceClassification(nn.Module):
-    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels (or, for regression, one number)."""
+    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels (or, for regression, one number).
+
+    One label per text is a softmax over the labels (cross-entropy); any number of labels per text
+    (multi-label) is a yes/no per label (binary cross-entropy on each logit); regression is one number (MSE).
+    These are `transformers`' three problem types, with the same losses."""
 
     hf_architecture = "BertForSequenceClassification"
 
-    def __init__(self, config: ModelConfig, num_labels: int = 2, regression: bool = False):
+    def __init__(self, config: ModelConfig, num_labels: int = 2, problem_type: str = SINGLE_LABEL):
         super().__init__()
+        if problem_type not in (SINGLE_LABEL, MULTI_LABEL, REGRESSION):
+            raise ValueError(f"unknown problem_type {problem_type!r}")
         self.config = config
-        self.num_labels = 1 if regression else num_labels
-        self.regression = regression
+        self.problem_type = problem_type
+        self.num_labels = 1 if problem_type == REGRESSION else num_labels
         self.bert = BertModel(config)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.apply(lambda module: init_weights(module, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
-        """labels (B,): class ids, or target values for regression. Returns (logits (B, num_labels), loss or None)."""
+        """labels: class ids (B,); for multi-label 0/1 per label (B, num_labels); for regression values (B,).
+        Returns (logits (B, num_labels), loss or None)."""
         pooled = self.bert(input_ids, token_type_ids, attention_mask).pooled_output  # (B, H)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         if labels is None:
             return logits, None
-        if self.regression:
+        if self.problem_type == REGRESSION:
             return logits, F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        if self.problem_type == MULTI_LABEL:
+            return logits, F.binary_cross_entropy_with_logits(logits.float(), labels.float())
         return logits, F.cross_entropy(logits.float(), labels)
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, num_labels) logits -> what a user reads: a distribution over the labels, each label's own
+        probability (multi-label), or the value itself (regression)."""
+        if self.problem_type == REGRESSION:
+            return logits
+        return logits.sigmoid() if self.problem_type == MULTI_LABEL else logits.softmax(-1)
 
 
 class BertForMultipleChoice(nn.Module):

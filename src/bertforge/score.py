@@ -10,9 +10,10 @@ train.csv and val.csv); and three tasks without a dev file, which hold out a
 share of the training examples as dev: mr and subj (a directory with a file per
 class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
 its own files:
-NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL]; without
-DEV, a classification or regression task holds dev out of TRAIN, and without
-text and label, TRAIN is a directory of classes or a file of label-first lines.
+NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,labels=COL+COL,
+separator=SEP]; without DEV, a classification, multi-label or regression task holds dev out of TRAIN, and
+without text and label, TRAIN is a directory of classes or a file of label-first lines. A multi-label task's
+label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1 column per label.
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.
@@ -27,12 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .classification import Columns
-from .config import FinetuneConfig
+from .classification import PROBLEM_TYPES, Columns
+from .config import FINETUNE_TASKS, FinetuneConfig
 from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
-from .finetune import TASKS, finetune
+from .finetune import finetune
 from .multiple_choice import ChoiceColumns
 from .plots import save_figure, subplots
 from .replicates import median_range, separated
@@ -61,6 +62,7 @@ IN_A_DIRECTORY = {
 }
 MAIN_METRIC = {
     "classification": "accuracy",
+    "multi-label": "micro_f1",
     "regression": "pearson",
     "token-classification": "f1",
     "question-answering": "f1",
@@ -98,15 +100,23 @@ def parse_task(spec: str) -> TaskSpec:
     values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
     kind = values.get("task", "classification")
     train, _, dev = paths.partition(",")
-    labelled_text = kind in ("classification", "regression")
-    if kind not in TASKS or not (dev or labelled_text):
+    labelled_text = kind in PROBLEM_TYPES
+    if kind not in FINETUNE_TASKS or not (dev or labelled_text):
         raise UserError(
             f"--tasks {spec!r}: a task of your own is NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL] "
-            f"with KIND one of {', '.join(TASKS)}; only classification and regression hold out dev from TRAIN"
+            f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label and regression hold "
+            "out dev from TRAIN"
         )
     columns: Columns | ChoiceColumns | None = None
     if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
-        columns = Columns(values.get("text"), values.get("label"), values.get("pair"), values.get("label_until"))
+        columns = Columns(
+            values.get("text"),
+            values.get("label"),
+            values.get("pair"),
+            values.get("label_until"),
+            values.get("separator", ","),
+            tuple(values["labels"].split("+")) if "labels" in values else (),
+        )
     elif kind == "multiple-choice":
         if not {"text", "choices", "label"} <= set(values):
             raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import FinetuneConfig
+from ..config import FINETUNE_TASKS, FinetuneConfig
 from ..errors import UserError
 from .flags import (
     HIDDEN,
@@ -21,14 +21,17 @@ from .flags import (
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from ..classification import Columns
+    from ..classification import PROBLEM_TYPES, Columns
     from ..finetune import finetune
     from ..multiple_choice import ChoiceColumns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
-    if args.task in ("classification", "regression"):
-        columns = Columns(args.text_column, args.label_column, args.pair_column, args.label_until)
+    if args.task in PROBLEM_TYPES:
+        label_columns = tuple(args.label_columns.split(",")) if args.label_columns else ()
+        columns = Columns(
+            args.text_column, args.label_column, args.pair_column, args.label_until, args.label_separator, label_columns
+        )
     elif args.task == "multiple-choice" and args.text_column and args.choice_columns and args.label_column:
         columns = ChoiceColumns(args.text_column, args.choice_columns.split(","), args.label_column, args.pair_column)
     quiet = args.quiet or args.json
@@ -86,7 +89,8 @@ def cmd_classify(args: argparse.Namespace) -> None:
             print(f"{r['value']:10.4f}  {r['text']!r}{pair}")
             continue
         probabilities = "  ".join(f"{label}={p:.3f}" for label, p in r["probabilities"].items())
-        print(f"{r['label']:<12} {probabilities}  {r['text']!r}{pair}")
+        answer = r["label"] if "label" in r else ",".join(r["labels"]) or "(none)"
+        print(f"{answer:<12} {probabilities}  {r['text']!r}{pair}")
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
@@ -144,40 +148,60 @@ def cmd_answer(args: argparse.Namespace) -> None:
 
 def register(verbs) -> None:
     p = add_verb(
-        verbs, "finetune", cmd_finetune, "fine-tune for classification, regression, tagging (NER) or question answering"
+        verbs,
+        "finetune",
+        cmd_finetune,
+        "fine-tune for classification (one label or several), regression, tagging (NER), question answering or "
+        "multiple choice",
     )
     p.add_argument("model", help="run directory or model directory (pre-trained)")
     p.add_argument(
         "--task",
-        choices=["classification", "regression", "token-classification", "question-answering", "multiple-choice"],
+        choices=FINETUNE_TASKS,
         default="classification",
-        help="what to learn; the files' formats follow from it",
+        help="what to learn; the files' formats follow from it. multi-label: any number of labels per text",
     )
     p.add_argument(
         "--train",
         required=True,
-        help="classification, regression: TSV, CSV or JSONL with the columns named below; without them, a "
-        "directory with a file (an example per line) or a folder (an example per file) per class, or a text file "
-        "of LABEL TEXT lines (fastText's __label__ prefix dropped). Tagging: CoNLL. Question answering: SQuAD v1.1 "
-        "JSON. Multiple choice: TSV, CSV or JSONL with --text-column, --choice-columns and --label-column",
+        help="classification, multi-label, regression: TSV, CSV or JSONL with the columns named below; without "
+        "them, a directory with a file (an example per line) or a folder (an example per file) per class, or a text "
+        "file of LABEL TEXT lines (fastText's __label__ prefix dropped; several for multi-label). Tagging: CoNLL. "
+        "Question answering: SQuAD v1.1 JSON. Multiple choice: TSV, CSV or JSONL with --text-column, "
+        "--choice-columns and --label-column",
     )
     p.add_argument(
         "--dev",
-        help="the same format as --train; classification and regression without it hold out --dev-fraction of --train",
+        help="the same format as --train; classification, multi-label and regression without it hold out "
+        "--dev-fraction of --train",
     )
     p.add_argument(
         "--text-column",
-        help="classification, regression: the text's column (a name, or an index); multiple choice: the context's",
+        help="classification, multi-label, regression: the text's column (a name, or an index); multiple choice: "
+        "the context's",
     )
     p.add_argument(
         "--pair-column",
-        help="classification, regression: the second text of a pair; multiple choice: a text put before every "
-        "choice (SWAG's sent2)",
+        help="classification, multi-label, regression: the second text of a pair; multiple choice: a text put "
+        "before every choice (SWAG's sent2)",
     )
     p.add_argument(
         "--label-column",
-        help="classification, regression: the label's (or the number's) column; multiple choice: the right "
+        help="classification, regression: the label's (or the number's) column; multi-label: the column holding "
+        "a text's labels (split at --label-separator; a JSONL list as it is); multiple choice: the right "
         "choice's index (0, 1, ...) or letter (A, B, ...)",
+    )
+    p.add_argument(
+        "--label-separator",
+        default=",",
+        metavar="SEP",
+        help="multi-label: what separates the labels in --label-column's cells ('joy,love')",
+    )
+    p.add_argument(
+        "--label-columns",
+        metavar="COL,COL,...",
+        help="multi-label, instead of --label-column: a 0/1 column per label, the label named after its column "
+        "(Jigsaw's toxic,obscene,insult)",
     )
     p.add_argument(
         "--choice-columns",
@@ -214,9 +238,9 @@ def register(verbs) -> None:
         metavar="NAME=PATH",
         help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
         "squad=DIR (SQuAD JSON), swag=DIR (train.csv, val.csv), mr=DIR, subj=DIR, trec=DIR (dev held out of "
-        "train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL] "
-        "(without DEV, dev is held "
-        "out of TRAIN; without text and label, TRAIN is a directory of classes or label-first lines)",
+        "train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,"
+        "labels=COL+COL,separator=SEP] (without DEV, dev is held out of TRAIN; without text and label, TRAIN is a "
+        "directory of classes or label-first lines; a multi-label task's labels=COL+COL names its 0/1 columns)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")

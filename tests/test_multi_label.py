@@ -1,0 +1,234 @@
+"""Multi-label classification: any number of labels per text, read from every layout people keep them in,
+learned completely on a small task, scored by hand, and in agreement with `transformers` on loss and answers."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from bertforge.classification import Classifier, Columns, read_examples
+from bertforge.config import FinetuneConfig
+from bertforge.errors import UserError
+from bertforge.finetune import finetune
+from bertforge.model import MULTI_LABEL
+from bertforge.score import parse_task
+from bertforge.targets import LabelSet, multi_label_metrics
+
+from conftest import bertforge, one_line_error, save_random_model
+
+ANIMALS = ["the cat", "the dog", "a bird"]
+PEOPLE = ["my friend", "the teacher", "the child"]
+WEATHER = ["the wind", "the rain"]
+INDOORS, OUTDOORS = ["the mat", "the window"], ["the garden", "the river bank"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, wordpiece_tokenizer):
+    """A random encoder of test_finetune's shape: two layers of width 48, no dropout."""
+    shape = dict(hidden_size=48, num_layers=2, num_heads=4, intermediate_size=96, max_position_embeddings=64)
+    directory = tmp_path_factory.mktemp("pretrained") / "model"
+    return save_random_model(directory, wordpiece_tokenizer, **shape, hidden_dropout=0.0, attention_dropout=0.0)
+
+
+def scenes(n: int, seed: int) -> list[tuple[str, tuple[str, ...]]]:
+    """Sentences with their labels: "animal" and "person" for who is in it (both, either or neither), "outdoors"
+    for where; a sentence with nobody indoors has no label at all. Every sentence names two subjects, so that
+    its length does not give its labels away (training batches are cut from texts of similar lengths)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        subjects = [rng.choice([ANIMALS, PEOPLE, WEATHER]) for _ in range(2)]
+        outdoors = rng.random() < 0.5
+        place = rng.choice(OUTDOORS if outdoors else INDOORS)
+        labels = tuple(
+            label for label, kind in (("animal", ANIMALS), ("outdoors", None), ("person", PEOPLE))
+            if (kind is None and outdoors) or kind in subjects
+        )  # fmt: skip
+        rows.append((f"{rng.choice(subjects[0])} and {rng.choice(subjects[1])} sat on {place}.", labels))
+    return rows
+
+
+def write_labelled(path, rows) -> None:
+    path.write_text("text\tlabels\n" + "".join(f"{t}\t{','.join(labels)}\n" for t, labels in rows), encoding="utf-8")
+
+
+def fast(**overrides) -> FinetuneConfig:
+    values = dict(epochs=60, lr=3e-3, batch_size=16, seq_len=64, warmup=0.05, device="cpu")
+    values.update(overrides)
+    return FinetuneConfig(**values)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def test_every_layout_gives_the_same_label_sets(tmp_path):
+    rows = [("the cat sat.", ("animal",)), ("my friend and the dog sat.", ("animal", "person")), ("wind.", ())]
+    expected = [("the cat sat.", ("animal",)), ("my friend and the dog sat.", ("animal", "person")), ("wind.", ())]
+    write_labelled(tmp_path / "cells.tsv", rows)
+    (tmp_path / "lists.jsonl").write_text("".join(json.dumps({"t": t, "y": list(y)}) + "\n" for t, y in rows))
+    (tmp_path / "flags.csv").write_text(
+        "t,animal,person\n" + "".join(f'"{t}",{int("animal" in y)},{int("person" in y)}\n' for t, y in rows)
+    )
+    (tmp_path / "semicolons.tsv").write_text(
+        "text\tlabels\n" + "".join(f"{t}\t{' ; '.join(y)}\n" for t, y in rows), encoding="utf-8"
+    )
+    layouts = {
+        "cells.tsv": Columns("text", "labels"),
+        "lists.jsonl": Columns("t", "y"),
+        "flags.csv": Columns("t", label_columns=("animal", "person")),
+        "semicolons.tsv": Columns("text", "labels", label_separator=";"),
+    }
+    for name, columns in layouts.items():
+        examples = read_examples(tmp_path / name, columns, multi_label=True)
+        assert [(e.text, e.label) for e in examples] == expected, name
+
+
+def test_fasttext_lines_with_several_labels(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_text("__label__a __label__b  first  text\n\n__label__b second\n__label__a __label__a third\n")
+    examples = read_examples(path, Columns(), multi_label=True)
+    assert [(e.text, e.label) for e in examples] == [("first  text", ("a", "b")), ("second", ("b",)), ("third", ("a",))]
+    with pytest.raises(UserError, match=r"train.txt:1: several labels on one line \(multi-label\): use --task multi"):
+        read_examples(path, Columns())
+    # TREC-style fine labels cut to coarse ones, kept once each
+    (tmp_path / "fine.txt").write_text("__label__NUM:dist __label__NUM:date __label__LOC:city where\n")
+    cut = read_examples(tmp_path / "fine.txt", Columns(label_until=":"), multi_label=True)
+    assert cut[0].label == ("NUM", "LOC")
+
+
+def test_bad_multi_label_input_is_refused_by_name(tmp_path):
+    (tmp_path / "flags.csv").write_text("t,toxic\nhello,1\nyou,maybe\n")
+    with pytest.raises(UserError, match=r"flags.csv:3: column 'toxic' holds 'maybe'; a label's own column holds 0"):
+        read_examples(tmp_path / "flags.csv", Columns("t", label_columns=("toxic",)), multi_label=True)
+    with pytest.raises(UserError, match="a 0/1 column per label is a multi-label table: use --task multi-label"):
+        read_examples(tmp_path / "flags.csv", Columns("t", label_columns=("toxic",)))
+    with pytest.raises(UserError, match="not both"):
+        Columns("t", "y", label_columns=("toxic",))
+    (tmp_path / "classes").mkdir()
+    for name in ("pos", "neg"):
+        (tmp_path / "classes" / name).write_text("a line\n")
+    with pytest.raises(UserError, match="a directory of classes gives each text one label"):
+        read_examples(tmp_path / "classes", Columns(), multi_label=True)
+    with pytest.raises(UserError, match="dev.tsv: label 'plant' does not occur in the training file"):
+        LabelSet([("animal",), ("person",)], [("plant",)], "dev.tsv")
+    with pytest.raises(UserError, match="1 distinct label"):
+        LabelSet([("animal",), ()], [()], "dev.tsv")
+
+
+def test_label_sets_become_rows_of_zeros_and_ones():
+    target = LabelSet([("b",), ("a", "c"), ()], [], "dev")
+    assert target.names == ["a", "b", "c"]
+    rows = target.targets([("c", "a"), (), ("b",)], "x")
+    assert rows.tolist() == [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+
+
+def test_multi_label_metrics_by_hand():
+    truth = np.array([[1, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 0]], dtype=bool)
+    predicted = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=bool)
+    m = multi_label_metrics(predicted, truth)
+    # per label (tp, fp, fn): a (2, 0, 0), b (1, 0, 1), c (0, 1, 1); summed (3, 1, 2)
+    assert m["micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 1 + 2))
+    assert m["macro_f1"] == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
+    assert m["subset_accuracy"] == pytest.approx(1 / 4)
+
+
+# ---------------------------------------------------------------- learning and interop
+
+
+def test_a_multi_label_task_is_learned_and_transformers_agrees(pretrained, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    rows = scenes(64, seed=0)
+    write_labelled(tmp_path / "train.tsv", rows)
+    write_labelled(tmp_path / "dev.tsv", scenes(24, seed=1))
+    summary = finetune(
+        pretrained,
+        "multi-label",
+        tmp_path / "train.tsv",
+        tmp_path / "dev.tsv",
+        tmp_path / "out",
+        fast(),
+        Columns("text", "labels"),
+        progress=False,
+    )
+    assert summary["labels"] == ["animal", "outdoors", "person"] and summary["main_metric"] == "micro_f1"
+    # A tiny random encoder learns three labels at once slowly (transformers' BertForSequenceClassification in
+    # the same loop too), and the seeds differ (dev micro-F1 0.91 to 0.98 over four), so the bar is well above
+    # what saying yes to every label scores, not perfection.
+    truth = LabelSet([y for _, y in rows], [], "dev").targets([y for _, y in scenes(24, seed=1)], "x").numpy() > 0.5
+    every_label = multi_label_metrics(np.ones_like(truth), truth)["micro_f1"]
+    assert every_label < 0.8 and summary["best"]["dev_micro_f1"] > every_label + 0.1
+    model_dir = tmp_path / "out" / "model"
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["problem_type"] == MULTI_LABEL
+    ours = Classifier(model_dir)
+    results = ours.classify([t for t, _ in rows])
+    for r in results:
+        assert r["labels"] == [label for label, p in r["probabilities"].items() if p >= 0.5]
+    right = [label in y for r, (_, y) in zip(results, rows) for label in r["probabilities"] if label in r["labels"]]
+    assert np.mean(right) > 0.85  # precision on the training texts
+
+    # transformers reads problem_type: sigmoid answers and its BCE loss, on the same weights
+    texts = [t for t, _ in rows[:6]]
+    pipe = transformers.pipeline("text-classification", model=str(model_dir), top_k=None)
+    for r, answers in zip(ours.classify(texts), pipe(texts)):
+        theirs = {a["label"]: a["score"] for a in answers}
+        assert r["probabilities"] == pytest.approx(theirs, abs=1e-5)
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    batch = transformers.AutoTokenizer.from_pretrained(model_dir)(texts, padding=True, return_tensors="pt")
+    targets = LabelSet([y for _, y in rows], [], "dev").targets([y for _, y in rows[:6]], "x")
+    with torch.no_grad():
+        reference = hf(**batch, labels=targets).loss
+        _, loss = ours.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=targets)
+    torch.testing.assert_close(loss, reference, atol=1e-6, rtol=1e-5)
+
+
+def test_multi_label_cli_holds_out_dev_and_classify_lists_the_labels(pretrained, tmp_path):
+    rows = scenes(80, seed=2)
+    (tmp_path / "train.csv").write_text(
+        "text,animal,person,outdoors\n"
+        + "".join(f"{t},{int('animal' in y)},{int('person' in y)},{int('outdoors' in y)}\n" for t, y in rows)
+    )
+    done = bertforge(
+        "finetune", str(pretrained), "--task", "multi-label", "--train", str(tmp_path / "train.csv"),
+        "--text-column", "text", "--label-columns", "animal,person,outdoors", "--out", str(tmp_path / "out"),
+        "--epochs", "3", "--lr", "3e-3", "--batch-size", "16", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["dev_held_out_of_train"] and summary["dev_examples"] == 8 and summary["multi_label"]
+    assert {"dev_micro_f1", "dev_macro_f1", "dev_subset_accuracy"} <= set(summary["best"])
+    done = bertforge("classify", str(tmp_path / "out" / "model"), "the wind and the rain sat on the mat.", "--json")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert set(answer["probabilities"]) == {"animal", "outdoors", "person"}
+    assert answer["labels"] == [label for label, p in answer["probabilities"].items() if p >= 0.5]
+    done = bertforge("classify", str(tmp_path / "out" / "model"), "the wind and the rain sat on the mat.")
+    assert done.stdout.split()[0] == (",".join(answer["labels"]) or "(none)")
+    one_line_error(
+        bertforge(
+            "finetune",
+            str(pretrained),
+            "--train",
+            str(tmp_path / "train.csv"),
+            "--text-column",
+            "text",
+            "--label-columns",
+            "animal,person",
+            "--out",
+            str(tmp_path / "bad"),
+        ),  # fmt: skip
+        "use --task multi-label",
+    )
+
+
+def test_score_reads_a_multi_label_task_of_your_own(tmp_path):
+    (tmp_path / "t.csv").write_text("text,a,b\nx,1,0\n")
+    task = parse_task(f"tox={tmp_path / 't.csv'}:task=multi-label,text=text,labels=a+b")
+    assert (task.kind, task.metric, task.dev) == ("multi-label", "micro_f1", None)
+    assert task.columns.label_columns == ("a", "b")
+    task = parse_task(f"emo={tmp_path / 't.csv'}:task=multi-label,text=text,label=a,separator=;")
+    assert task.columns.label_separator == ";"
