@@ -15,7 +15,7 @@ from bertforge.config import FinetuneConfig
 from bertforge.finetune import finetune
 from bertforge.targets import classification_metrics
 
-from conftest import bertforge
+from conftest import bertforge, one_line_error
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -333,3 +333,7 @@ def test_a_directory_of_classes_without_a_dev_file_is_learned_on_a_held_out_shar
     assert summary["labels"] == ["neg", "pos"] and summary["dev_held_out_of_train"] is True
     assert (summary["train_examples"], summary["dev_examples"]) == (54, 6)
     assert summary["best"]["dev_accuracy"] == 1.0
+    one_line_error(
+        bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--threshold", "0.7"),
+        "a threshold picks the labels of a multi-label model",
+    )

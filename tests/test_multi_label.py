@@ -208,6 +208,15 @@ def test_multi_label_cli_holds_out_dev_and_classify_lists_the_labels(pretrained,
     assert answer["labels"] == [label for label, p in answer["probabilities"].items() if p >= 0.5]
     done = bertforge("classify", str(tmp_path / "out" / "model"), "the wind and the rain sat on the mat.")
     assert done.stdout.split()[0] == (",".join(answer["labels"]) or "(none)")
+    # --threshold: 0 gives every label, 1 none (a sigmoid never reaches 1 here)
+    model = str(tmp_path / "out" / "model")
+    everything, nothing = (
+        json.loads(bertforge("classify", model, "the cat.", "--threshold", t, "--json").stdout) for t in ("0", "1")
+    )
+    assert everything["labels"] == ["animal", "outdoors", "person"] and nothing["labels"] == []
+    one_line_error(
+        bertforge("classify", str(tmp_path / "out" / "model"), "the cat.", "--threshold", "1.5"), "from 0 to 1"
+    )
     one_line_error(
         bertforge(
             "finetune",

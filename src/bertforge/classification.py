@@ -305,9 +305,17 @@ class Classifier:
         self.model.to(self.precision.device)
         self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
 
-    def classify(self, texts: list[str], pairs: list[str] | None = None) -> list[dict[str, Any]]:
-        """One result per text: the label (for multi-label, the labels at probability 0.5 or above, perhaps
-        none) and every label's probability; for regression the value."""
+    def classify(
+        self, texts: list[str], pairs: list[str] | None = None, threshold: float | None = None
+    ) -> list[dict[str, Any]]:
+        """One result per text: the label (for multi-label, the labels at probability `threshold`, default 0.5,
+        or above, perhaps none) and every label's probability; for regression the value. A higher threshold
+        trades recall for precision."""
+        if threshold is not None and self.problem_type != MULTI_LABEL:
+            raise UserError("a threshold picks the labels of a multi-label model; this model gives one label")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise UserError(f"a threshold is a probability, from 0 to 1, not {threshold:g}")
+        threshold = THRESHOLD if threshold is None else threshold
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
         outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
         results = []
@@ -318,7 +326,7 @@ class Classifier:
                 results.append(result)
                 continue
             if self.problem_type == MULTI_LABEL:
-                result["labels"] = [label for label, q in zip(self.labels, out) if q >= THRESHOLD]
+                result["labels"] = [label for label, q in zip(self.labels, out) if q >= threshold]
             else:
                 result["label"] = self.labels[int(out.argmax())]
             result["probabilities"] = {label: float(q) for label, q in zip(self.labels, out)}

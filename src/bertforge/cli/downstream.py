@@ -79,7 +79,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
         texts, pairs = [args.text], [args.pair] if args.pair is not None else None
     else:
         raise UserError("give a text, or --input FILE")
-    results = classifier.classify(texts, pairs)
+    results = classifier.classify(texts, pairs, args.threshold)
     if args.json:
         print_json(results if args.input else results[0])
         return
@@ -225,6 +225,11 @@ def register(verbs) -> None:
     p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="multi-label: a label is given at this probability or above (default 0.5; higher: fewer, surer labels)",
+    )
     output_flags(p, quiet=False)
 
     p = add_verb(
