@@ -108,6 +108,8 @@ def test_bad_multi_label_input_is_refused_by_name(tmp_path):
         read_examples(tmp_path / "flags.csv", Columns("t", label_columns=("toxic",)))
     with pytest.raises(UserError, match="not both"):
         Columns("t", "y", label_columns=("toxic",))
+    with pytest.raises(UserError, match="the label separator is empty"):
+        Columns("t", "y", label_separator="")
     (tmp_path / "classes").mkdir()
     for name in ("pos", "neg"):
         (tmp_path / "classes" / name).write_text("a line\n")
@@ -122,7 +124,7 @@ def test_bad_multi_label_input_is_refused_by_name(tmp_path):
 def test_label_sets_become_rows_of_zeros_and_ones():
     target = LabelSet([("b",), ("a", "c"), ()], [], "dev")
     assert target.names == ["a", "b", "c"]
-    rows = target.targets([("c", "a"), (), ("b",)], "x")
+    rows = target.encode([("c", "a"), (), ("b",)], "x")
     assert rows.tolist() == [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
 
 
@@ -158,7 +160,7 @@ def test_a_multi_label_task_is_learned_and_transformers_agrees(pretrained, tmp_p
     # A tiny random encoder learns three labels at once slowly (transformers' BertForSequenceClassification in
     # the same loop too), and the seeds differ (dev micro-F1 0.91 to 0.98 over four), so the bar is well above
     # what saying yes to every label scores, not perfection.
-    truth = LabelSet([y for _, y in rows], [], "dev").targets([y for _, y in scenes(24, seed=1)], "x").numpy() > 0.5
+    truth = LabelSet([y for _, y in rows], [], "dev").encode([y for _, y in scenes(24, seed=1)], "x").numpy() > 0.5
     every_label = multi_label_metrics(np.ones_like(truth), truth)["micro_f1"]
     assert every_label < 0.8 and summary["best"]["dev_micro_f1"] > every_label + 0.1
     model_dir = tmp_path / "out" / "model"
@@ -179,7 +181,7 @@ def test_a_multi_label_task_is_learned_and_transformers_agrees(pretrained, tmp_p
         assert r["probabilities"] == pytest.approx(theirs, abs=1e-5)
     hf = transformers.AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     batch = transformers.AutoTokenizer.from_pretrained(model_dir)(texts, padding=True, return_tensors="pt")
-    targets = LabelSet([y for _, y in rows], [], "dev").targets([y for _, y in rows[:6]], "x")
+    targets = LabelSet([y for _, y in rows], [], "dev").encode([y for _, y in rows[:6]], "x")
     with torch.no_grad():
         reference = hf(**batch, labels=targets).loss
         _, loss = ours.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], labels=targets)

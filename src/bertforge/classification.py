@@ -61,6 +61,8 @@ class Columns:
             )
         if self.label is not None and self.label_columns:
             raise UserError("name one label column holding the labels, or a 0/1 column per label, not both")
+        if not self.label_separator:
+            raise UserError("the label separator is empty; give the character between a cell's labels, like ','")
 
 
 @dataclass
@@ -260,8 +262,8 @@ class ClassificationTask:
             dev = read_examples(dev_path, columns, multi_label)
         self.targets = TARGETS[problem_type]([e.label for e in train], [e.label for e in dev], dev_path)
         self.main_metric = self.targets.main_metric
-        self.train_targets = self.targets.targets([e.label for e in train], train_path)
-        self.dev_targets = self.targets.targets([e.label for e in dev], dev_path)
+        self.train_targets = self.targets.encode([e.label for e in train], train_path)
+        self.dev_targets = self.targets.encode([e.label for e in dev], dev_path)
         self.train, self.dev = encode_examples(self.batcher, train), encode_examples(self.batcher, dev)
         self.sizes = {"train_examples": len(train), "dev_examples": len(dev), "dev_held_out_of_train": held_out}
 

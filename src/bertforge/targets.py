@@ -60,7 +60,7 @@ class OneLabel:
         _refuse_unseen(set(dev), self.names, dev_path)
         self.num_labels = len(self.names)
 
-    def targets(self, labels: Sequence[str], path: str | Path) -> torch.Tensor:
+    def encode(self, labels: Sequence[str], path: str | Path) -> torch.Tensor:
         """(n,) class ids."""
         index = {name: i for i, name in enumerate(self.names)}
         return torch.tensor([index[label] for label in labels])
@@ -92,7 +92,7 @@ class LabelSet(OneLabel):
         _refuse_unseen({label for labels in dev for label in labels}, self.names, dev_path)
         self.num_labels = len(self.names)
 
-    def targets(self, labels: Sequence[tuple[str, ...]], path: str | Path) -> torch.Tensor:
+    def encode(self, labels: Sequence[tuple[str, ...]], path: str | Path) -> torch.Tensor:
         """(n, num_labels) 0/1: row i has a 1 for each of text i's labels."""
         index = {name: i for i, name in enumerate(self.names)}
         rows = torch.zeros(len(labels), self.num_labels)
@@ -115,9 +115,9 @@ class Number:
     num_labels = 1
 
     def __init__(self, train: Sequence[str], dev: Sequence[str], dev_path: str | Path):
-        pass  # any number is a target; `targets` refuses what is not one
+        pass  # any number is a target; `encode` refuses what is not one
 
-    def targets(self, labels: Sequence[str], path: str | Path) -> torch.Tensor:
+    def encode(self, labels: Sequence[str], path: str | Path) -> torch.Tensor:
         """(n,) the labels as numbers; the first that is not one is named."""
         for number, label in enumerate(labels, start=1):
             if not _is_number(label):
