@@ -87,6 +87,14 @@ def test_every_layout_gives_the_same_label_sets(tmp_path):
         assert [(e.text, e.label) for e in examples] == expected, name
 
 
+def test_a_parquet_list_column_holds_the_labels(tmp_path):
+    """GoEmotions as the Hub keeps it: a list of label ids per row."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"text": ["calm.", "wow, thanks!"], "labels": [[], [26, 15]]}), tmp_path / "t.parquet")
+    examples = read_examples(tmp_path / "t.parquet", Columns("text", "labels"), multi_label=True)
+    assert [(e.text, e.label) for e in examples] == [("calm.", ()), ("wow, thanks!", ("26", "15"))]
+
+
 def test_fasttext_lines_with_several_labels(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("__label__a __label__b  first  text\n\n__label__b second\n__label__a __label__a third\n")
