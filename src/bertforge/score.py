@@ -34,9 +34,12 @@ from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
 from .finetune import finetune
-from .multiple_choice import ChoiceColumns
+from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .plots import save_figure, subplots
+from .qa import QuestionAnsweringTask
 from .replicates import median_range, separated
+from .tagging import TaggingTask
+from .targets import TARGETS
 
 # name: (task kind, main metric, train file, dev file, columns), the files inside the task's directory. Without a dev
 # file, dev is held out of the training data, which may be the directory itself (".": a directory of classes).
@@ -60,13 +63,12 @@ IN_A_DIRECTORY = {
     # question type: "NUM:dist How far ..." -> NUM (TREC-6)
     "trec": ("classification", "accuracy", "train.txt", None, Columns(label_until=":")),
 }
+# The metric a kind of task picks its best epoch by, as the task itself says (a task of your own may name another).
 MAIN_METRIC = {
-    "classification": "accuracy",
-    "multi-label": "micro_f1",
-    "regression": "pearson",
-    "token-classification": "f1",
-    "question-answering": "f1",
-    "multiple-choice": "accuracy",
+    **{kind: TARGETS[problem_type].main_metric for kind, problem_type in PROBLEM_TYPES.items()},
+    "token-classification": TaggingTask.main_metric,
+    "question-answering": QuestionAnsweringTask.main_metric,
+    "multiple-choice": MultipleChoiceTask.main_metric,
 }
 ARMS = ("pre-trained", "from scratch")
 
