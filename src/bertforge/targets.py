@@ -39,25 +39,26 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def _refuse_unseen(labels: set[str], known: list[str], dev_path: str | Path) -> None:
-    unknown = sorted(labels - set(known))
-    if unknown:
-        raise UserError(f"{dev_path}: label {unknown[0]!r} does not occur in the training file")
-
-
 class OneLabel:
     """A class per text: softmax over the classes, cross-entropy."""
 
     problem_type = SINGLE_LABEL
     main_metric = "accuracy"
+    task = "classification"  # what the messages call it
 
-    def __init__(self, train: Sequence[str], dev: Sequence[str], dev_path: str | Path):
-        self.names = sorted_labels(set(train))
+    @staticmethod
+    def each(label: str) -> tuple[str, ...]:
+        """A text's labels, as a tuple."""
+        return (label,)
+
+    def __init__(self, train: Sequence, dev: Sequence, dev_path: str | Path):
+        """The label names, sorted, from the training texts' labels; dev may not add any."""
+        self.names = sorted_labels({name for label in train for name in self.each(label)})
         if len(self.names) < 2:
-            raise UserError(
-                f"the training file has {len(self.names)} distinct label(s); classification needs at least 2"
-            )
-        _refuse_unseen(set(dev), self.names, dev_path)
+            raise UserError(f"the training file has {len(self.names)} distinct label(s); {self.task} needs at least 2")
+        unknown = sorted({name for label in dev for name in self.each(label)} - set(self.names))
+        if unknown:
+            raise UserError(f"{dev_path}: label {unknown[0]!r} does not occur in the training file")
         self.num_labels = len(self.names)
 
     def encode(self, labels: Sequence[str], path: str | Path) -> torch.Tensor:
@@ -84,13 +85,11 @@ class LabelSet(OneLabel):
 
     problem_type = MULTI_LABEL
     main_metric = "micro_f1"
+    task = "multi-label"
 
-    def __init__(self, train: Sequence[tuple[str, ...]], dev: Sequence[tuple[str, ...]], dev_path: str | Path):
-        self.names = sorted_labels({label for labels in train for label in labels})
-        if len(self.names) < 2:
-            raise UserError(f"the training file has {len(self.names)} distinct label(s); multi-label needs at least 2")
-        _refuse_unseen({label for labels in dev for label in labels}, self.names, dev_path)
-        self.num_labels = len(self.names)
+    @staticmethod
+    def each(labels: tuple[str, ...]) -> tuple[str, ...]:
+        return labels
 
     def encode(self, labels: Sequence[tuple[str, ...]], path: str | Path) -> torch.Tensor:
         """(n, num_labels) 0/1: row i has a 1 for each of text i's labels."""
