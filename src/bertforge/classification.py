@@ -2,8 +2,10 @@
 (any number of labels; a number) out.
 
 Single texts are encoded [CLS] text [SEP], pairs [CLS] a [SEP] b [SEP] with
-segment ids 0 and 1; the pooled [CLS] vector feeds the head. Files are TSV, CSV
-or JSONL with named columns (indexes for headerless tables); or, with no columns
+segment ids 0 and 1; the pooled [CLS] vector feeds the head. Files are TSV, CSV,
+JSONL, Parquet or Arrow with named columns (indexes for headerless tables); labels
+stored as numbers are named by --label-names or by the names `datasets` keeps in
+its files' metadata (SST-2's 0 and 1 are "negative" and "positive"); or, with no columns
 named, files that say their labels themselves: a directory with one file per
 class (an example per line) or one folder per class (an example per file), or
 lines that start with their label (fastText's `__label__pos ...`, TREC's
@@ -32,7 +34,7 @@ from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassif
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
 from .targets import TARGETS, THRESHOLD
-from .textfiles import open_text, read_rows
+from .textfiles import class_label_names, label_name, open_text, read_rows
 
 PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
 FASTTEXT_LABEL = "__label__"
@@ -51,6 +53,7 @@ class Columns:
     label_until: str | None = None  # keep each label up to this separator: TREC's "NUM:dist" -> "NUM" with ":"
     label_separator: str = ","  # multi-label: a label column's cell "joy,love" holds two labels
     label_columns: tuple[str, ...] = ()  # multi-label: a 0/1 column per label, named after it (Jigsaw's toxic, ...)
+    label_names: tuple[str, ...] = ()  # what the label column's numbers 0, 1, ... stand for, where the file says not
 
     def __post_init__(self) -> None:
         labelled = self.label is not None or bool(self.label_columns)
@@ -61,6 +64,8 @@ class Columns:
             )
         if self.label is not None and self.label_columns:
             raise UserError("name one label column holding the labels, or a 0/1 column per label, not both")
+        if self.label_names and self.label is None:
+            raise UserError("label names say what a label column's numbers stand for; name the label column")
         if not self.label_separator:
             raise UserError("the label separator is empty; give the character between a cell's labels, like ','")
 
@@ -102,25 +107,28 @@ def _cut(label: str | tuple[str, ...], separator: str) -> str | tuple[str, ...]:
 
 
 def _table_rows(path: Path, columns: Columns, multi_label: bool) -> list[Example]:
-    """Rows of a TSV, CSV or JSONL file. Numeric column names index a headerless table."""
+    """Rows of a TSV, CSV, JSONL, Parquet or Arrow file. Numeric column names index a headerless table. A label
+    column of numbers is named by `columns.label_names`, or by the names a `datasets` file keeps for it."""
     label_columns = list(columns.label_columns) or [columns.label]
     names = [columns.text, *label_columns] + ([columns.pair] if columns.pair else [])
+    label_names = columns.label_names or (class_label_names(path, columns.label) if columns.label else ())
     examples = []
     for number, row in read_rows(path, names):
+        where = f"{path}:{number}"
         if columns.label_columns:
             label: str | tuple[str, ...] = tuple(c for c in columns.label_columns if _yes(row[c], path, number, c))
         elif multi_label:
-            label = _label_list(row[columns.label], columns.label_separator)
+            label = _label_list(row[columns.label], columns.label_separator, label_names, where)
         else:
-            label = str(row[columns.label]).strip()
+            label = label_name(row[columns.label], label_names, where)
         examples.append(Example(str(row[columns.text]), str(row[columns.pair]) if columns.pair else None, label))
     return examples
 
 
-def _label_list(cell: Any, separator: str) -> tuple[str, ...]:
-    """A cell's labels: a JSON list as it is, text split at `separator`; empty parts are no labels."""
+def _label_list(cell: Any, separator: str, names: tuple[str, ...], where: str) -> tuple[str, ...]:
+    """A cell's labels: a list as it is, text split at `separator`; empty parts are no labels."""
     parts = cell if isinstance(cell, list) else str(cell).split(separator)
-    return tuple(dict.fromkeys(str(part).strip() for part in parts if str(part).strip()))
+    return tuple(dict.fromkeys(label_name(part, names, where) for part in parts if str(part).strip()))
 
 
 def _yes(cell: Any, path: Path, number: int, column: str) -> bool:
@@ -251,6 +259,8 @@ class ClassificationTask:
     ):
         """Without `dev_path`, `dev_fraction` of the training examples (of each label, for one label per text) is
         the dev set."""
+        if problem_type == REGRESSION and columns.label_names:
+            raise UserError("regression learns numbers; label names are for classes")
         self.batcher = TextBatcher(tokenizer, seq_len)
         multi_label = problem_type == MULTI_LABEL
         train = read_examples(train_path, columns, multi_label)

@@ -8,6 +8,8 @@
     bertforge finetune run --task multi-label --train train.tsv --dev dev.tsv \\
         --text-column text --label-column labels --out emotions      # a cell "joy,love": two labels
     bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
+    bertforge finetune run --task token-classification --train train.parquet --dev validation.parquet \\
+        --out ner                                      # `datasets`' tokens and ner_tags, tag names from the file
     bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
     bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
         --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
@@ -47,7 +49,7 @@ from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .qa import QuestionAnsweringTask
 from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
-from .tagging import TaggingTask
+from .tagging import TagColumns, TaggingTask
 from .tokenizer import load_tokenizer
 
 
@@ -71,7 +73,7 @@ def make_task(
     dev: str | Path | None,
     seq_len: int,
     cfg: FinetuneConfig,
-    columns: Columns | ChoiceColumns | None = None,
+    columns: Columns | ChoiceColumns | TagColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
     if kind in PROBLEM_TYPES:
@@ -83,7 +85,7 @@ def make_task(
             f"--task {kind} needs --dev (only classification, multi-label and regression hold out a share of --train)"
         )
     if kind == "token-classification":
-        return TaggingTask(tokenizer, train, dev, seq_len)
+        return TaggingTask(tokenizer, train, dev, seq_len, columns or TagColumns())
     if kind == "question-answering":
         return QuestionAnsweringTask(tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length)
     if kind == "multiple-choice":
@@ -100,7 +102,7 @@ def finetune(
     dev: str | Path | None,
     out: str | Path,
     cfg: FinetuneConfig | None = None,
-    columns: Columns | ChoiceColumns | None = None,
+    columns: Columns | ChoiceColumns | TagColumns | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,

@@ -4,16 +4,19 @@ the same architecture from random weights, and tabulate median and range.
     bertforge score runs/mini --tasks sst2=glue/SST-2 mrpc=glue/MRPC ner=ner/wnut17 squad=squad --seeds 3 --from-scratch
 
 A task is NAME=PATH. Known names find their files and columns in a directory:
-GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files whose names hold "train" and
-"dev"); squad (JSON files whose names hold "train" and "dev"); swag (its
+GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files, or `datasets` tables, whose
+names hold "train" and "dev" or "validation"); squad (JSON files whose names hold
+"train" and "dev"); swag (its
 train.csv and val.csv); and three tasks without a dev file, which hold out a
 share of the training examples as dev: mr and subj (a directory with a file per
 class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
 its own files:
 NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,labels=COL+COL,
-separator=SEP]; without DEV, a classification, multi-label or regression task holds dev out of TRAIN, and
-without text and label, TRAIN is a directory of classes or a file of label-first lines. A multi-label task's
-label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1 column per label.
+separator=SEP,names=NAME+NAME]; without DEV, a classification, multi-label or regression task holds dev out of
+TRAIN, and without text and label, TRAIN is a directory of classes or a file of label-first lines. A multi-label
+task's label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1 column per
+label. A tagging table's text=COL and label=COL are its lists of words and tags. names=NAME+NAME says what labels
+stored as numbers stand for (--label-names).
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.
@@ -38,7 +41,7 @@ from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .plots import save_figure, subplots
 from .qa import QuestionAnsweringTask
 from .replicates import median_range, separated
-from .tagging import TaggingTask
+from .tagging import TagColumns, TaggingTask
 from .targets import TARGETS
 
 # name: (task kind, main metric, train file, dev file, columns), the files inside the task's directory. Without a dev
@@ -79,7 +82,7 @@ class TaskSpec:
     kind: str
     train: Path
     dev: Path | None  # None: held out of train
-    columns: Columns | ChoiceColumns | None
+    columns: Columns | ChoiceColumns | TagColumns | None
     metric: str
 
 
@@ -109,7 +112,8 @@ def parse_task(spec: str) -> TaskSpec:
             f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label and regression hold "
             "out dev from TRAIN"
         )
-    columns: Columns | ChoiceColumns | None = None
+    columns: Columns | ChoiceColumns | TagColumns | None = None
+    names = tuple(values["names"].split("+")) if "names" in values else ()
     if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
         columns = Columns(
             values.get("text"),
@@ -118,7 +122,10 @@ def parse_task(spec: str) -> TaskSpec:
             values.get("label_until"),
             values.get("separator", ","),
             tuple(values["labels"].split("+")) if "labels" in values else (),
+            names,
         )
+    elif kind == "token-classification":
+        columns = TagColumns.given(values.get("text"), values.get("label"), names)
     elif kind == "multiple-choice":
         if not {"text", "choices", "label"} <= set(values):
             raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
@@ -147,13 +154,17 @@ def _present(path: Path) -> Path:
 
 
 def _find_split_files(directory: Path, suffix: str) -> tuple[Path, Path]:
-    """The files in `directory` whose names hold "train" and "dev" (WNUT-17: wnut17train.conll, emerging.dev.conll)."""
+    """The files in `directory` whose names hold "train" and "dev" (WNUT-17: wnut17train.conll, emerging.dev.conll),
+    or "validation" for dev (`datasets`' split names: train-00000-of-00001.parquet, validation-...)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
     files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(suffix))
-    found = [next((p for p in files if split in p.name.lower()), None) for split in ("train", "dev")]
+    found = [
+        next((p for p in files if any(name in p.name.lower() for name in split)), None)
+        for split in (("train",), ("dev", "validation"))
+    ]
     if None in found:
-        raise UserError(f"{directory}: need one file with 'train' and one with 'dev' in its name")
+        raise UserError(f"{directory}: need one file with 'train' and one with 'dev' (or 'validation') in its name")
     return found[0], found[1]
 
 

@@ -1,7 +1,11 @@
-"""Token classification (named entities, tags): CoNLL files in, one tag per word out.
+"""Token classification (named entities, tags): CoNLL files or tables in, one tag per word out.
 
 CoNLL format: `token<TAB or space>tag` per line (the tag is the last field), a
-blank line between sentences, `-DOCSTART-` lines ignored. Each word's tag goes on
+blank line between sentences, `-DOCSTART-` lines ignored. A JSONL, Parquet or
+Arrow table holds a sentence per row, its words and their tags as two lists, as
+`datasets` publishes CoNLL-2003 and WNUT-17 (`tokens`, `ner_tags`); tags stored
+as numbers are named by the file's `datasets` metadata or by the names the user
+gives. Each word's tag goes on
 its first word piece; the other pieces get -100 and are not scored. A sentence
 longer than the model reads is cut into windows at word boundaries, never
 truncated. Scores are entity-level precision, recall and F1 (exact span and
@@ -24,8 +28,11 @@ from .labels import IGNORE_INDEX
 from .model import BertForTokenClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
-from .textfiles import open_text
+from .textfiles import COLUMNAR, class_label_names, format_of, label_name, open_text, read_rows
 from .tokenizer import special_ids
+
+TABLES = ("jsonl", *COLUMNAR)  # a sentence per row; any other file is CoNLL
+DOCUMENT_START = "-DOCSTART-"
 
 
 @dataclass
@@ -34,13 +41,52 @@ class Sentence:
     tags: list[str]
 
 
+@dataclass(frozen=True)
+class TagColumns:
+    """Where a table keeps a sentence's words and their tags (two lists), `datasets`' names by default; `names`
+    say what tags stored as numbers stand for, where the file does not."""
+
+    words: str = "tokens"
+    tags: str = "ner_tags"
+    names: tuple[str, ...] = ()
+
+    @classmethod
+    def given(cls, words: str | None, tags: str | None, names: tuple[str, ...] = ()) -> TagColumns:
+        """The columns a user named, `datasets`' names for those not named."""
+        return cls(words or cls.words, tags or cls.tags, names)
+
+
+def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list[Sentence]:
+    """The sentences of a table (JSONL, Parquet, Arrow: a row each) or of a CoNLL file (any other name)."""
+    if format_of(Path(path)) not in TABLES:
+        return read_conll(path)
+    names = columns.names or class_label_names(path, columns.tags)
+    sentences = []
+    for number, row in read_rows(path, [columns.words, columns.tags]):
+        words, tags, where = row[columns.words], row[columns.tags], f"{path}:{number}"
+        if not isinstance(words, list) or not isinstance(tags, list):
+            raise UserError(f"{where}: columns {columns.words!r} and {columns.tags!r} must each hold a list")
+        if len(words) != len(tags):
+            raise UserError(f"{where}: {len(words)} words but {len(tags)} tags")
+        if not names and any(isinstance(tag, int) for tag in tags):
+            raise UserError(
+                f"{where}: the tags are numbers and the file does not name them; give their names in order, "
+                "like --label-names O,B-person,I-person"
+            )
+        if words and words != [DOCUMENT_START]:
+            sentences.append(Sentence([str(w) for w in words], [label_name(t, names, where) for t in tags]))
+    if not sentences:
+        raise UserError(f"{path}: no sentences (empty file)")
+    return sentences
+
+
 def read_conll(path: str | Path) -> list[Sentence]:
     """Sentences of a CoNLL file; a line with one field, or a tag that is missing, names its line."""
     sentences, words, tags = [], [], []
     with open_text(path) as f:
         for number, line in enumerate(f, start=1):
             fields = line.split()
-            if not fields or fields[0] == "-DOCSTART-":
+            if not fields or fields[0] == DOCUMENT_START:
                 if words:
                     sentences.append(Sentence(words, tags))
                 words, tags = [], []
@@ -179,14 +225,21 @@ def predict_words(
 
 
 class TaggingTask:
-    """CoNLL sentences for `finetune`; the tag set is the training file's."""
+    """Tagged sentences for `finetune`; the tag set is the training file's."""
 
     model_class = BertForTokenClassification
     main_metric = "f1"
 
-    def __init__(self, tokenizer: Tokenizer, train_path: str | Path, dev_path: str | Path, seq_len: int):
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        train_path: str | Path,
+        dev_path: str | Path,
+        seq_len: int,
+        columns: TagColumns = TagColumns(),
+    ):
         self.pad = special_ids(tokenizer).pad
-        train, self.dev = read_conll(train_path), read_conll(dev_path)
+        train, self.dev = read_sentences(train_path, columns), read_sentences(dev_path, columns)
         self.tags = sorted({t for s in train for t in s.tags}, key=lambda t: (t != "O", _split_tag(t)[1], t))
         tag_id = {t: i for i, t in enumerate(self.tags)}
         unknown = sorted({t for s in self.dev for t in s.tags} - set(tag_id))

@@ -5,6 +5,7 @@
     read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl, .parquet or .arrow
                                 (a `datasets.save_to_disk` shard), streaming
     read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
+    class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
 Columns are header names, or indexes ("0", "1") for a file without a header:
 a table is headerless exactly when every column asked for is a number. TSV is
@@ -177,21 +178,9 @@ def _columnar_rows(path: Path, kind: str, columns: list[str], stats: ReadStats) 
     """
     pa = optional_module("pyarrow", path)
     try:
-        if kind == "parquet":
-            parquet = importlib.import_module("pyarrow.parquet").ParquetFile(path)
-            names = parquet.schema_arrow.names
-            batches = lambda wanted: parquet.iter_batches(batch_size=1024, columns=wanted)  # noqa: E731
-        else:
-            source = pa.memory_map(str(path))
-            try:
-                stream = pa.ipc.open_stream(source)
-                names = stream.schema.names
-            except pa.ArrowInvalid:
-                file = pa.ipc.open_file(source)
-                stream = (file.get_batch(i) for i in range(file.num_record_batches))
-                names = file.schema.names
-            batches = lambda wanted: (batch.select(wanted) for batch in stream)  # noqa: E731
-        wanted = [names[int(c)] if c.isdigit() and int(c) < len(names) else c for c in columns]
+        schema, batches = _open_columnar(pa, path, kind)
+        names = schema.names
+        wanted = [_column_name(c, names) for c in columns]
         unknown = [c for c, name in zip(columns, wanted) if name not in names]
         if unknown:
             raise UserError(f"{path}: no column {unknown[0]!r}; the columns are {', '.join(map(repr, names))}")
@@ -205,6 +194,63 @@ def _columnar_rows(path: Path, kind: str, columns: list[str], stats: ReadStats) 
                 yield number, row
     except (OSError, pa.ArrowException) as e:
         raise UserError(f"{path}: cannot read as {kind} ({e})") from None
+
+
+def _open_columnar(pa, path: Path, kind: str):
+    """(schema, a function from column names to their record batches) of a Parquet or Arrow IPC file."""
+    if kind == "parquet":
+        parquet = importlib.import_module("pyarrow.parquet").ParquetFile(path)
+        return parquet.schema_arrow, lambda wanted: parquet.iter_batches(batch_size=1024, columns=wanted)
+    source = pa.memory_map(str(path))
+    try:
+        stream = pa.ipc.open_stream(source)
+        return stream.schema, lambda wanted: (batch.select(wanted) for batch in stream)
+    except pa.ArrowInvalid:
+        file = pa.ipc.open_file(source)
+        batches = (file.get_batch(i) for i in range(file.num_record_batches))
+        return file.schema, lambda wanted: (batch.select(wanted) for batch in batches)
+
+
+def _column_name(column: str, names: list[str]) -> str:
+    """A column given by name, or by its index into `names`."""
+    return names[int(column)] if column.isdigit() and int(column) < len(names) else column
+
+
+def class_label_names(path: str | Path, column: str) -> tuple[str, ...]:
+    """The label names a Parquet or Arrow file's integer `column` stands for, or () where the file does not say.
+
+    `datasets` stores a ClassLabel column (or a list of them: NER tags, GoEmotions' labels) as integers and
+    keeps the names in the schema's "huggingface" metadata, in the files of the Hub and of `save_to_disk` alike.
+    """
+    path = Path(path)
+    kind = format_of(path)
+    if kind not in COLUMNAR:
+        return ()
+    pa = optional_module("pyarrow", path)
+    try:
+        schema, _ = _open_columnar(pa, path, kind)
+    except (OSError, pa.ArrowException) as e:
+        raise UserError(f"{path}: cannot read as {kind} ({e})") from None
+    try:
+        features = json.loads((schema.metadata or {}).get(b"huggingface", b"{}"))["info"]["features"]
+        feature = features[_column_name(column, schema.names)]
+    except (KeyError, TypeError, ValueError):
+        return ()
+    feature = feature.get("feature", feature) if isinstance(feature, dict) else {}  # a list of labels: its items
+    names = feature.get("names") if isinstance(feature, dict) else None
+    return tuple(str(name) for name in names) if isinstance(names, list) else ()
+
+
+def label_name(value: Any, names: tuple[str, ...], where: str) -> str:
+    """A label as text. With `names`, the label is a number (an integer, or a cell of digits) indexing them."""
+    text = str(value).strip()
+    if not names:
+        return text
+    if not text.isdigit() or int(text) >= len(names):
+        raise UserError(
+            f"{where}: label {value!r} is not a number from 0 to {len(names) - 1}, the {len(names)} label names given"
+        )
+    return names[int(text)]
 
 
 def _table_rows(

@@ -24,14 +24,26 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     from ..classification import PROBLEM_TYPES, Columns
     from ..finetune import finetune
     from ..multiple_choice import ChoiceColumns
+    from ..tagging import TagColumns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
+    label_names = tuple(args.label_names.split(",")) if args.label_names else ()
     if args.task in PROBLEM_TYPES:
         label_columns = tuple(args.label_columns.split(",")) if args.label_columns else ()
         columns = Columns(
-            args.text_column, args.label_column, args.pair_column, args.label_until, args.label_separator, label_columns
+            args.text_column,
+            args.label_column,
+            args.pair_column,
+            args.label_until,
+            args.label_separator,
+            label_columns,
+            label_names,
         )
+    elif args.task == "token-classification":
+        columns = TagColumns.given(args.text_column, args.label_column, label_names)
+    elif label_names:
+        raise UserError(f"--label-names names classes; --task {args.task} has none")
     elif args.task == "multiple-choice" and args.text_column and args.choice_columns and args.label_column:
         columns = ChoiceColumns(args.text_column, args.choice_columns.split(","), args.label_column, args.pair_column)
     quiet = args.quiet or args.json
@@ -166,8 +178,9 @@ def register(verbs) -> None:
         required=True,
         help="classification, multi-label, regression: TSV, CSV or JSONL with the columns named below; without "
         "them, a directory with a file (an example per line) or a folder (an example per file) per class, or a text "
-        "file of LABEL TEXT lines (fastText's __label__ prefix dropped; several for multi-label). Tagging: CoNLL. "
-        "Question answering: SQuAD v1.1 JSON. Multiple choice: TSV, CSV or JSONL with --text-column, "
+        "file of LABEL TEXT lines (fastText's __label__ prefix dropped; several for multi-label); Parquet and "
+        "Arrow too. Tagging: CoNLL, or JSONL, Parquet or Arrow with a sentence per row (its words and tags as "
+        "lists). Question answering: SQuAD v1.1 JSON. Multiple choice: TSV, CSV or JSONL with --text-column, "
         "--choice-columns and --label-column",
     )
     p.add_argument(
@@ -178,7 +191,7 @@ def register(verbs) -> None:
     p.add_argument(
         "--text-column",
         help="classification, multi-label, regression: the text's column (a name, or an index); multiple choice: "
-        "the context's",
+        "the context's; tagging from a table: the column of words (default tokens)",
     )
     p.add_argument(
         "--pair-column",
@@ -189,7 +202,15 @@ def register(verbs) -> None:
         "--label-column",
         help="classification, regression: the label's (or the number's) column; multi-label: the column holding "
         "a text's labels (split at --label-separator; a JSONL list as it is); multiple choice: the right "
-        "choice's index (0, 1, ...) or letter (A, B, ...)",
+        "choice's index (0, 1, ...) or letter (A, B, ...); tagging from a table: the column of tags (default "
+        "ner_tags)",
+    )
+    p.add_argument(
+        "--label-names",
+        metavar="NAME,NAME,...",
+        help="classification, multi-label, tagging: what labels stored as numbers stand for, in order (0 first): "
+        "negative,positive or O,B-person,I-person. Not needed for Parquet or Arrow files from `datasets`, which "
+        "name them in their metadata",
     )
     p.add_argument(
         "--label-separator",
@@ -241,11 +262,12 @@ def register(verbs) -> None:
         nargs="+",
         required=True,
         metavar="NAME=PATH",
-        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL), "
-        "squad=DIR (SQuAD JSON), swag=DIR (train.csv, val.csv), mr=DIR, subj=DIR, trec=DIR (dev held out of "
-        "train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,"
-        "labels=COL+COL,separator=SEP] (without DEV, dev is held out of TRAIN; without text and label, TRAIN is a "
-        "directory of classes or label-first lines; a multi-label task's labels=COL+COL names its 0/1 columns)",
+        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL, or "
+        "`datasets` tables), squad=DIR (SQuAD JSON), swag=DIR (train.csv, val.csv), mr=DIR, subj=DIR, trec=DIR "
+        "(dev held out of train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,"
+        "choices=COL+COL,labels=COL+COL,separator=SEP,names=NAME+NAME] (without DEV, dev is held out of TRAIN; "
+        "without text and label, TRAIN is a directory of classes or label-first lines; a multi-label task's "
+        "labels=COL+COL names its 0/1 columns; names are what labels stored as numbers stand for)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
