@@ -13,6 +13,7 @@ import torch
 from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
+from bertforge.errors import UserError
 from bertforge.finetune import finetune
 from bertforge.qa import (
     Answerer,
@@ -20,6 +21,8 @@ from bertforge.qa import (
     best_span,
     f1_score,
     normalize_answer,
+    read_squad,
+    span_probabilities,
     span_text,
     squad_scores,
     windowing_tokenizer,
@@ -148,13 +151,30 @@ def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_p
 # ---------------------------------------------------------------- question answering
 
 
-def squad(items: list[tuple[str, str, str]]) -> dict:
-    """{"data": ...} from (context, question, answer) triples; answer_start is the answer's first occurrence."""
+def squad(items: list[tuple[str, str, str | None]]) -> dict:
+    """{"data": ...} from (context, question, answer) triples; answer_start is the answer's first occurrence.
+    An answer of None is a SQuAD v2.0 question the context does not answer."""
     paragraphs = [
-        {"context": c, "qas": [{"id": str(i), "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}]}
+        {
+            "context": c,
+            "qas": [
+                {"id": str(i), "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
+                if a is not None
+                else {"id": str(i), "question": q, "answers": [], "is_impossible": True, "plausible_answers": []}
+            ],
+        }
         for i, (c, q, a) in enumerate(items)
     ]
     return {"data": [{"title": "t", "paragraphs": paragraphs}]}
+
+
+def squad_rows(items: list[tuple[str, str, str | None]]) -> list[dict]:
+    """The same questions as `datasets` keeps squad_v2: a row each, answers as lists."""
+    return [
+        {"id": str(i), "title": "t", "context": c, "question": q}
+        | {"answers": {"text": [a] if a else [], "answer_start": [c.index(a)] if a else []}}
+        for i, (c, q, a) in enumerate(items)
+    ]
 
 
 def qa_items(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
@@ -176,6 +196,13 @@ def test_squad_normalisation_and_scores():
     assert squad_scores(["Paris", "in rome"], [["paris", "the city of paris"], ["lima"]]) == {
         "exact_match": 50.0,
         "f1": 50.0,
+    }
+    # SQuAD v2.0: no answer ("") is right only for a question without answers, and F1 is split by kind.
+    assert squad_scores(["", "paris", "", "rome"], [[], [], ["rome"], ["rome"]]) == {
+        "exact_match": 50.0,
+        "f1": 50.0,
+        "has_answer_f1": 50.0,
+        "no_answer_f1": 50.0,
     }
 
 
@@ -232,8 +259,83 @@ def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder,
     starts, ends, scores, _ = select_starts_ends(
         out.start_logits.numpy(), out.end_logits.numpy(), p_mask, np.ones_like(p_mask), max_answer_len=15
     )
-    first, last, score = best_span(ours_logits[:, 0], ours_logits[:, 1], encoding, 15)
+    probabilities = span_probabilities(ours_logits[:, 0], ours_logits[:, 1], encoding)
+    first, last, score = best_span(*probabilities, encoding, 15)
     assert (first, last) == (int(starts[0]), int(ends[0])) and score == pytest.approx(float(scores[0]), rel=1e-5)
+
+
+def unanswerable_items(rng: random.Random, n: int) -> list[tuple[str, str, None]]:
+    """Contexts without "in PLACE": a place is named, but nobody is said to live anywhere."""
+    items = []
+    for _ in range(n):
+        words = [rng.choice(FILLER + NAMES) for _ in range(rng.randrange(3, 12))]
+        words.insert(rng.randrange(len(words) + 1), rng.choice(PLACES))
+        items.append((" ".join(words), f"where does {rng.choice(NAMES)} live ?", None))
+    return items
+
+
+def test_squad_v2_json_and_datasets_tables_read_the_same_questions(tmp_path):
+    items = qa_items(random.Random(5), 3) + unanswerable_items(random.Random(6), 2)
+    (tmp_path / "v2.json").write_text(json.dumps(squad(items)))
+    rows = squad_rows(items)
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "to_json.json").write_text("".join(json.dumps(r) + "\n" for r in rows))  # datasets' to_json
+    expected = read_squad(tmp_path / "v2.json", training=True)
+    assert [q.answers for q in expected] == [[a] for _, _, a in items[:3]] + [[], []]
+    assert read_squad(tmp_path / "rows.jsonl", training=True) == expected
+    assert read_squad(tmp_path / "to_json.json", training=True) == expected
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "validation.parquet")  # answers: a struct of two lists
+    assert read_squad(tmp_path / "validation.parquet", training=True) == expected
+
+
+def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tmp_path):
+    """Trained with unanswerable questions, the model answers "no answer" where the context has no answer,
+    by the pipeline's handle_impossible_answer rule on the same logits."""
+    pytest.importorskip("transformers")
+    from transformers.pipelines.document_question_answering import select_starts_ends
+
+    rng = random.Random(7)
+    items = qa_items(rng, 48) + unanswerable_items(rng, 48)
+    rng.shuffle(items)
+    (tmp_path / "train.json").write_text(json.dumps(squad(items)))
+    (tmp_path / "dev.json").write_text(json.dumps(squad(items[:24])))
+    summary = finetune(
+        encoder,
+        "question-answering",
+        tmp_path / "train.json",
+        tmp_path / "dev.json",
+        tmp_path / "qa",
+        fast(epochs=50, seq_len=64, stride=16),
+        progress=False,
+    )
+    best = summary["best"]
+    assert best["dev_has_answer_f1"] >= 90.0 and best["dev_no_answer_f1"] >= 90.0, best
+    assert summary["train_questions_without_answer"] == 48
+    model_dir = tmp_path / "qa" / "model"
+    answerer = Answerer(model_dir)
+    assert answerer.allow_no_answer
+    for context, question, gold in items[:24]:
+        ours = answerer.answer(question, context)
+        assert ours["answer"] == (gold or ""), (context, ours)
+        encoding = windows(answerer.tokenizer, question, context)[0]
+        ids, types = torch.tensor([encoding.ids]), torch.tensor([encoding.type_ids])
+        with torch.no_grad():
+            logits = answerer.model(ids, types)[0][0].numpy()  # (T, 2)
+        p_mask = np.array([[s != 1 for s in encoding.sequence_ids]], dtype=int)
+        p_mask[0, 0] = 0
+        starts, ends, scores, no_answer = select_starts_ends(
+            logits[None, :, 0], logits[None, :, 1], p_mask, np.ones_like(p_mask), 1e6, 1, True, 15
+        )
+        expected = "" if no_answer > scores[0] else context[slice(*span_text(encoding, context, starts[0], ends[0]))]
+        assert ours["answer"] == expected
+        assert ours["score"] == pytest.approx(max(no_answer, float(scores[0])), rel=1e-5)
+    context, question, _ = next(item for item in items[:24] if item[2] is None)
+    shown = bertforge_ok("answer", model_dir, "--question", question, "--context", context).stdout
+    assert shown.startswith("(no answer")
+    (tmp_path / "v1.json").write_text(json.dumps(squad(qa_items(rng, 4))))
+    with pytest.raises(UserError, match="never learn"):
+        finetune(encoder, "question-answering", tmp_path / "v1.json", tmp_path / "dev.json", tmp_path / "x", fast())
 
 
 # ---------------------------------------------------------------- regression

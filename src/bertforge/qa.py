@@ -1,4 +1,4 @@
-"""Extractive question answering (SQuAD v1.1): the answer is a span of the context.
+"""Extractive question answering (SQuAD v1.1 and v2.0): the answer is a span of the context, or in v2.0 none.
 
 The question and the context are encoded as a pair, [CLS] question [SEP] context
 [SEP]; a context too long for one sequence is read in overlapping windows
@@ -8,7 +8,14 @@ model gives every token a start and an end logit. Decoding follows the
 start and end probabilities are softmaxes within a window, a span scores
 start × end probability, spans are at most `max_answer_length` tokens, the best
 span over all windows wins, and it is widened to whole words. Exact match and
-F1 are SQuAD v1.1's official ones: normalised text, best over the gold answers.
+F1 are SQuAD's official ones: normalised text, best over the gold answers.
+
+SQuAD v2.0 adds questions the context does not answer. Such a question is
+trained to point start and end at [CLS] in every window (as BERT's paper and
+`transformers`' examples do), and a model trained with any answers "no answer"
+when [CLS]'s start × end probability (the lowest over the windows) beats the
+best span: the pipeline's `handle_impossible_answer`. Files are SQuAD JSON, or
+tables with a question per row as `datasets` keeps squad and squad_v2.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import collections
 import json
 import re
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +35,12 @@ from tokenizers import Encoding, Tokenizer
 
 from .errors import UserError
 from .model import BertForQuestionAnswering
-from .modeldir import load_model_and_tokenizer
+from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, release_freed_memory, resolve_device
+from .textfiles import format_of, read_rows
 from .tokenizer import special_ids
+
+NO_ANSWER_KEY = "handle_impossible_answer"  # config.json: trained on SQuAD v2.0, so it may answer "no answer"
 
 
 @dataclass
@@ -37,47 +48,95 @@ class Question:
     id: str
     question: str
     context: str
-    answers: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)  # none: the context does not answer it (SQuAD v2.0)
     answer_start: int | None = None  # of the first answer: where training finds it
 
 
 def read_squad(path: str | Path, training: bool) -> list[Question]:
-    """Questions of a SQuAD v1.1 JSON file; in a training file every answer_start must point at its answer."""
+    """Questions of a SQuAD JSON file (v1.1, or v2.0 with unanswerable ones), or of a table with a question per
+    row (JSONL, Parquet, Arrow), as `datasets` keeps squad and squad_v2. In a training file every answer_start
+    must point at its answer."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+    document = _squad_document(path)
+    questions = list(_document_questions(document, path) if document is not None else _table_questions(path))
+    if not questions:
+        raise UserError(f"{path}: no questions")
+    if training:
+        for question in questions:
+            _check_answer_start(question, path)
+    return questions
+
+
+def _squad_document(path: Path) -> dict | None:
+    """The parsed SQuAD JSON document, or None for a table (Parquet, Arrow, JSON lines)."""
+    if format_of(path) != "jsonl" or ".jsonl" in path.name.lower():
+        return None
     try:
-        articles = json.loads(path.read_text(encoding="utf-8-sig"))["data"]
+        document = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
+        if e.msg == "Extra data":  # a .json file of JSON lines, as `datasets`' to_json writes it
+            return None
         raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    except (KeyError, TypeError):
-        raise UserError(f"{path}: not SQuAD JSON (no top-level 'data' list)") from None
-    questions = []
-    for article in articles:
+    if isinstance(document, dict) and "question" in document:  # one line of JSON lines
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("data"), list):
+        raise UserError(f"{path}: not SQuAD JSON (no top-level 'data' list)")
+    return document
+
+
+def _document_questions(document: dict, path: Path) -> Iterator[Question]:
+    for article in document["data"]:
         for paragraph in article.get("paragraphs", []):
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
                 try:
-                    question = Question(str(qa["id"]), qa["question"], context, [a["text"] for a in qa["answers"]])
-                    starts = [int(a["answer_start"]) for a in qa["answers"]]
+                    answers = [] if qa.get("is_impossible") else qa["answers"]
+                    yield _question(
+                        str(qa["id"]),
+                        qa["question"],
+                        context,
+                        [a["text"] for a in answers],
+                        [int(a["answer_start"]) for a in answers],
+                        f"{path}: question {qa.get('id', '?')!r}",
+                    )
                 except (KeyError, TypeError, ValueError):
                     raise UserError(
                         f"{path}: question {qa.get('id', '?')!r} lacks id, question, answers or answer_start"
                     ) from None
-                if not isinstance(context, str) or not question.answers:
-                    raise UserError(f"{path}: question {question.id!r} has no context or no answers")
-                if training:
-                    text, start = question.answers[0], starts[0]
-                    if context[start : start + len(text)] != text:
-                        raise UserError(
-                            f"{path}: question {question.id!r}: answer_start {start} does not point at its "
-                            f"answer {text!r} (the context there reads {context[start : start + len(text)]!r})"
-                        )
-                    question.answer_start = start
-                questions.append(question)
-    if not questions:
-        raise UserError(f"{path}: no questions")
-    return questions
+
+
+def _table_questions(path: Path) -> Iterator[Question]:
+    """`datasets`' layout: question, context and answers {text: [...], answer_start: [...]} per row."""
+    for number, row in read_rows(path, ["question", "context", "answers"], optional=("id",)):
+        where = f"{path}:{number}"
+        answers = row["answers"]
+        try:
+            texts, starts = list(answers["text"]), [int(s) for s in answers["answer_start"]]
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"{where}: answers must be {{'text': [...], 'answer_start': [...]}}") from None
+        yield _question(str(row.get("id", number)), row["question"], row["context"], texts, starts, where)
+
+
+def _question(id: str, question: Any, context: Any, texts: list[str], starts: list[int], where: str) -> Question:
+    if not isinstance(context, str) or not context.strip() or not isinstance(question, str):
+        raise UserError(f"{where}: no context or no question")
+    if len(texts) != len(starts):
+        raise UserError(f"{where}: {len(texts)} answers but {len(starts)} answer_starts")
+    return Question(id, question, context, list(texts), starts[0] if starts else None)
+
+
+def _check_answer_start(question: Question, path: Path) -> None:
+    """Check that a training question's first answer_start points at its answer."""
+    if not question.answers:
+        return
+    text, start = question.answers[0], question.answer_start
+    if question.context[start : start + len(text)] != text:
+        raise UserError(
+            f"{path}: question {question.id!r}: answer_start {start} does not point at its answer {text!r} "
+            f"(the context there reads {question.context[start : start + len(text)]!r})"
+        )
 
 
 # ---------------------------------------------------------------- windows and labels
@@ -126,28 +185,29 @@ def pad_batch(encodings: list[Encoding], pad: int) -> dict[str, torch.Tensor]:
 # ---------------------------------------------------------------- decoding
 
 
-def best_span(
-    start_logits: np.ndarray, end_logits: np.ndarray, encoding: Encoding, max_answer_length: int
-) -> tuple[int, int, float] | None:
-    """(first token, last token, score) of the best span in one window, as the `transformers` QA pipeline decodes.
-
-    Only context tokens may answer (their softmax is taken within the window,
-    [CLS] then zeroed); score = start probability × end probability.
-    """
+def span_probabilities(start_logits: np.ndarray, end_logits: np.ndarray, encoding: Encoding) -> list[np.ndarray]:
+    """Start and end probabilities (T,) in one window, as the `transformers` QA pipeline takes them: a softmax over
+    the context tokens and [CLS]. [CLS]'s pair of probabilities scores "no answer" (SQuAD v2.0)."""
     allowed = np.array([s == 1 for s in encoding.sequence_ids])  # (T,)
-    cls_allowed = allowed.copy()
-    cls_allowed[0] = True  # [CLS] takes part in the softmax, as in the pipeline, then is zeroed
+    allowed[0] = True
     probabilities = []
     for logits in (start_logits, end_logits):
-        masked = np.where(cls_allowed, logits, -10000.0)
+        masked = np.where(allowed, logits, -10000.0)
         p = np.exp(masked - masked.max())
-        p = p / p.sum()
-        p[0] = 0.0
-        probabilities.append(p)
-    start, end = probabilities
+        probabilities.append(p / p.sum())
+    return probabilities
+
+
+def best_span(
+    start: np.ndarray, end: np.ndarray, encoding: Encoding, max_answer_length: int
+) -> tuple[int, int, float] | None:
+    """(first token, last token, score) of the best span of context tokens in one window, from its
+    `span_probabilities`: score = start probability × end probability, the pipeline's decoding."""
+    context = np.array([s == 1 for s in encoding.sequence_ids])  # (T,)
+    start, end = np.where(context, start, 0.0), np.where(context, end, 0.0)
     candidates = np.tril(np.triu(np.outer(start, end)), max_answer_length - 1)  # end >= start, short enough
     first, last = np.unravel_index(int(np.argmax(candidates)), candidates.shape)
-    if not (allowed[first] and allowed[last]):
+    if not (context[first] and context[last]):
         return None
     return int(first), int(last), float(candidates[first, last])
 
@@ -165,9 +225,14 @@ def answer_questions(
     items: list[tuple[str, str]],
     precision: MixedPrecision,
     max_answer_length: int,
+    allow_no_answer: bool = False,
     batch_size: int = 32,
 ) -> list[dict[str, Any]]:
-    """{answer, score, start, end} for each (question, context); windows of many questions share batches."""
+    """{answer, score, start, end} for each (question, context); windows of many questions share batches.
+
+    With `allow_no_answer` (a model trained on SQuAD v2.0), the answer is "" when the lowest no-answer score of
+    the question's windows beats its best span, as the pipeline's `handle_impossible_answer` decides.
+    """
     model.eval()
     pad = special_ids(tokenizer).pad
     owners, encodings = [], []
@@ -176,6 +241,7 @@ def answer_questions(
             owners.append(i)
             encodings.append(encoding)
     best: list[dict[str, Any]] = [{"answer": "", "score": 0.0, "start": 0, "end": 0} for _ in items]
+    no_answer = [1.0] * len(items)  # the lowest [CLS] start × end probability over a question's windows
     order = sorted(range(len(encodings)), key=lambda k: len(encodings[k].ids))  # little padding
     for s in range(0, len(order), batch_size):
         chunk = order[s : s + batch_size]
@@ -184,17 +250,18 @@ def answer_questions(
             logits, _ = model(**batch)
         logits = logits.float().cpu().numpy()  # (b, T, 2)
         for row, k in enumerate(chunk):
-            n = len(encodings[k].ids)
-            span = best_span(logits[row, :n, 0], logits[row, :n, 1], encodings[k], max_answer_length)
-            if span is not None and span[2] > best[owners[k]]["score"]:
-                start, end = span_text(encodings[k], items[owners[k]][1], span[0], span[1])
-                best[owners[k]] = {
-                    "answer": items[owners[k]][1][start:end],
-                    "score": span[2],
-                    "start": start,
-                    "end": end,
-                }
+            n, owner = len(encodings[k].ids), owners[k]
+            start, end = span_probabilities(logits[row, :n, 0], logits[row, :n, 1], encodings[k])
+            no_answer[owner] = min(no_answer[owner], float(start[0] * end[0]))
+            span = best_span(start, end, encodings[k], max_answer_length)
+            if span is not None and span[2] > best[owner]["score"]:
+                first, last = span_text(encodings[k], items[owner][1], span[0], span[1])
+                best[owner] = {"answer": items[owner][1][first:last], "score": span[2], "start": first, "end": last}
         release_freed_memory()
+    if allow_no_answer:
+        for i, score in enumerate(no_answer):
+            if score > best[i]["score"]:
+                best[i] = {"answer": "", "score": score, "start": 0, "end": 0}
     return best
 
 
@@ -214,6 +281,8 @@ def exact_match(prediction: str, gold: str) -> float:
 
 def f1_score(prediction: str, gold: str) -> float:
     predicted, expected = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not predicted or not expected:  # SQuAD v2.0: "no answer" is right only against no answer
+        return float(predicted == expected)
     common = sum((collections.Counter(predicted) & collections.Counter(expected)).values())
     if common == 0:
         return 0.0
@@ -222,17 +291,28 @@ def f1_score(prediction: str, gold: str) -> float:
 
 
 def squad_scores(predictions: list[str], golds: list[list[str]]) -> dict[str, float]:
-    """Exact match and F1 in percent, each the best over a question's gold answers, averaged over questions."""
+    """Exact match and F1 in percent, each the best over a question's gold answers, averaged over questions.
+
+    A question without answers (SQuAD v2.0) has the one gold answer "", so only "" is right for it; then F1 is
+    also reported over the questions with and without answers apart, as v2.0's script reports HasAns and NoAns.
+    """
+    golds = [gold or [""] for gold in golds]
     em = [max(exact_match(p, g) for g in gold) for p, gold in zip(predictions, golds)]
     f1 = [max(f1_score(p, g) for g in gold) for p, gold in zip(predictions, golds)]
-    return {"exact_match": 100 * float(np.mean(em)), "f1": 100 * float(np.mean(f1))}
+    scores = {"exact_match": 100 * float(np.mean(em)), "f1": 100 * float(np.mean(f1))}
+    answerable = np.array([gold != [""] for gold in golds])
+    if not answerable.all():
+        for name, kept in (("has_answer_f1", answerable), ("no_answer_f1", ~answerable)):
+            if kept.any():
+                scores[name] = 100 * float(np.mean(np.array(f1)[kept]))
+    return scores
 
 
 # ---------------------------------------------------------------- the task
 
 
 class QuestionAnsweringTask:
-    """SQuAD v1.1 files for `finetune`: training windows with their answer tokens, dev scored by EM/F1."""
+    """SQuAD files for `finetune`: training windows with their answer tokens ([CLS] for none), dev scored by EM/F1."""
 
     model_class = BertForQuestionAnswering
     main_metric = "f1"
@@ -250,15 +330,22 @@ class QuestionAnsweringTask:
         self.pad = special_ids(tokenizer).pad
         self.tokenizer = windowing_tokenizer(tokenizer, seq_len, stride)
         train, self.dev = read_squad(train_path, training=True), read_squad(dev_path, training=False)
+        self.allow_no_answer = any(not q.answers for q in train)
+        if not self.allow_no_answer and any(not q.answers for q in self.dev):
+            raise UserError(
+                f"{dev_path}: has questions without answers (SQuAD v2.0) but {train_path} has none, so the model "
+                "would never learn to answer 'no answer'"
+            )
         self.train_windows, labels = [], []
         for q in train:
-            end = q.answer_start + len(q.answers[0])
+            answer = (q.answer_start, q.answer_start + len(q.answers[0])) if q.answers else None
             for encoding in windows(self.tokenizer, q.question, q.context):
                 self.train_windows.append(encoding)
-                labels.append(answer_tokens(encoding, q.answer_start, end))
+                labels.append(answer_tokens(encoding, *answer) if answer else (0, 0))  # no answer: [CLS]
         self.train_labels = torch.tensor(labels, dtype=torch.long)  # (windows, 2)
         self.sizes = {
             "train_questions": len(train),
+            "train_questions_without_answer": sum(not q.answers for q in train),
             "train_windows": len(self.train_windows),
             "dev_questions": len(self.dev),
         }
@@ -277,34 +364,38 @@ class QuestionAnsweringTask:
         ]
 
     def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]:
+        items = [(q.question, q.context) for q in self.dev]
         answers = answer_questions(
-            model, self.tokenizer, [(q.question, q.context) for q in self.dev], precision, self.max_answer_length
+            model, self.tokenizer, items, precision, self.max_answer_length, self.allow_no_answer
         )
         return squad_scores([a["answer"] for a in answers], [q.answers for q in self.dev])
 
     def saved_config(self) -> dict[str, Any]:
-        return {}
+        return {NO_ANSWER_KEY: self.allow_no_answer}
 
     def summary(self) -> dict[str, Any]:
         return dict(self.sizes)
 
 
 class Answerer:
-    """A fine-tuned QA model: the answer to a question in a context, as the `transformers` pipeline gives it."""
+    """A fine-tuned QA model: the answer to a question in a context, as the `transformers` pipeline gives it
+    (with `handle_impossible_answer` for a model trained on SQuAD v2.0)."""
 
     def __init__(
         self, path: str | Path, device: str = "cpu", trust_pickle: bool = False, seq_len: int = 384, stride: int = 128
     ):
-        _, self.model, tokenizer = load_model_and_tokenizer(path, BertForQuestionAnswering, trust_pickle)
+        directory = resolve_model_dir(path)
+        self.allow_no_answer = bool(read_config(directory).get(NO_ANSWER_KEY, False))
+        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForQuestionAnswering, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
         self.tokenizer = windowing_tokenizer(tokenizer, min(seq_len, self.model.config.max_position_embeddings), stride)
 
     def answer(self, question: str, context: str, max_answer_length: int = 15) -> dict[str, Any]:
-        """{answer, score, start, end}: the answer text and its character offsets in `context`."""
+        """{answer, score, start, end}: the answer text and its character offsets in `context`; "" for none."""
         if not question.strip() or not context.strip():
             raise UserError("give a question and a context")
-        return {
-            "question": question,
-            **answer_questions(self.model, self.tokenizer, [(question, context)], self.precision, max_answer_length)[0],
-        }
+        answers = answer_questions(
+            self.model, self.tokenizer, [(question, context)], self.precision, max_answer_length, self.allow_no_answer
+        )
+        return {"question": question, **answers[0]}

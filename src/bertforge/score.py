@@ -5,8 +5,8 @@ the same architecture from random weights, and tabulate median and range.
 
 A task is NAME=PATH. Known names find their files and columns in a directory:
 GLUE's sst2, mrpc, rte, cola, stsb; ner (CoNLL files, or `datasets` tables, whose
-names hold "train" and "dev" or "validation"); squad (JSON files whose names hold
-"train" and "dev"); swag (its
+names hold "train" and "dev" or "validation"); squad (SQuAD v1.1 or v2.0 JSON files,
+or `datasets` tables, named the same way); swag (its
 train.csv and val.csv); and three tasks without a dev file, which hold out a
 share of the training examples as dev: mr and subj (a directory with a file per
 class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
@@ -99,8 +99,8 @@ def parse_task(spec: str) -> TaskSpec:
             return TaskSpec(name, kind, _present(directory / train), None, columns, metric)
         return TaskSpec(name, kind, _existing(directory / train), _existing(directory / dev), columns, metric)
     if name in ("ner", "squad") and not options:
-        kind, suffix = ("token-classification", "") if name == "ner" else ("question-answering", ".json")
-        train, dev = _find_split_files(Path(paths), suffix) if "," not in paths else map(Path, paths.split(",", 1))
+        kind = "token-classification" if name == "ner" else "question-answering"
+        train, dev = _find_split_files(Path(paths)) if "," not in paths else map(Path, paths.split(",", 1))
         return TaskSpec(name, kind, _existing(train), _existing(dev), None, MAIN_METRIC[kind])
     values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
     kind = values.get("task", "classification")
@@ -153,12 +153,12 @@ def _present(path: Path) -> Path:
     return path
 
 
-def _find_split_files(directory: Path, suffix: str) -> tuple[Path, Path]:
+def _find_split_files(directory: Path) -> tuple[Path, Path]:
     """The files in `directory` whose names hold "train" and "dev" (WNUT-17: wnut17train.conll, emerging.dev.conll),
     or "validation" for dev (`datasets`' split names: train-00000-of-00001.parquet, validation-...)."""
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
-    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(suffix))
+    files = sorted(p for p in directory.iterdir() if p.is_file())
     found = [
         next((p for p in files if any(name in p.name.lower() for name in split)), None)
         for split in (("train",), ("dev", "validation"))

@@ -120,18 +120,23 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
 
 
 def read_rows(
-    path: str | Path, columns: list[str], stats: ReadStats | None = None, on_error: str = "fail"
+    path: str | Path,
+    columns: list[str],
+    stats: ReadStats | None = None,
+    on_error: str = "fail",
+    optional: tuple[str, ...] = (),
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, {column: value}) for every non-empty row; a missing column names the file and line.
 
     `on_error="skip"` skips JSONL lines that are not JSON or lack a column (counted in
-    `stats.skipped_lines`) instead of stopping at them.
+    `stats.skipped_lines`) instead of stopping at them. The `optional` columns are in a row where the file has
+    them (a text row always holds all of its own).
     """
     path = Path(path)
     stats = stats if stats is not None else ReadStats()
     kind = format_of(path)
     if kind in COLUMNAR:
-        yield from _columnar_rows(path, kind, columns, stats)
+        yield from _columnar_rows(path, kind, columns, stats, optional)
         return
     try:
         with open_text(path, stats) as f:
@@ -170,7 +175,9 @@ def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, A
         yield number, row if isinstance(row, dict) else "not a JSON object"
 
 
-def _columnar_rows(path: Path, kind: str, columns: list[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+def _columnar_rows(
+    path: Path, kind: str, columns: list[str], stats: ReadStats, optional: tuple[str, ...] = ()
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, {column: value}) from Parquet or Arrow IPC, a record batch at a time (bounded memory).
 
     Columns are names, or indexes into the schema. Arrow files are those of
@@ -180,6 +187,7 @@ def _columnar_rows(path: Path, kind: str, columns: list[str], stats: ReadStats) 
     try:
         schema, batches = _open_columnar(pa, path, kind)
         names = schema.names
+        columns = [*columns, *(c for c in optional if c in names)]
         wanted = [_column_name(c, names) for c in columns]
         unknown = [c for c, name in zip(columns, wanted) if name not in names]
         if unknown:

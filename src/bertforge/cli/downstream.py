@@ -155,6 +155,9 @@ def cmd_answer(args: argparse.Namespace) -> None:
     if args.json:
         print_json(result)
         return
+    if not result["answer"]:
+        print(f"(no answer: the context does not say; score {result['score']:.3f})")
+        return
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
 
 
@@ -180,8 +183,9 @@ def register(verbs) -> None:
         "them, a directory with a file (an example per line) or a folder (an example per file) per class, or a text "
         "file of LABEL TEXT lines (fastText's __label__ prefix dropped; several for multi-label); Parquet and "
         "Arrow too. Tagging: CoNLL, or JSONL, Parquet or Arrow with a sentence per row (its words and tags as "
-        "lists). Question answering: SQuAD v1.1 JSON. Multiple choice: TSV, CSV or JSONL with --text-column, "
-        "--choice-columns and --label-column",
+        "lists). Question answering: SQuAD v1.1 or v2.0 JSON, or a table with a question per row (datasets' "
+        "question, context, answers). Multiple choice: TSV, CSV or JSONL with --text-column, --choice-columns and "
+        "--label-column",
     )
     p.add_argument(
         "--dev",
@@ -262,11 +266,11 @@ def register(verbs) -> None:
         nargs="+",
         required=True,
         metavar="NAME=PATH",
-        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL, or "
-        "`datasets` tables), squad=DIR (SQuAD JSON), swag=DIR (train.csv, val.csv), mr=DIR, subj=DIR, trec=DIR "
-        "(dev held out of train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label_until=SEP,"
-        "choices=COL+COL,labels=COL+COL,separator=SEP,names=NAME+NAME] (without DEV, dev is held out of TRAIN; "
-        "without text and label, TRAIN is a directory of classes or label-first lines; a multi-label task's "
+        help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL, or `datasets` "
+        "tables), squad=DIR (SQuAD v1.1 or v2.0 JSON, or `datasets` tables), swag=DIR (train.csv, val.csv), mr=DIR, "
+        "subj=DIR, trec=DIR (dev held out of train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label"
+        "_until=SEP,choices=COL+COL,labels=COL+COL,separator=SEP,names=NAME+NAME] (without DEV, dev is held out of "
+        "TRAIN; without text and label, TRAIN is a directory of classes or label-first lines; a multi-label task's "
         "labels=COL+COL names its 0/1 columns; names are what labels stored as numbers stand for)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
