@@ -333,6 +333,16 @@ def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tm
     context, question, _ = next(item for item in items[:24] if item[2] is None)
     shown = bertforge_ok("answer", model_dir, "--question", question, "--context", context).stdout
     assert shown.startswith("(no answer")
+    # A whole file: SQuAD's predictions file, and the dev scores fine-tuning reported.
+    done = bertforge_ok(
+        "answer", model_dir, "--input", tmp_path / "dev.json", "--out", tmp_path / "pred.json", "--json"
+    )
+    assert json.loads((tmp_path / "pred.json").read_text()) == {
+        str(i): gold or "" for i, (_, _, gold) in enumerate(items[:24])
+    }
+    one_line_error(bertforge("answer", model_dir, "--input", tmp_path / "dev.json", "--question", "who?"), "not both")
+    scores = json.loads(done.stdout)["scores"]
+    assert scores == pytest.approx({k.removeprefix("dev_"): v for k, v in best.items() if k.startswith("dev_")})
     (tmp_path / "v1.json").write_text(json.dumps(squad(qa_items(rng, 4))))
     with pytest.raises(UserError, match="never learn"):
         finetune(encoder, "question-answering", tmp_path / "v1.json", tmp_path / "dev.json", tmp_path / "x", fast())

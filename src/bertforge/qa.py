@@ -54,8 +54,9 @@ class Question:
 
 def read_squad(path: str | Path, training: bool) -> list[Question]:
     """Questions of a SQuAD JSON file (v1.1, or v2.0 with unanswerable ones), or of a table with a question per
-    row (JSONL, Parquet, Arrow), as `datasets` keeps squad and squad_v2. In a training file every answer_start
-    must point at its answer."""
+    row (JSONL, Parquet, Arrow), as `datasets` keeps squad and squad_v2. A question without answers (none given,
+    or none at all) is one the context does not answer. In a training file every answer_start must point at its
+    answer."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -64,6 +65,8 @@ def read_squad(path: str | Path, training: bool) -> list[Question]:
     if not questions:
         raise UserError(f"{path}: no questions")
     if training:
+        if not any(q.answers for q in questions):
+            raise UserError(f"{path}: no question has an answer; a training file needs them")
         for question in questions:
             _check_answer_start(question, path)
     return questions
@@ -92,7 +95,7 @@ def _document_questions(document: dict, path: Path) -> Iterator[Question]:
             context = paragraph.get("context")
             for qa in paragraph.get("qas", []):
                 try:
-                    answers = [] if qa.get("is_impossible") else qa["answers"]
+                    answers = [] if qa.get("is_impossible") else qa.get("answers", [])
                     yield _question(
                         str(qa["id"]),
                         qa["question"],
@@ -109,9 +112,9 @@ def _document_questions(document: dict, path: Path) -> Iterator[Question]:
 
 def _table_questions(path: Path) -> Iterator[Question]:
     """`datasets`' layout: question, context and answers {text: [...], answer_start: [...]} per row."""
-    for number, row in read_rows(path, ["question", "context", "answers"], optional=("id",)):
+    for number, row in read_rows(path, ["question", "context"], optional=("id", "answers")):
         where = f"{path}:{number}"
-        answers = row["answers"]
+        answers = row.get("answers") or {"text": [], "answer_start": []}
         try:
             texts, starts = list(answers["text"]), [int(s) for s in answers["answer_start"]]
         except (KeyError, TypeError, ValueError):
@@ -395,7 +398,10 @@ class Answerer:
         """{answer, score, start, end}: the answer text and its character offsets in `context`; "" for none."""
         if not question.strip() or not context.strip():
             raise UserError("give a question and a context")
-        answers = answer_questions(
-            self.model, self.tokenizer, [(question, context)], self.precision, max_answer_length, self.allow_no_answer
+        return {"question": question, **self.answer_all([(question, context)], max_answer_length)[0]}
+
+    def answer_all(self, items: list[tuple[str, str]], max_answer_length: int = 15) -> list[dict[str, Any]]:
+        """`answer` for many (question, context) pairs, their windows sharing batches."""
+        return answer_questions(
+            self.model, self.tokenizer, items, self.precision, max_answer_length, self.allow_no_answer
         )
-        return {"question": question, **answers[0]}

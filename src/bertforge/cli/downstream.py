@@ -142,15 +142,23 @@ def cmd_answer(args: argparse.Namespace) -> None:
     from ..qa import Answerer
     from ..textfiles import open_text
 
-    if (args.context is None) == (args.context_file is None):
-        raise UserError("give the context once: --context TEXT or --context-file FILE")
+    if args.input:
+        if args.question or args.context or args.context_file:
+            raise UserError("give --input FILE, or --question with --context or --context-file, not both")
+    elif args.question is None or (args.context is None) == (args.context_file is None):
+        raise UserError("give --question and the context once (--context TEXT or --context-file FILE), or --input")
+    if args.out and not args.input:
+        raise UserError("--out writes the answers to --input's questions")
+    answerer = Answerer(
+        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
+    )
+    if args.input:
+        _answer_file(answerer, args)
+        return
     context = args.context
     if args.context_file:
         with open_text(args.context_file) as f:
             context = f.read()
-    answerer = Answerer(
-        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
-    )
     result = answerer.answer(args.question, context, args.max_answer_length)
     if args.json:
         print_json(result)
@@ -159,6 +167,28 @@ def cmd_answer(args: argparse.Namespace) -> None:
         print(f"(no answer: the context does not say; score {result['score']:.3f})")
         return
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
+
+
+def _answer_file(answerer, args: argparse.Namespace) -> None:
+    """Every question of a SQuAD file or table; with --out, the official predictions file ({id: answer}); where
+    the file has answers, SQuAD's scores of them."""
+    from ..fileio import write_json
+    from ..qa import read_squad, squad_scores
+
+    questions = read_squad(args.input, training=False)
+    answers = answerer.answer_all([(q.question, q.context) for q in questions], args.max_answer_length)
+    results = [{"id": q.id, "question": q.question, **a} for q, a in zip(questions, answers)]
+    if args.out:
+        write_json(args.out, {r["id"]: r["answer"] for r in results})
+    scores = squad_scores([a["answer"] for a in answers], [q.answers for q in questions])
+    scored = any(q.answers for q in questions)  # a file of bare questions has nothing to score against
+    if args.json:
+        print_json({"answers": results, "scores": scores if scored else None})
+        return
+    for r in results:
+        print(f"{r['id']}: {r['answer']!r}" if r["answer"] else f"{r['id']}: (no answer)")
+    if scored:
+        print(", ".join(f"{name} {value:.2f}" for name, value in scores.items()) + f" over {len(results)} questions")
 
 
 def register(verbs) -> None:
@@ -297,9 +327,15 @@ def register(verbs) -> None:
 
     p = add_verb(verbs, "answer", cmd_answer, "answer a question from a context, with a question-answering model")
     model_flags(p)
-    p.add_argument("--question", required=True, help="the question")
+    p.add_argument("--question", help="the question")
     p.add_argument("--context", help="the text holding the answer")
     p.add_argument("--context-file", help="read the context from this file")
+    p.add_argument(
+        "--input",
+        help="many questions: SQuAD v1.1 or v2.0 JSON, or a table with question and context (and answers) per row; "
+        "where the file has answers, SQuAD's exact match and F1 are printed",
+    )
+    p.add_argument("--out", help="with --input: write SQuAD's predictions file, {id: answer} ('' for no answer)")
     p.add_argument(
         "--max-answer-length", type=int, default=15, help="longest answer in tokens (the pipeline's default)"
     )
