@@ -106,7 +106,8 @@ def _document_questions(document: dict, path: Path) -> Iterator[Question]:
                     )
                 except (KeyError, TypeError, ValueError):
                     raise UserError(
-                        f"{path}: question {qa.get('id', '?')!r} lacks id, question, answers or answer_start"
+                        f"{path}: question {qa.get('id', '?')!r} lacks its id or question, or an answer its text or "
+                        "answer_start"
                     ) from None
 
 
