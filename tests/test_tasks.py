@@ -190,6 +190,23 @@ def qa_items(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
     return items
 
 
+def fine_tuned_qa(encoder, tmp_path, items, dev_items) -> dict:
+    """`items` and `dev_items` as SQuAD files (tmp_path/train.json, dev.json), fine-tuned until the toy task is
+    learned; the summary, the model in tmp_path/qa/model."""
+    (tmp_path / "train.json").write_text(json.dumps(squad(items)))
+    (tmp_path / "dev.json").write_text(json.dumps(squad(dev_items)))
+    cfg = fast(epochs=50, seq_len=64, stride=16)
+    train, dev = tmp_path / "train.json", tmp_path / "dev.json"
+    return finetune(encoder, "question-answering", train, dev, tmp_path / "qa", cfg, progress=False)
+
+
+def pipeline_p_mask(encoding) -> np.ndarray:
+    """(1, T) 1 where the QA pipeline bars a token from answering: all but the context, [CLS] kept for its softmax."""
+    p_mask = np.array([[s != 1 for s in encoding.sequence_ids]], dtype=int)
+    p_mask[0, 0] = 0
+    return p_mask
+
+
 def test_squad_normalisation_and_scores():
     assert normalize_answer("The  Cat's hat!") == "cats hat"
     assert f1_score("the cat sat", "a cat sat down") == pytest.approx(0.8)  # 2 common of 2 predicted, 3 expected
@@ -228,17 +245,7 @@ def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder,
     from transformers.pipelines.document_question_answering import select_starts_ends
 
     items = qa_items(random.Random(1), 64)
-    (tmp_path / "train.json").write_text(json.dumps(squad(items)))
-    (tmp_path / "dev.json").write_text(json.dumps(squad(items[:16])))
-    summary = finetune(
-        encoder,
-        "question-answering",
-        tmp_path / "train.json",
-        tmp_path / "dev.json",
-        tmp_path / "qa",
-        fast(epochs=50, seq_len=64, stride=16),
-        progress=False,
-    )
+    summary = fine_tuned_qa(encoder, tmp_path, items, items[:16])
     assert summary["best"]["dev_exact_match"] >= 90.0
     model_dir = tmp_path / "qa" / "model"
     context, question, gold = items[0]
@@ -254,8 +261,7 @@ def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder,
         ours_logits = answerer.model(ids, types)[0][0].numpy()  # (T, 2)
         out = theirs(input_ids=ids, token_type_ids=types)
     np.testing.assert_allclose(ours_logits[:, 0], out.start_logits[0].numpy(), rtol=1e-5, atol=1e-5)
-    p_mask = np.array([[s != 1 for s in encoding.sequence_ids]], dtype=int)
-    p_mask[0, 0] = 0  # the pipeline keeps [CLS] in the softmax
+    p_mask = pipeline_p_mask(encoding)
     starts, ends, scores, _ = select_starts_ends(
         out.start_logits.numpy(), out.end_logits.numpy(), p_mask, np.ones_like(p_mask), max_answer_len=15
     )
@@ -298,17 +304,7 @@ def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tm
     rng = random.Random(7)
     items = qa_items(rng, 48) + unanswerable_items(rng, 48)
     rng.shuffle(items)
-    (tmp_path / "train.json").write_text(json.dumps(squad(items)))
-    (tmp_path / "dev.json").write_text(json.dumps(squad(items[:24])))
-    summary = finetune(
-        encoder,
-        "question-answering",
-        tmp_path / "train.json",
-        tmp_path / "dev.json",
-        tmp_path / "qa",
-        fast(epochs=50, seq_len=64, stride=16),
-        progress=False,
-    )
+    summary = fine_tuned_qa(encoder, tmp_path, items, items[:24])
     best = summary["best"]
     assert best["dev_has_answer_f1"] >= 90.0 and best["dev_no_answer_f1"] >= 90.0, best
     assert summary["train_questions_without_answer"] == 48
@@ -322,8 +318,7 @@ def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tm
         ids, types = torch.tensor([encoding.ids]), torch.tensor([encoding.type_ids])
         with torch.no_grad():
             logits = answerer.model(ids, types)[0][0].numpy()  # (T, 2)
-        p_mask = np.array([[s != 1 for s in encoding.sequence_ids]], dtype=int)
-        p_mask[0, 0] = 0
+        p_mask = pipeline_p_mask(encoding)
         starts, ends, scores, no_answer = select_starts_ends(
             logits[None, :, 0], logits[None, :, 1], p_mask, np.ones_like(p_mask), 1e6, 1, True, 15
         )
