@@ -139,7 +139,7 @@ def cmd_choose(args: argparse.Namespace) -> None:
 
 
 def cmd_answer(args: argparse.Namespace) -> None:
-    from ..qa import Answerer
+    from ..qa import Answerer, read_squad
     from ..textfiles import open_text
 
     if args.input:
@@ -149,16 +149,17 @@ def cmd_answer(args: argparse.Namespace) -> None:
         raise UserError("give --question and the context once (--context TEXT or --context-file FILE), or --input")
     if args.out and not args.input:
         raise UserError("--out writes the answers to --input's questions")
-    answerer = Answerer(
-        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
-    )
-    if args.input:
-        _answer_file(answerer, args)
-        return
+    questions = read_squad(args.input, training=False) if args.input else None  # bad input stops before the model
     context = args.context
     if args.context_file:
         with open_text(args.context_file) as f:
             context = f.read()
+    answerer = Answerer(
+        args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
+    )
+    if questions is not None:
+        _answer_file(answerer, questions, args)
+        return
     result = answerer.answer(args.question, context, args.max_answer_length)
     if args.json:
         print_json(result)
@@ -169,25 +170,25 @@ def cmd_answer(args: argparse.Namespace) -> None:
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
 
 
-def _answer_file(answerer, args: argparse.Namespace) -> None:
+def _answer_file(answerer, questions: list, args: argparse.Namespace) -> None:
     """Every question of a SQuAD file or table; with --out, the official predictions file ({id: answer}); where
     the file has answers, SQuAD's scores of them."""
     from ..fileio import write_json
-    from ..qa import read_squad, squad_scores
+    from ..qa import squad_scores
 
-    questions = read_squad(args.input, training=False)
     answers = answerer.answer_all([(q.question, q.context) for q in questions], args.max_answer_length)
     results = [{"id": q.id, "question": q.question, **a} for q, a in zip(questions, answers)]
     if args.out:
         write_json(args.out, {r["id"]: r["answer"] for r in results})
-    scores = squad_scores([a["answer"] for a in answers], [q.answers for q in questions])
-    scored = any(q.answers for q in questions)  # a file of bare questions has nothing to score against
+    scores = None  # a file of bare questions has nothing to score against
+    if any(q.answers for q in questions):
+        scores = squad_scores([a["answer"] for a in answers], [q.answers for q in questions])
     if args.json:
-        print_json({"answers": results, "scores": scores if scored else None})
+        print_json({"answers": results, "scores": scores})
         return
     for r in results:
         print(f"{r['id']}: {r['answer']!r}" if r["answer"] else f"{r['id']}: (no answer)")
-    if scored:
+    if scores is not None:
         print(", ".join(f"{name} {value:.2f}" for name, value in scores.items()) + f" over {len(results)} questions")
 
 
