@@ -71,6 +71,7 @@ def test_label_first_lines_fasttext_and_trec(tmp_path):
         ({"d/a.pos": "one\n", "d/b/x.txt": "two"}, Columns(), "one file per class, or one folder per class"),
         ({"d/a.pos": "one\n", "d/a.neg": "two\n"}, Columns("text", "label"), "has no columns"),
         ({"t.txt": "\n\n"}, Columns(), "no examples"),
+        ({"t.jsonl": '{"text": "fine", "label": "pos"}\n'}, Columns(), "t.jsonl is a table: name its text and label"),
     ],
 )
 def test_bad_labelled_input_names_the_fault(tmp_path, files, columns, message):

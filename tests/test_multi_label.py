@@ -16,7 +16,7 @@ from bertforge.errors import UserError
 from bertforge.finetune import finetune
 from bertforge.model import MULTI_LABEL
 from bertforge.score import parse_task
-from bertforge.targets import LabelSet, multi_label_metrics
+from bertforge.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics
 
 from conftest import bertforge, one_line_error, save_random_model
 
@@ -144,6 +144,101 @@ def test_multi_label_metrics_by_hand():
     assert m["micro_f1"] == pytest.approx(2 * 3 / (2 * 3 + 1 + 2))
     assert m["macro_f1"] == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
     assert m["subset_accuracy"] == pytest.approx(1 / 4)
+
+
+def test_each_label_gets_the_cut_with_its_best_f1():
+    """Against every cut there is (above each distinct probability, and above all), with ties in the scores, a
+    label no probability of which reaches 0.5, and a label too rare to fit."""
+    rng = np.random.default_rng(0)
+    truth = rng.random((200, 4)) < [0.3, 0.1, 0.5, 0.0]
+    truth[:4, 3] = True  # 4 texts: under MIN_POSITIVES_TO_TUNE
+    probabilities = np.round(rng.random((200, 4)) * 0.6 + 0.3 * truth, 2).astype(np.float32)  # ties
+    probabilities[:, 1] *= 0.5  # label 1 never reaches 0.5
+    thresholds = best_thresholds(probabilities, truth)
+    assert MIN_POSITIVES_TO_TUNE > 4 and thresholds[3] == 0.5
+
+    def f1(label: int, cut: float) -> float:
+        return multi_label_metrics((probabilities[:, label] >= cut)[:, None], truth[:, label, None])["micro_f1"]
+
+    for label in range(3):
+        best = max(f1(label, cut) for cut in [*np.unique(probabilities[:, label]), np.inf])
+        assert f1(label, thresholds[label]) == best > 0
+        assert not np.any(probabilities[:, label] == thresholds[label])  # the cut lies between probabilities
+    # at 0.5, label 1 would never be predicted; its own cut lies below every probability it takes in
+    assert probabilities[:, 1].max() < 0.5 and thresholds[1] < 0.5
+
+
+def test_tuned_thresholds_are_saved_with_the_best_epoch_and_used_by_classify(pretrained, tmp_path):
+    write_labelled(tmp_path / "train.tsv", scenes(64, seed=0))
+    dev = scenes(30, seed=1)
+    write_labelled(tmp_path / "dev.tsv", dev)
+    summary = finetune(
+        pretrained,
+        "multi-label",
+        tmp_path / "train.tsv",
+        tmp_path / "dev.tsv",
+        tmp_path / "out",
+        fast(epochs=6, tune_thresholds=True),
+        Columns("text", "labels"),
+        progress=False,
+    )
+    assert summary["main_metric"] == "tuned_micro_f1"
+    records = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["best"] == max(records, key=lambda r: r["dev_tuned_micro_f1"])
+    # what is saved is what suits the saved model on dev: refitted from its own dev probabilities
+    model_dir = tmp_path / "out" / "model"
+    saved = json.loads((model_dir / "config.json").read_text())["label_thresholds"]
+    ours = Classifier(model_dir)
+    results = ours.classify([t for t, _ in dev])
+    probabilities = np.array([[r["probabilities"][label] for label in ours.labels] for r in results])
+    truth = LabelSet([y for _, y in dev], [], "dev").encode([y for _, y in dev], "x").numpy() > 0.5
+    refitted = best_thresholds(probabilities, truth)
+    assert [saved[label] for label in ours.labels] == pytest.approx(list(refitted), abs=1e-5)
+    tuned = multi_label_metrics(probabilities >= refitted, truth)
+    assert tuned["micro_f1"] == pytest.approx(summary["best"]["dev_tuned_micro_f1"])
+    assert tuned["micro_f1"] >= multi_label_metrics(probabilities >= 0.5, truth)["micro_f1"]
+    for r in results:  # classify applies each label's own threshold, and --threshold overrides them all
+        assert r["labels"] == [label for label, p in r["probabilities"].items() if p >= saved[label]]
+    for r in ours.classify([t for t, _ in dev], threshold=0.5):
+        assert r["labels"] == [label for label, p in r["probabilities"].items() if p >= 0.5]
+
+
+def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
+    write_labelled(tmp_path / "train.tsv", scenes(16, seed=0))
+    with pytest.raises(UserError, match="--tune-thresholds fits a threshold per label of --task multi-label"):
+        finetune(
+            pretrained,
+            "classification",
+            tmp_path / "train.tsv",
+            None,
+            tmp_path / "out",
+            fast(tune_thresholds=True),
+            Columns("text", "labels"),
+            progress=False,
+        )
+    finetune(
+        pretrained,
+        "multi-label",
+        tmp_path / "train.tsv",
+        tmp_path / "train.tsv",
+        tmp_path / "ok",
+        fast(epochs=1, tune_thresholds=True),
+        Columns("text", "labels"),
+        progress=False,
+    )
+    config_path = tmp_path / "ok" / "model" / "config.json"
+    config = json.loads(config_path.read_text())
+    # each label its own: 0 always gives a label, 1 never (a sigmoid does not reach 1 here)
+    config_path.write_text(json.dumps({**config, "label_thresholds": {"animal": 0, "outdoors": 1, "person": 0}}))
+    answers = Classifier(tmp_path / "ok" / "model").classify(["the cat sat.", "the rain on the river bank."])
+    assert [r["labels"] for r in answers] == [["animal", "person"]] * 2
+    for thresholds, message in (
+        ({"animal": 0.5}, "must give a threshold for each label in id2label"),
+        ({**config["label_thresholds"], "animal": 1.5}, "'animal' has 1.5, not a probability from 0 to 1"),
+    ):
+        config_path.write_text(json.dumps({**config, "label_thresholds": thresholds}))
+        with pytest.raises(UserError, match=message):
+            Classifier(tmp_path / "ok" / "model")
 
 
 # ---------------------------------------------------------------- learning and interop

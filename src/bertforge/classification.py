@@ -33,8 +33,8 @@ from .errors import UserError
 from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
-from .targets import TARGETS, THRESHOLD
-from .textfiles import class_label_names, label_name, open_text, read_rows
+from .targets import TARGETS, THRESHOLD, TunedLabelSet
+from .textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
 
 PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
 FASTTEXT_LABEL = "__label__"
@@ -88,6 +88,9 @@ def read_examples(path: str | Path, columns: Columns, multi_label: bool = False)
         if multi_label:
             raise UserError(f"{path}: a directory of classes gives each text one label; multi-label reads a table")
         examples = _class_directory(path)
+    elif columns.text is None and format_of(path) in RECORDS:
+        label_flag = "--label-column (or --label-columns)" if multi_label else "--label-column"
+        raise UserError(f"{path} is a table: name its text and label columns with --text-column and {label_flag}")
     elif columns.text is None:
         examples = _label_first_lines(path, multi_label)
     else:
@@ -256,9 +259,10 @@ class ClassificationTask:
         columns: Columns,
         problem_type: str = SINGLE_LABEL,
         dev_fraction: float = 0.1,
+        tune_thresholds: bool = False,
     ):
         """Without `dev_path`, `dev_fraction` of the training examples (of each label, for one label per text) is
-        the dev set."""
+        the dev set. `tune_thresholds` (multi-label) fits a threshold per label on dev."""
         if problem_type == REGRESSION and columns.label_names:
             raise UserError("regression learns numbers; label names are for classes")
         self.batcher = TextBatcher(tokenizer, seq_len)
@@ -270,7 +274,8 @@ class ClassificationTask:
             dev_path = f"{train_path} (the held-out share)"
         else:
             dev = read_examples(dev_path, columns, multi_label)
-        self.targets = TARGETS[problem_type]([e.label for e in train], [e.label for e in dev], dev_path)
+        targets = TunedLabelSet if tune_thresholds else TARGETS[problem_type]
+        self.targets = targets([e.label for e in train], [e.label for e in dev], dev_path)
         self.main_metric = self.targets.main_metric
         self.train_targets = self.targets.encode([e.label for e in train], train_path)
         self.dev_targets = self.targets.encode([e.label for e in dev], dev_path)
@@ -309,6 +314,7 @@ class Classifier:
         if self.problem_type not in TARGETS:
             raise UserError(f"{directory}: unknown problem_type {self.problem_type!r} in config.json")
         self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+        self.thresholds = _label_thresholds(config.get("label_thresholds"), self.labels, directory)
         kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
         _, self.model, tokenizer = load_model_and_tokenizer(
             directory, BertForSequenceClassification, trust_pickle, **kwargs
@@ -320,14 +326,14 @@ class Classifier:
     def classify(
         self, texts: list[str], pairs: list[str] | None = None, threshold: float | None = None
     ) -> list[dict[str, Any]]:
-        """One result per text: the label (for multi-label, the labels at probability `threshold`, default 0.5,
-        or above, perhaps none) and every label's probability; for regression the value. A higher threshold
-        trades recall for precision."""
+        """One result per text: the label (for multi-label, the labels at probability `threshold` or above, perhaps
+        none; by default each label's own threshold, fitted by `finetune --tune-thresholds`, else 0.5) and every
+        label's probability; for regression the value. A higher threshold trades recall for precision."""
         if threshold is not None and self.problem_type != MULTI_LABEL:
             raise UserError("a threshold picks the labels of a multi-label model; this model gives one label")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise UserError(f"a threshold is a probability, from 0 to 1, not {threshold:g}")
-        threshold = THRESHOLD if threshold is None else threshold
+        thresholds = self.thresholds if threshold is None else [threshold] * len(self.labels)
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
         outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
         results = []
@@ -338,9 +344,22 @@ class Classifier:
                 results.append(result)
                 continue
             if self.problem_type == MULTI_LABEL:
-                result["labels"] = [label for label, q in zip(self.labels, out) if q >= threshold]
+                result["labels"] = [label for label, q, t in zip(self.labels, out, thresholds) if q >= t]
             else:
                 result["label"] = self.labels[int(out.argmax())]
             result["probabilities"] = {label: float(q) for label, q in zip(self.labels, out)}
             results.append(result)
         return results
+
+
+def _label_thresholds(saved: Any, labels: list[str], directory: Path) -> list[float]:
+    """Each label's threshold: those config.json keeps from `finetune --tune-thresholds`, else THRESHOLD."""
+    if saved is None:
+        return [THRESHOLD] * len(labels)
+    where = f"{directory / 'config.json'}: label_thresholds"
+    if not isinstance(saved, dict) or set(saved) != set(labels):
+        raise UserError(f"{where} must give a threshold for each label in id2label, and no other")
+    bad = [label for label in labels if not isinstance(saved[label], (int, float)) or not 0 <= saved[label] <= 1]
+    if bad:
+        raise UserError(f"{where}: {bad[0]!r} has {saved[bad[0]]!r}, not a probability from 0 to 1")
+    return [float(saved[label]) for label in labels]

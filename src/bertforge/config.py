@@ -405,6 +405,11 @@ class FinetuneConfig(_DictMixin):
     from_scratch: bool = documented(
         False, "same architecture, random init: the baseline that shows what pre-training buys"
     )
+    tune_thresholds: bool = documented(
+        False,
+        "multi-label: fit each label's threshold on dev to its best F1, saved with the model and used by classify "
+        "(0.5 leaves rare labels unpredicted); picks the best epoch by the tuned micro-F1",
+    )
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))
 

@@ -76,9 +76,18 @@ def make_task(
     columns: Columns | ChoiceColumns | TagColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
+    if cfg.tune_thresholds and kind != "multi-label":
+        raise UserError(f"--tune-thresholds fits a threshold per label of --task multi-label, not --task {kind}")
     if kind in PROBLEM_TYPES:
         return ClassificationTask(
-            tokenizer, train, dev, seq_len, columns or Columns(), PROBLEM_TYPES[kind], cfg.dev_fraction
+            tokenizer,
+            train,
+            dev,
+            seq_len,
+            columns or Columns(),
+            PROBLEM_TYPES[kind],
+            cfg.dev_fraction,
+            cfg.tune_thresholds,
         )
     if dev is None:
         raise UserError(

@@ -28,10 +28,9 @@ from .labels import IGNORE_INDEX
 from .model import BertForTokenClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
-from .textfiles import COLUMNAR, class_label_names, format_of, label_name, open_text, read_rows
+from .textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
 from .tokenizer import special_ids
 
-TABLES = ("jsonl", *COLUMNAR)  # a sentence per row; any other file is CoNLL
 DOCUMENT_START = "-DOCSTART-"
 
 
@@ -58,7 +57,7 @@ class TagColumns:
 
 def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list[Sentence]:
     """The sentences of a table (JSONL, Parquet, Arrow: a row each) or of a CoNLL file (any other name)."""
-    if format_of(Path(path)) not in TABLES:
+    if format_of(Path(path)) not in RECORDS:  # a sentence per row; any other file is CoNLL
         return read_conll(path)
     names = columns.names or class_label_names(path, columns.tags)
     sentences = []

@@ -61,6 +61,7 @@ FORMATS = {
     ".arrow": "arrow",
 }
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
+RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
 
 @dataclass

@@ -284,7 +284,8 @@ def register(verbs) -> None:
     p.add_argument(
         "--threshold",
         type=float,
-        help="multi-label: a label is given at this probability or above (default 0.5; higher: fewer, surer labels)",
+        help="multi-label: a label is given at this probability or above, for every label (default: each label's "
+        "own, from finetune --tune-thresholds, else 0.5; higher: fewer, surer labels)",
     )
     output_flags(p, quiet=False)
 
@@ -310,7 +311,7 @@ def register(verbs) -> None:
     p.add_argument(
         "--from-scratch", action="store_true", help="also the same architecture from random weights: the baseline"
     )
-    add_config_flags(p, FinetuneConfig, skip=("seed", "from_scratch"), keep_defaults=True)
+    add_config_flags(p, FinetuneConfig, skip=("seed", "from_scratch", "tune_thresholds"), keep_defaults=True)
     output_flags(p)
 
     p = add_verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
