@@ -16,11 +16,16 @@ from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
 from bertforge.finetune import finetune
 from bertforge.qa import (
+    NULL_THRESHOLD_KEY,
     Answerer,
+    answer_candidates,
     answer_tokens,
+    best_null_threshold,
     best_span,
     f1_score,
     normalize_answer,
+    null_score_diff,
+    question_f1,
     read_squad,
     span_probabilities,
     span_text,
@@ -190,12 +195,12 @@ def qa_items(rng: random.Random, n: int) -> list[tuple[str, str, str]]:
     return items
 
 
-def fine_tuned_qa(encoder, tmp_path, items, dev_items) -> dict:
+def fine_tuned_qa(encoder, tmp_path, items, dev_items, **overrides) -> dict:
     """`items` and `dev_items` as SQuAD files (tmp_path/train.json, dev.json), fine-tuned until the toy task is
-    learned; the summary, the model in tmp_path/qa/model."""
+    learned (unless `overrides` say otherwise); the summary, the model in tmp_path/qa/model."""
     (tmp_path / "train.json").write_text(json.dumps(squad(items)))
     (tmp_path / "dev.json").write_text(json.dumps(squad(dev_items)))
-    cfg = fast(epochs=50, seq_len=64, stride=16)
+    cfg = fast(**{"epochs": 50, "seq_len": 64, "stride": 16, **overrides})
     train, dev = tmp_path / "train.json", tmp_path / "dev.json"
     return finetune(encoder, "question-answering", train, dev, tmp_path / "qa", cfg, progress=False)
 
@@ -344,6 +349,60 @@ def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tm
 
 
 # ---------------------------------------------------------------- regression
+
+
+def test_the_no_answer_threshold_is_the_cut_with_the_best_f1():
+    """Against every cut there is, with ties among the differences: abstaining where the difference exceeds it."""
+    rng = np.random.default_rng(0)
+    diffs = np.round(rng.normal(size=300), 1)  # ties
+    no_answer_f1 = (rng.random(300) < 0.4 + 0.2 * (diffs > 0)).astype(float)
+    span_f1 = np.where(no_answer_f1 > 0, 0.0, rng.random(300))
+
+    def mean_f1(threshold: float) -> float:
+        return float(np.where(diffs > threshold, no_answer_f1, span_f1).mean())
+
+    threshold = best_null_threshold(diffs, span_f1, no_answer_f1)
+    assert mean_f1(threshold) == max(mean_f1(t) for t in [*np.unique(diffs), diffs.min() - 1])
+    assert not np.any(diffs == threshold)
+    few = np.array([1.0, -2.0, 0.5])  # every question unanswerable: abstain on all; every span right: on none
+    assert best_null_threshold(few, np.zeros(3), np.ones(3)) < -2.0
+    assert best_null_threshold(few, np.ones(3), np.zeros(3)) > 1.0
+
+
+def test_squad_v2_fits_its_no_answer_threshold_on_dev_and_answers_by_it(encoder, tmp_path):
+    """--tune-thresholds: the threshold saved is the one that suits the saved model on dev, the epoch is picked by
+    the tuned F1, and `answer` abstains by it, scoring the dev file as fine-tuning did."""
+    rng = random.Random(8)
+    items = qa_items(rng, 32) + unanswerable_items(rng, 32)
+    rng.shuffle(items)
+    dev = items[:24]
+    summary = fine_tuned_qa(encoder, tmp_path, items, dev, epochs=4, tune_thresholds=True)
+    assert summary["main_metric"] == "tuned_f1"
+    records = [json.loads(line) for line in (tmp_path / "qa" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["best"] == max(records, key=lambda r: r["dev_tuned_f1"])
+    assert summary["best"]["dev_tuned_f1"] >= summary["best"]["dev_f1"]
+    model_dir = tmp_path / "qa" / "model"
+    saved = json.loads((model_dir / "config.json").read_text())[NULL_THRESHOLD_KEY]
+    answerer = Answerer(model_dir)
+    items_asked = [(question, context) for context, question, _ in dev]
+    spans, no_answer = answer_candidates(answerer.model, answerer.tokenizer, items_asked, answerer.precision, 15)
+    diffs = np.array([null_score_diff(none, span["score"]) for span, none in zip(spans, no_answer)])
+    span_f1 = question_f1([span["answer"] for span in spans], [[gold] if gold else [] for _, _, gold in dev])
+    refitted = best_null_threshold(diffs, span_f1, np.array([float(gold is None) for _, _, gold in dev]))
+    assert saved == pytest.approx(refitted, abs=1e-4)
+    for (question, context), span, diff in zip(items_asked, spans, diffs):
+        assert answerer.answer(question, context)["answer"] == ("" if diff > saved else span["answer"])
+    done = bertforge_ok("answer", model_dir, "--input", tmp_path / "dev.json", "--json")
+    tuned = {k.removeprefix("dev_tuned_"): v for k, v in summary["best"].items() if k.startswith("dev_tuned_")}
+    assert json.loads(done.stdout)["scores"] == pytest.approx(tuned)
+    # SQuAD v1.1 has no 'no answer' to tune; a threshold that is not a number is refused
+    (tmp_path / "v1").mkdir()
+    with pytest.raises(UserError, match="every question has an answer; --tune-thresholds fits when"):
+        fine_tuned_qa(encoder, tmp_path / "v1", qa_items(rng, 4), qa_items(rng, 2), epochs=1, tune_thresholds=True)
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps({**config, NULL_THRESHOLD_KEY: "high"}))
+    with pytest.raises(UserError, match="null_score_diff_threshold is 'high', not a number"):
+        Answerer(model_dir)
 
 
 def test_regression_is_learned_and_saved_as_transformers_regression(encoder, tmp_path):

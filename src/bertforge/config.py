@@ -407,8 +407,9 @@ class FinetuneConfig(_DictMixin):
     )
     tune_thresholds: bool = documented(
         False,
-        "multi-label: fit each label's threshold on dev to its best F1, saved with the model and used by classify "
-        "(0.5 leaves rare labels unpredicted); picks the best epoch by the tuned micro-F1",
+        "fit decision thresholds on dev, saved with the model and used by classify and answer, and pick the best "
+        "epoch by the tuned score: multi-label, each label's threshold for its best F1 (0.5 leaves rare labels "
+        "unpredicted); question answering on SQuAD v2.0, when to answer 'no answer' (BERT's tau)",
     )
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))

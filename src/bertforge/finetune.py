@@ -76,8 +76,11 @@ def make_task(
     columns: Columns | ChoiceColumns | TagColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
-    if cfg.tune_thresholds and kind != "multi-label":
-        raise UserError(f"--tune-thresholds fits a threshold per label of --task multi-label, not --task {kind}")
+    if cfg.tune_thresholds and kind not in ("multi-label", "question-answering"):
+        raise UserError(
+            "--tune-thresholds fits a threshold per label of --task multi-label, or when --task question-answering "
+            f"answers 'no answer'; --task {kind} has none"
+        )
     if kind in PROBLEM_TYPES:
         return ClassificationTask(
             tokenizer,
@@ -96,7 +99,9 @@ def make_task(
     if kind == "token-classification":
         return TaggingTask(tokenizer, train, dev, seq_len, columns or TagColumns())
     if kind == "question-answering":
-        return QuestionAnsweringTask(tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length)
+        return QuestionAnsweringTask(
+            tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length, cfg.tune_thresholds
+        )
     if kind == "multiple-choice":
         if not isinstance(columns, ChoiceColumns):
             raise UserError("--task multiple-choice needs --text-column, --choice-columns and --label-column")

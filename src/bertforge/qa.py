@@ -14,14 +14,18 @@ SQuAD v2.0 adds questions the context does not answer. Such a question is
 trained to point start and end at [CLS] in every window (as BERT's paper and
 `transformers`' examples do), and a model trained with any answers "no answer"
 when [CLS]'s start × end probability (the lowest over the windows) beats the
-best span: the pipeline's `handle_impossible_answer`. Files are SQuAD JSON, or
-tables with a question per row as `datasets` keeps squad and squad_v2.
+best span: the pipeline's `handle_impossible_answer`. BERT's paper instead
+abstains when the no-answer score beats the best span's by a margin fitted on
+dev; `finetune --tune-thresholds` fits it (on the log of the two
+probabilities) and saves it with the model. Files are SQuAD JSON, or tables
+with a question per row as `datasets` keeps squad and squad_v2.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import math
 import re
 import string
 from collections.abc import Iterator
@@ -41,6 +45,9 @@ from .textfiles import format_of, read_rows
 from .tokenizer import special_ids
 
 NO_ANSWER_KEY = "handle_impossible_answer"  # config.json: trained on SQuAD v2.0, so it may answer "no answer"
+# config.json: abstain when log(no-answer probability) - log(best span's) exceeds this (BERT's threshold tau);
+# without it, 0: the pipeline's rule
+NULL_THRESHOLD_KEY = "null_score_diff_threshold"
 
 
 @dataclass
@@ -222,21 +229,35 @@ def span_text(encoding: Encoding, context: str, first: int, last: int) -> tuple[
     return encoding.word_to_chars(start_word, 1)[0], encoding.word_to_chars(end_word, 1)[1]
 
 
-@torch.no_grad()
 def answer_questions(
     model: BertForQuestionAnswering,
     tokenizer: Tokenizer,
     items: list[tuple[str, str]],
     precision: MixedPrecision,
     max_answer_length: int,
-    allow_no_answer: bool = False,
+    null_threshold: float | None = None,
     batch_size: int = 32,
 ) -> list[dict[str, Any]]:
     """{answer, score, start, end} for each (question, context); windows of many questions share batches.
 
-    With `allow_no_answer` (a model trained on SQuAD v2.0), the answer is "" when the lowest no-answer score of
-    the question's windows beats its best span, as the pipeline's `handle_impossible_answer` decides.
+    With a `null_threshold` (a model trained on SQuAD v2.0), the answer is "" where the question's `null_score_diff`
+    exceeds it; at 0 that is the pipeline's `handle_impossible_answer`: the no-answer score beats the best span.
     """
+    spans, no_answer = answer_candidates(model, tokenizer, items, precision, max_answer_length, batch_size)
+    return decide(spans, no_answer, null_threshold)
+
+
+@torch.no_grad()
+def answer_candidates(
+    model: BertForQuestionAnswering,
+    tokenizer: Tokenizer,
+    items: list[tuple[str, str]],
+    precision: MixedPrecision,
+    max_answer_length: int,
+    batch_size: int = 32,
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """For each (question, context): its best span over the windows, {answer, score, start, end} ("" if no window
+    has one), and its no-answer score, the lowest [CLS] start × end probability over its windows."""
     model.eval()
     pad = special_ids(tokenizer).pad
     owners, encodings = [], []
@@ -245,7 +266,7 @@ def answer_questions(
             owners.append(i)
             encodings.append(encoding)
     best: list[dict[str, Any]] = [{"answer": "", "score": 0.0, "start": 0, "end": 0} for _ in items]
-    no_answer = [1.0] * len(items)  # the lowest [CLS] start × end probability over a question's windows
+    no_answer = [1.0] * len(items)
     order = sorted(range(len(encodings)), key=lambda k: len(encodings[k].ids))  # little padding
     for s in range(0, len(order), batch_size):
         chunk = order[s : s + batch_size]
@@ -262,11 +283,42 @@ def answer_questions(
                 first, last = span_text(encodings[k], items[owner][1], span[0], span[1])
                 best[owner] = {"answer": items[owner][1][first:last], "score": span[2], "start": first, "end": last}
         release_freed_memory()
-    if allow_no_answer:
-        for i, score in enumerate(no_answer):
-            if score > best[i]["score"]:
-                best[i] = {"answer": "", "score": score, "start": 0, "end": 0}
-    return best
+    return best, no_answer
+
+
+def null_score_diff(no_answer: float, span_score: float) -> float:
+    """log(no-answer probability) - log(best span's): above 0, "no answer" is the likelier (a question without
+    a span gets a very large value)."""
+    return math.log(max(no_answer, 1e-300)) - math.log(max(span_score, 1e-300))
+
+
+def decide(spans: list[dict[str, Any]], no_answer: list[float], null_threshold: float | None) -> list[dict[str, Any]]:
+    """Each question's answer: its span, or "" (scored by its no-answer probability) where its `null_score_diff`
+    exceeds `null_threshold`; None never abstains (a SQuAD v1.1 model)."""
+    if null_threshold is None:
+        return spans
+    return [
+        {"answer": "", "score": none, "start": 0, "end": 0}
+        if null_score_diff(none, span["score"]) > null_threshold
+        else span
+        for span, none in zip(spans, no_answer)
+    ]
+
+
+def best_null_threshold(diffs: np.ndarray, span_f1: np.ndarray, no_answer_f1: np.ndarray) -> float:
+    """The threshold on `null_score_diff` with the best mean F1 over these questions (BERT's tau, chosen on dev):
+    a question abstains when its difference exceeds it. diffs, span_f1 (F1 of its span), no_answer_f1 (1 where it
+    has no answer): (n,). The cut lies halfway between two questions' differences, never on one."""
+    order = np.argsort(-diffs, kind="stable")
+    d = diffs[order]  # (n,) highest first: abstaining on the first k questions
+    gain = np.concatenate([[0.0], np.cumsum(no_answer_f1[order] - span_f1[order])])  # (n + 1,) by k
+    cuts = [k for k in range(len(d) + 1) if k in (0, len(d)) or d[k - 1] > d[k]]
+    k = max(cuts, key=lambda k: gain[k])  # the first best: the fewest abstentions
+    if k == 0:
+        return float(d[0]) + 1.0
+    if k == len(d):
+        return float(d[-1]) - 1.0
+    return float((d[k - 1] + d[k]) / 2)
 
 
 # ---------------------------------------------------------------- SQuAD's metric
@@ -302,21 +354,28 @@ def squad_scores(predictions: list[str], golds: list[list[str]]) -> dict[str, fl
     """
     golds = [gold or [""] for gold in golds]
     em = [max(exact_match(p, g) for g in gold) for p, gold in zip(predictions, golds)]
-    f1 = [max(f1_score(p, g) for g in gold) for p, gold in zip(predictions, golds)]
+    f1 = question_f1(predictions, golds)
     scores = {"exact_match": 100 * float(np.mean(em)), "f1": 100 * float(np.mean(f1))}
     answerable = np.array([gold != [""] for gold in golds])
     if not answerable.all():
         for name, kept in (("has_answer_f1", answerable), ("no_answer_f1", ~answerable)):
             if kept.any():
-                scores[name] = 100 * float(np.mean(np.array(f1)[kept]))
+                scores[name] = 100 * float(np.mean(f1[kept]))
     return scores
+
+
+def question_f1(predictions: list[str], golds: list[list[str]]) -> np.ndarray:
+    """(n,) each prediction's F1, the best over its gold answers (none: the one gold answer "")."""
+    return np.array([max(f1_score(p, g) for g in gold or [""]) for p, gold in zip(predictions, golds)])
 
 
 # ---------------------------------------------------------------- the task
 
 
 class QuestionAnsweringTask:
-    """SQuAD files for `finetune`: training windows with their answer tokens ([CLS] for none), dev scored by EM/F1."""
+    """SQuAD files for `finetune`: training windows with their answer tokens ([CLS] for none), dev scored by EM/F1.
+    With `tune_threshold` (SQuAD v2.0), each dev pass also fits the no-answer threshold, scored as `tuned_`: it
+    picks the best epoch and is saved with its model."""
 
     model_class = BertForQuestionAnswering
     main_metric = "f1"
@@ -329,6 +388,7 @@ class QuestionAnsweringTask:
         seq_len: int,
         stride: int,
         max_answer_length: int = 30,
+        tune_threshold: bool = False,
     ):
         self.max_answer_length = max_answer_length
         self.pad = special_ids(tokenizer).pad
@@ -340,6 +400,14 @@ class QuestionAnsweringTask:
                 f"{dev_path}: has questions without answers (SQuAD v2.0) but {train_path} has none, so the model "
                 "would never learn to answer 'no answer'"
             )
+        if tune_threshold and not self.allow_no_answer:
+            raise UserError(
+                f"{train_path}: every question has an answer; --tune-thresholds fits when to answer 'no answer' "
+                "(SQuAD v2.0)"
+            )
+        self.tune_threshold = tune_threshold
+        if tune_threshold:
+            self.main_metric = "tuned_f1"
         self.train_windows, labels = [], []
         for q in train:
             answer = (q.answer_start, q.answer_start + len(q.answers[0])) if q.answers else None
@@ -368,14 +436,24 @@ class QuestionAnsweringTask:
         ]
 
     def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]:
+        """SQuAD's scores at the pipeline's rule; when tuning, also at the threshold fitted on this pass, which
+        it keeps for `saved_config`."""
         items = [(q.question, q.context) for q in self.dev]
-        answers = answer_questions(
-            model, self.tokenizer, items, precision, self.max_answer_length, self.allow_no_answer
-        )
-        return squad_scores([a["answer"] for a in answers], [q.answers for q in self.dev])
+        golds = [q.answers for q in self.dev]
+        spans, no_answer = answer_candidates(model, self.tokenizer, items, precision, self.max_answer_length)
+        default = 0.0 if self.allow_no_answer else None
+        scores = squad_scores([a["answer"] for a in decide(spans, no_answer, default)], golds)
+        if self.tune_threshold:
+            diffs = np.array([null_score_diff(none, span["score"]) for span, none in zip(spans, no_answer)])
+            span_f1 = question_f1([span["answer"] for span in spans], golds)
+            self.null_threshold = best_null_threshold(diffs, span_f1, np.array([float(not g) for g in golds]))
+            tuned = squad_scores([a["answer"] for a in decide(spans, no_answer, self.null_threshold)], golds)
+            scores.update({f"tuned_{k}": v for k, v in tuned.items()})
+        return scores
 
     def saved_config(self) -> dict[str, Any]:
-        return {NO_ANSWER_KEY: self.allow_no_answer}
+        tuned = {NULL_THRESHOLD_KEY: self.null_threshold} if self.tune_threshold else {}
+        return {NO_ANSWER_KEY: self.allow_no_answer, **tuned}
 
     def summary(self) -> dict[str, Any]:
         return dict(self.sizes)
@@ -389,7 +467,12 @@ class Answerer:
         self, path: str | Path, device: str = "cpu", trust_pickle: bool = False, seq_len: int = 384, stride: int = 128
     ):
         directory = resolve_model_dir(path)
-        self.allow_no_answer = bool(read_config(directory).get(NO_ANSWER_KEY, False))
+        config = read_config(directory)
+        self.allow_no_answer = bool(config.get(NO_ANSWER_KEY, False))
+        threshold = config.get(NULL_THRESHOLD_KEY, 0.0)
+        if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+            raise UserError(f"{directory / 'config.json'}: {NULL_THRESHOLD_KEY} is {threshold!r}, not a number")
+        self.null_threshold = float(threshold) if self.allow_no_answer else None
         _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForQuestionAnswering, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
@@ -404,5 +487,5 @@ class Answerer:
     def answer_all(self, items: list[tuple[str, str]], max_answer_length: int = 15) -> list[dict[str, Any]]:
         """`answer` for many (question, context) pairs, their windows sharing batches."""
         return answer_questions(
-            self.model, self.tokenizer, items, self.precision, max_answer_length, self.allow_no_answer
+            self.model, self.tokenizer, items, self.precision, max_answer_length, self.null_threshold
         )
