@@ -56,6 +56,14 @@ def write_labelled(path, rows) -> None:
     path.write_text("text\tlabels\n" + "".join(f"{t}\t{','.join(labels)}\n" for t, labels in rows), encoding="utf-8")
 
 
+def fine_tuned(pretrained, tmp_path, train, dev, cfg: FinetuneConfig, task: str = "multi-label") -> dict:
+    """`train` and `dev` rows as TSV files in tmp_path, fine-tuned into tmp_path/out; the summary."""
+    write_labelled(tmp_path / "train.tsv", train)
+    write_labelled(tmp_path / "dev.tsv", dev)
+    files = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+    return finetune(pretrained, task, *files, tmp_path / "out", cfg, Columns("text", "labels"), progress=False)
+
+
 def fast(**overrides) -> FinetuneConfig:
     values = dict(epochs=60, lr=3e-3, batch_size=16, seq_len=64, warmup=0.05, device="cpu")
     values.update(overrides)
@@ -169,19 +177,8 @@ def test_each_label_gets_the_cut_with_its_best_f1():
 
 
 def test_tuned_thresholds_are_saved_with_the_best_epoch_and_used_by_classify(pretrained, tmp_path):
-    write_labelled(tmp_path / "train.tsv", scenes(64, seed=0))
     dev = scenes(30, seed=1)
-    write_labelled(tmp_path / "dev.tsv", dev)
-    summary = finetune(
-        pretrained,
-        "multi-label",
-        tmp_path / "train.tsv",
-        tmp_path / "dev.tsv",
-        tmp_path / "out",
-        fast(epochs=6, tune_thresholds=True),
-        Columns("text", "labels"),
-        progress=False,
-    )
+    summary = fine_tuned(pretrained, tmp_path, scenes(64, seed=0), dev, fast(epochs=6, tune_thresholds=True))
     assert summary["main_metric"] == "tuned_micro_f1"
     records = [json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     assert summary["best"] == max(records, key=lambda r: r["dev_tuned_micro_f1"])
@@ -204,33 +201,16 @@ def test_tuned_thresholds_are_saved_with_the_best_epoch_and_used_by_classify(pre
 
 
 def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
-    write_labelled(tmp_path / "train.tsv", scenes(16, seed=0))
+    rows = [(text, labels[:1]) for text, labels in scenes(16, seed=0)]
     with pytest.raises(UserError, match="--tune-thresholds fits a threshold per label of --task multi-label"):
-        finetune(
-            pretrained,
-            "classification",
-            tmp_path / "train.tsv",
-            None,
-            tmp_path / "out",
-            fast(tune_thresholds=True),
-            Columns("text", "labels"),
-            progress=False,
-        )
-    finetune(
-        pretrained,
-        "multi-label",
-        tmp_path / "train.tsv",
-        tmp_path / "train.tsv",
-        tmp_path / "ok",
-        fast(epochs=1, tune_thresholds=True),
-        Columns("text", "labels"),
-        progress=False,
-    )
-    config_path = tmp_path / "ok" / "model" / "config.json"
+        fine_tuned(pretrained, tmp_path, rows, rows, fast(tune_thresholds=True), task="classification")
+    fine_tuned(pretrained, tmp_path, scenes(16, seed=0), scenes(16, seed=0), fast(epochs=1, tune_thresholds=True))
+    model = tmp_path / "out" / "model"
+    config_path = model / "config.json"
     config = json.loads(config_path.read_text())
     # each label its own: 0 always gives a label, 1 never (a sigmoid does not reach 1 here)
     config_path.write_text(json.dumps({**config, "label_thresholds": {"animal": 0, "outdoors": 1, "person": 0}}))
-    answers = Classifier(tmp_path / "ok" / "model").classify(["the cat sat.", "the rain on the river bank."])
+    answers = Classifier(model).classify(["the cat sat.", "the rain on the river bank."])
     assert [r["labels"] for r in answers] == [["animal", "person"]] * 2
     for thresholds, message in (
         ({"animal": 0.5}, "must give a threshold for each label in id2label"),
@@ -238,7 +218,7 @@ def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
     ):
         config_path.write_text(json.dumps({**config, "label_thresholds": thresholds}))
         with pytest.raises(UserError, match=message):
-            Classifier(tmp_path / "ok" / "model")
+            Classifier(model)
 
 
 # ---------------------------------------------------------------- learning and interop
@@ -247,18 +227,7 @@ def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
 def test_a_multi_label_task_is_learned_and_transformers_agrees(pretrained, tmp_path):
     transformers = pytest.importorskip("transformers")
     rows = scenes(64, seed=0)
-    write_labelled(tmp_path / "train.tsv", rows)
-    write_labelled(tmp_path / "dev.tsv", scenes(24, seed=1))
-    summary = finetune(
-        pretrained,
-        "multi-label",
-        tmp_path / "train.tsv",
-        tmp_path / "dev.tsv",
-        tmp_path / "out",
-        fast(),
-        Columns("text", "labels"),
-        progress=False,
-    )
+    summary = fine_tuned(pretrained, tmp_path, rows, scenes(24, seed=1), fast())
     assert summary["labels"] == ["animal", "outdoors", "person"] and summary["main_metric"] == "micro_f1"
     # A tiny random encoder learns three labels at once slowly (transformers' BertForSequenceClassification in
     # the same loop too), and the seeds differ (dev micro-F1 0.91 to 0.98 over four), so the bar is well above
