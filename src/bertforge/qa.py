@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from tokenizers import Encoding, Tokenizer
 
+from .cuts import best_cut
 from .errors import UserError
 from .model import BertForQuestionAnswering
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
@@ -308,17 +309,12 @@ def decide(spans: list[dict[str, Any]], no_answer: list[float], null_threshold: 
 def best_null_threshold(diffs: np.ndarray, span_f1: np.ndarray, no_answer_f1: np.ndarray) -> float:
     """The threshold on `null_score_diff` with the best mean F1 over these questions (BERT's tau, chosen on dev):
     a question abstains when its difference exceeds it. diffs, span_f1 (F1 of its span), no_answer_f1 (1 where it
-    has no answer): (n,). The cut lies halfway between two questions' differences, never on one."""
-    order = np.argsort(-diffs, kind="stable")
-    d = diffs[order]  # (n,) highest first: abstaining on the first k questions
-    gain = np.concatenate([[0.0], np.cumsum(no_answer_f1[order] - span_f1[order])])  # (n + 1,) by k
-    cuts = [k for k in range(len(d) + 1) if k in (0, len(d)) or d[k - 1] > d[k]]
-    k = max(cuts, key=lambda k: gain[k])  # the first best: the fewest abstentions
-    if k == 0:
-        return float(d[0]) + 1.0
-    if k == len(d):
-        return float(d[-1]) - 1.0
-    return float((d[k - 1] + d[k]) / 2)
+    has no answer): (n,)."""
+
+    def f1(order: np.ndarray) -> np.ndarray:  # (n + 1,) abstaining on the first k: the F1 it gains
+        return np.concatenate([[0.0], np.cumsum(no_answer_f1[order] - span_f1[order])])
+
+    return best_cut(diffs, f1, low=float(diffs.min()) - 2.0, high=float(diffs.max()) + 2.0)
 
 
 # ---------------------------------------------------------------- SQuAD's metric

@@ -16,13 +16,14 @@ class here with one interface (the task in classification.py holds one):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from .cuts import best_cut
 from .errors import UserError
 from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 
@@ -205,21 +206,24 @@ def multi_label_metrics(predicted: np.ndarray, truth: np.ndarray) -> dict[str, f
 
 
 def best_thresholds(probabilities: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """(num_labels,) for each label the threshold that maximises its F1 over these texts, from probabilities and
-    truth (n, num_labels): halfway between the lowest probability it takes in and the next one down. A label
-    with fewer than MIN_POSITIVES_TO_TUNE texts keeps THRESHOLD."""
+    """(num_labels,) for each label the threshold between two of its probabilities that maximises its F1 over these
+    texts, from probabilities and truth (n, num_labels). A label with fewer than MIN_POSITIVES_TO_TUNE texts keeps
+    THRESHOLD."""
     thresholds = np.full(truth.shape[1], THRESHOLD)
     for label in range(truth.shape[1]):
-        positives = int(truth[:, label].sum())
-        if positives < MIN_POSITIVES_TO_TUNE:
-            continue
-        order = np.argsort(-probabilities[:, label], kind="stable")
-        p, y = probabilities[order, label].astype(np.float64), truth[order, label]  # (n,) highest first
-        f1 = 2 * np.cumsum(y) / (np.arange(1, len(y) + 1) + positives)  # (n,) taking in the first k + 1 texts
-        cuts = np.flatnonzero(np.append(p[1:] < p[:-1], True))  # a cut never splits texts of equal probability
-        k = cuts[np.argmax(f1[cuts])]
-        thresholds[label] = (p[k] + (p[k + 1] if k + 1 < len(p) else 0.0)) / 2
+        if truth[:, label].sum() >= MIN_POSITIVES_TO_TUNE:
+            thresholds[label] = best_cut(probabilities[:, label], _f1_taking_first(truth[:, label]), 0.0, 1.0)
     return thresholds
+
+
+def _f1_taking_first(truth: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """For `best_cut`: one label's F1, truth (n,), when the first k texts of an order get it, k = 0..n."""
+
+    def f1(order: np.ndarray) -> np.ndarray:  # (n + 1,)
+        hits = np.cumsum(truth[order])
+        return np.concatenate([[0.0], 2 * hits / (np.arange(1, len(order) + 1) + truth.sum())])
+
+    return f1
 
 
 def regression_metrics(predictions: np.ndarray, targets: np.ndarray) -> dict[str, float]:
