@@ -27,6 +27,7 @@ LAYERS = [
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
     ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order
     ["replicates"],  # 5 runs that differ only in their seed: median, range, curve gap
+    ["cuts"],  # 5 decision thresholds fitted on dev: the best cut of a ranking
     ["targets"],  # 5 a label, a set of labels or a number as the loss takes it; their scores
     ["classification", "tagging", "qa", "multiple_choice"],  # 5 fine-tuning tasks: their data, scores and answers
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
