@@ -468,8 +468,8 @@ RECIPES: dict[str, Recipe] = {
         "Learning on a small budget, after Cramming (Geiping & Goldstein 2022) and 24hBERT: pre-LN, MLM only on "
         "full-length windows, no dropout, AdamW beta2 0.98, lr 1e-3 with 2% warm-up decaying to zero, clip 0.5; "
         "and an ALiBi attention bias, which took the model off the bigram plateau (held-out MLM accuracy 0.303 vs "
-        "0.154 after 30 CPU minutes on books). transformers cannot load an ALiBi model: add --attention-bias none "
-        "for one it can.",
+        "0.154 after 30 CPU minutes on books). transformers loads an ALiBi model only with trust_remote_code=True "
+        "(its directory carries the code): add --attention-bias none for one it loads without.",
         "mini",
         {"norm_style": "pre", "hidden_dropout": 0.0, "attention_dropout": 0.0, "attention_bias": "alibi"},
         {
