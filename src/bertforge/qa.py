@@ -47,8 +47,9 @@ from .tokenizer import special_ids
 
 NO_ANSWER_KEY = "handle_impossible_answer"  # config.json: trained on SQuAD v2.0, so it may answer "no answer"
 # config.json: abstain when log(no-answer probability) - log(best span's) exceeds this (BERT's threshold tau);
-# without it, 0: the pipeline's rule
+# without it, PIPELINE_NULL_THRESHOLD
 NULL_THRESHOLD_KEY = "null_score_diff_threshold"
+PIPELINE_NULL_THRESHOLD = 0.0  # handle_impossible_answer: abstain when the no-answer score beats the best span
 
 
 @dataclass
@@ -437,7 +438,7 @@ class QuestionAnsweringTask:
         items = [(q.question, q.context) for q in self.dev]
         golds = [q.answers for q in self.dev]
         spans, no_answer = answer_candidates(model, self.tokenizer, items, precision, self.max_answer_length)
-        default = 0.0 if self.allow_no_answer else None
+        default = PIPELINE_NULL_THRESHOLD if self.allow_no_answer else None
         scores = squad_scores([a["answer"] for a in decide(spans, no_answer, default)], golds)
         if self.tune_threshold:
             diffs = np.array([null_score_diff(none, span["score"]) for span, none in zip(spans, no_answer)])
@@ -465,7 +466,7 @@ class Answerer:
         directory = resolve_model_dir(path)
         config = read_config(directory)
         self.allow_no_answer = bool(config.get(NO_ANSWER_KEY, False))
-        threshold = config.get(NULL_THRESHOLD_KEY, 0.0)
+        threshold = config.get(NULL_THRESHOLD_KEY, PIPELINE_NULL_THRESHOLD)
         if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
             raise UserError(f"{directory / 'config.json'}: {NULL_THRESHOLD_KEY} is {threshold!r}, not a number")
         self.null_threshold = float(threshold) if self.allow_no_answer else None
