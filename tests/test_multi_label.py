@@ -15,7 +15,7 @@ from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
 from bertforge.finetune import finetune
 from bertforge.model import MULTI_LABEL
-from bertforge.score import parse_task
+from bertforge.score import parse_task, score
 from bertforge.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics
 
 from conftest import bertforge, one_line_error, save_random_model
@@ -315,3 +315,40 @@ def test_score_reads_a_multi_label_task_of_your_own(tmp_path):
     assert task.columns.label_columns == ("a", "b")
     task = parse_task(f"emo={tmp_path / 't.csv'}:task=multi-label,text=text,label=a,separator=;")
     assert task.columns.label_separator == ";"
+
+
+def test_score_tunes_thresholds_where_asked_and_refuses_tune_elsewhere(pretrained, tmp_path):
+    write_labelled(tmp_path / "train.tsv", scenes(64, seed=0))
+    write_labelled(tmp_path / "dev.tsv", scenes(30, seed=1))
+    spec = f"emo={tmp_path / 'train.tsv'},{tmp_path / 'dev.tsv'}:task=multi-label,text=text,label=labels"
+    task = parse_task(f"{spec},tune=yes")
+    assert (task.metric, task.tune_thresholds) == ("tuned_micro_f1", True)
+    assert not parse_task(spec).tune_thresholds
+    rows = score(pretrained, [task], tmp_path / "score", fast(epochs=4), seeds=1, progress=False)
+    assert [r["metric"] for r in rows if r["main"]] == ["tuned_micro_f1"]
+    assert {"micro_f1", "tuned_micro_f1"} <= {r["metric"] for r in rows}  # the score at 0.5 is kept beside it
+    (run,) = (tmp_path / "score" / "emo").glob("pre-trained/*/seed_0")
+    best = json.loads((run / "summary.json").read_text())["best"]
+    by_metric = {r["metric"]: r["median"] for r in rows}
+    assert (by_metric["tuned_micro_f1"], by_metric["micro_f1"]) == (best["dev_tuned_micro_f1"], best["dev_micro_f1"])
+    assert set(json.loads((run / "model" / "config.json").read_text())["label_thresholds"]) == {
+        "animal",
+        "outdoors",
+        "person",
+    }
+    (tmp_path / "squad").mkdir()
+    for name in ("train-v2.0.json", "dev-v2.0.json"):
+        (tmp_path / "squad" / name).write_text("{}")
+    squad = parse_task(f"squad={tmp_path / 'squad'}:tune=yes")
+    assert (squad.kind, squad.metric, squad.tune_thresholds) == ("question-answering", "tuned_f1", True)
+    refused = {
+        f"sst2={tmp_path}:tune=yes": "not classification",
+        f"{spec.replace('multi-label', 'classification')},tune=yes": "not classification",
+        f"{spec},tune=maybe": "tune is yes or no",
+        f"squad={tmp_path / 'squad'}:text=question": "squad is a known task",
+    }
+    for bad, message in refused.items():
+        with pytest.raises(UserError, match=message):
+            parse_task(bad)
+    with pytest.raises(UserError, match="metric=f1 is not one of its scores: micro_f1, macro_f1"):
+        score(pretrained, [parse_task(f"{spec},metric=f1")], tmp_path / "score", fast(epochs=4), 1, progress=False)

@@ -362,6 +362,8 @@ FINETUNE_TASKS = (
     "question-answering",
     "multiple-choice",
 )
+# The tasks whose answers hang on a decision threshold that --tune-thresholds fits on dev.
+THRESHOLD_TASKS = ("multi-label", "question-answering")
 
 
 @dataclass

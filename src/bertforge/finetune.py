@@ -39,7 +39,7 @@ import torch
 from tqdm import tqdm
 
 from .classification import PROBLEM_TYPES, ClassificationTask, Columns
-from .config import FINETUNE_TASKS, FinetuneConfig
+from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
 from .errors import UserError
 from .fileio import write_json
 from .hf import config_from_hf
@@ -76,7 +76,7 @@ def make_task(
     columns: Columns | ChoiceColumns | TagColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
-    if cfg.tune_thresholds and kind not in ("multi-label", "question-answering"):
+    if cfg.tune_thresholds and kind not in THRESHOLD_TASKS:
         raise UserError(
             "--tune-thresholds fits a threshold per label of --task multi-label, or when --task question-answering "
             f"answers 'no answer'; --task {kind} has none"

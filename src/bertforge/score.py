@@ -12,11 +12,13 @@ share of the training examples as dev: mr and subj (a directory with a file per
 class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
 its own files:
 NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,labels=COL+COL,
-separator=SEP,names=NAME+NAME]; without DEV, a classification, multi-label or regression task holds dev out of
-TRAIN, and without text and label, TRAIN is a directory of classes or a file of label-first lines. A multi-label
-task's label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1 column per
-label. A tagging table's text=COL and label=COL are its lists of words and tags. names=NAME+NAME says what labels
-stored as numbers stand for (--label-names).
+separator=SEP,names=NAME+NAME,tune=yes]; without DEV, a classification, multi-label or regression task holds dev
+out of TRAIN, and without text and label, TRAIN is a directory of classes or a file of label-first lines. A
+multi-label task's label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1
+column per label. A tagging table's text=COL and label=COL are its lists of words and tags. names=NAME+NAME says
+what labels stored as numbers stand for (--label-names). tune=yes fits decision thresholds on dev
+(--tune-thresholds) for a multi-label task, or for squad with unanswerable questions (squad=DIR:tune=yes), and
+scores by the tuned metric: at 0.5 a weak model names no rare label, so both arms would score 0.
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .classification import PROBLEM_TYPES, Columns
-from .config import FINETUNE_TASKS, FinetuneConfig
+from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
 from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
@@ -84,6 +86,7 @@ class TaskSpec:
     dev: Path | None  # None: held out of train
     columns: Columns | ChoiceColumns | TagColumns | None
     metric: str
+    tune_thresholds: bool = False
 
 
 def parse_task(spec: str) -> TaskSpec:
@@ -92,18 +95,25 @@ def parse_task(spec: str) -> TaskSpec:
     if not rest:
         raise UserError(f"--tasks {spec!r}: give NAME=PATH, like sst2=glue/SST-2")
     paths, _, options = rest.partition(":")
+    values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
+    tune = _tune_option(spec, values)
+    known = name in IN_A_DIRECTORY or (name in ("ner", "squad") and "task" not in values)
+    if known and set(values) - {"tune"}:
+        raise UserError(f"--tasks {spec!r}: {name} is a known task, whose files and columns are known: give {name}=DIR")
     if name in IN_A_DIRECTORY:
         kind, metric, train, dev, columns = IN_A_DIRECTORY[name]
+        _check_tunable(spec, kind, tune)
         directory = Path(paths)
         if dev is None:  # the training data may be a directory of classes
             return TaskSpec(name, kind, _present(directory / train), None, columns, metric)
         return TaskSpec(name, kind, _existing(directory / train), _existing(directory / dev), columns, metric)
-    if name in ("ner", "squad") and not options:
+    if known:
         kind = "token-classification" if name == "ner" else "question-answering"
+        _check_tunable(spec, kind, tune)
         train, dev = _find_split_files(Path(paths)) if "," not in paths else map(Path, paths.split(",", 1))
-        return TaskSpec(name, kind, _existing(train), _existing(dev), None, MAIN_METRIC[kind])
-    values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
+        return TaskSpec(name, kind, _existing(train), _existing(dev), None, _main_metric(kind, tune), tune)
     kind = values.get("task", "classification")
+    _check_tunable(spec, kind, tune)
     train, _, dev = paths.partition(",")
     labelled_text = kind in PROBLEM_TYPES
     if kind not in FINETUNE_TASKS or not (dev or labelled_text):
@@ -136,8 +146,27 @@ def parse_task(spec: str) -> TaskSpec:
         _present(Path(train)),
         _existing(Path(dev)) if dev else None,
         columns,
-        values.get("metric", MAIN_METRIC[kind]),
+        values.get("metric", _main_metric(kind, tune)),
+        tune,
     )
+
+
+def _tune_option(spec: str, values: dict[str, str]) -> bool:
+    answer = values.get("tune", "no")
+    if answer not in ("yes", "no"):
+        raise UserError(f"--tasks {spec!r}: tune is yes or no, not {answer!r}")
+    return answer == "yes"
+
+
+def _check_tunable(spec: str, kind: str, tune: bool) -> None:
+    """Refused here, before any task has run, rather than when this task's turn comes."""
+    if tune and kind not in THRESHOLD_TASKS:
+        raise UserError(f"--tasks {spec!r}: tune=yes fits thresholds of {' or '.join(THRESHOLD_TASKS)}, not {kind}")
+
+
+def _main_metric(kind: str, tune: bool) -> str:
+    """The metric that picks the best epoch: with thresholds tuned, the score at the tuned thresholds."""
+    return f"tuned_{MAIN_METRIC[kind]}" if tune else MAIN_METRIC[kind]
 
 
 def _existing(path: Path) -> Path:
@@ -226,7 +255,13 @@ def _run_arm(
         run_dir = directory / f"lr_{lr:g}" / f"seed_{seed}"
         if not (run_dir / "summary.json").is_file():
             run_cfg = FinetuneConfig.from_dict(
-                {**cfg.to_dict(), "lr": lr, "seed": seed, "from_scratch": arm == "from scratch"}
+                {
+                    **cfg.to_dict(),
+                    "lr": lr,
+                    "seed": seed,
+                    "from_scratch": arm == "from scratch",
+                    "tune_thresholds": task.tune_thresholds,
+                }
             )
             finetune(model, task.kind, task.train, task.dev, run_dir, run_cfg, task.columns, progress=progress)
         last_epoch = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1]
@@ -237,6 +272,9 @@ def _run_arm(
         }
 
     first = [run(lr, 0) for lr in lrs]
+    known = [name.removeprefix("dev_") for name in first[0]["best"] if name.startswith("dev_")]
+    if task.metric not in known:
+        raise UserError(f"--tasks {task.name}: metric={task.metric} is not one of its scores: {', '.join(known)}")
     best = max(first, key=lambda r: r["best"][f"dev_{task.metric}"])
     return [best] + [run(best["lr"], seed) for seed in range(1, seeds)]
 

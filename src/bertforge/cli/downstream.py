@@ -301,9 +301,11 @@ def register(verbs) -> None:
         help="sst2=DIR, mrpc=DIR, rte=DIR, cola=DIR, stsb=DIR (GLUE task directories), ner=DIR (CoNLL, or `datasets` "
         "tables), squad=DIR (SQuAD v1.1 or v2.0 JSON, or `datasets` tables), swag=DIR (train.csv, val.csv), mr=DIR, "
         "subj=DIR, trec=DIR (dev held out of train), or NAME=TRAIN[,DEV][:task=KIND,text=COL,label=COL,pair=COL,label"
-        "_until=SEP,choices=COL+COL,labels=COL+COL,separator=SEP,names=NAME+NAME] (without DEV, dev is held out of "
-        "TRAIN; without text and label, TRAIN is a directory of classes or label-first lines; a multi-label task's "
-        "labels=COL+COL names its 0/1 columns; names are what labels stored as numbers stand for)",
+        "_until=SEP,choices=COL+COL,labels=COL+COL,separator=SEP,names=NAME+NAME,tune=yes] (without DEV, dev is held "
+        "out of TRAIN; without text and label, TRAIN is a directory of classes or label-first lines; a multi-label "
+        "task's labels=COL+COL names its 0/1 columns; names are what labels stored as numbers stand for; tune=yes, "
+        "also squad=DIR:tune=yes for SQuAD v2.0, fits thresholds on dev as finetune --tune-thresholds does and scores "
+        "by the tuned metric)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
     p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
