@@ -2,7 +2,10 @@
 
     bertforge sweep --data data --out sweep --recipe budget --grid mask_prob=0.15,0.2 --grid num_layers=2,4 \\
         --max-steps 500 --seeds 3
+    bertforge sweep --data data --out size --recipe budget --grid preset=tiny,mini --time-budget 30m --seeds 2
 
+An axis is any model or training setting, or `preset` (a whole model size): with a time budget, the second
+example asks which size learns most in 30 minutes on this machine.
 Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
 so it is resumable on its own: a finished run (it has model/) is skipped, an
 interrupted one continues from its last checkpoint. The sweep writes
@@ -29,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .config import ModelConfig, TrainConfig, parse_field
+from .config import PRESETS, ModelConfig, TrainConfig, parse_field
 from .display import cell, markdown_table
 from .electra import pretraining_model
 from .errors import UserError
@@ -48,17 +51,24 @@ def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
     for spec in specs:
         name, _, values = spec.partition("=")
         name = name.strip().replace("-", "_")
-        if name not in OWNER:
-            raise UserError(f"--grid {spec!r}: {name!r} is not a model or training setting")
+        if name not in OWNER and name != "preset":
+            raise UserError(f"--grid {spec!r}: {name!r} is not a model or training setting, nor preset")
         if not values:
             raise UserError(f"--grid {spec!r}: give values, like {name}=a,b")
+        texts = [v.strip() for v in values.split(",") if v.strip()]
         try:
-            axes[name] = [parse_field(OWNER[name], name, v.strip()) for v in values.split(",") if v.strip()]
+            axes[name] = [_preset(v) if name == "preset" else parse_field(OWNER[name], name, v) for v in texts]
         except UserError as e:
             raise UserError(f"--grid {e}") from None
     if not axes:
         raise UserError("give at least one --grid FIELD=V1,V2")
     return axes
+
+
+def _preset(name: str) -> str:
+    if name not in PRESETS:
+        raise UserError(f"preset: {name!r} is not one of {', '.join(PRESETS)}")
+    return name
 
 
 def with_seeds(

@@ -96,7 +96,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
     axes = parse_grid(args.grid)
     fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
-    clash = sorted(set(axes) & set(fixed))
+    clash = sorted(set(axes) & {*fixed, *(["preset"] if args.preset else [])})
     if clash:
         raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
     axes, fixed = with_seeds(axes, fixed, args.seeds)
@@ -189,7 +189,12 @@ def register(verbs) -> None:
     p.add_argument("--data", required=True, help="prepared data directory")
     p.add_argument("--out", required=True, help="sweep directory")
     p.add_argument(
-        "--grid", action="append", required=True, metavar="FIELD=V1,V2", help="an axis: any model or training setting"
+        "--grid",
+        action="append",
+        required=True,
+        metavar="FIELD=V1,V2",
+        help="an axis: any model or training setting, or preset (model sizes: with --time-budget, which size learns "
+        "most in that time here)",
     )
     p.add_argument(
         "--seeds",
