@@ -9,7 +9,7 @@ import statistics
 import pytest
 
 from bertforge.errors import UserError
-from bertforge.replicates import curve_gap, median_range, separated, smooth
+from bertforge.replicates import curve_gap, median_range, paired, separated, smooth
 from bertforge.sweep import with_seeds
 
 from conftest import TINY_MODEL, TINY_RUN, bertforge, bertforge_ok, one_line_error, prepared_data, train_metrics
@@ -20,6 +20,14 @@ def test_median_range_and_separated():
     assert separated([0.1, 0.2], [0.3, 0.4]) and separated([0.3, 0.4], [0.1, 0.2])
     assert not separated([0.1, 0.3], [0.2, 0.4])  # the ranges overlap
     assert not separated([0.1, 0.2], [0.2, 0.4])  # they touch
+
+
+def test_paired_differences_seed_for_seed():
+    base, other = {0: 0.20, 1: 0.16, 2: 0.19}, {0: 0.21, 1: 0.20, 2: 0.18, 3: 0.5}
+    assert paired(base, other) == pytest.approx({"median": 0.01, "higher": 2, "pairs": 3})  # seed 3: no pair
+    assert paired(other, base) == pytest.approx({"median": -0.01, "higher": 1, "pairs": 3})
+    assert paired(base, base) == {"median": 0.0, "higher": 0, "pairs": 3}  # a tie is not higher
+    assert paired({0: 0.1}, {1: 0.2}) is None
 
 
 def test_smooth_is_a_trailing_moving_average():
@@ -89,8 +97,12 @@ def test_sweep_with_seeds_summarises_each_setting_over_its_seeds(tmp_path):
         assert float(setting["loss_seed_spread"]) > 0
     first, second = settings
     assert float(first["loss_curve_gap_to_first"]) == 0.0 and float(first["speed_vs_first"]) == 1.0
-    assert first["acc_apart_from_first"] == ""  # not compared with itself
+    assert first["acc_apart_from_first"] == first["acc_paired_median"] == ""  # not compared with itself
     assert second["acc_apart_from_first"] in ("True", "False")
+    accuracy = {(float(r["mask_prob"]), int(r["seed"])): float(r["valid_mlm_acc"]) for r in runs.values()}
+    differences = [accuracy[(0.4, s)] - accuracy[(0.15, s)] for s in (4, 5)]
+    assert float(second["acc_paired_median"]) == pytest.approx(statistics.median(differences))
+    assert (int(second["acc_paired_higher"]), int(second["acc_paired_pairs"])) == (sum(d > 0 for d in differences), 2)
     # The gap lies between the two settings' median training-loss curves.
     gap = curve_gap(curves["0.15"], curves["0.4"])["gap"]
     assert gap > 0 and float(second["loss_curve_gap_to_first"]) == pytest.approx(gap)

@@ -2,15 +2,16 @@
 
 A single run's difference smaller than its seed-to-seed spread is not a result,
 so `score` and `sweep --seeds N` report through these functions: a figure's
-median and range over seeds, whether two settings' ranges are apart, and how
-far two settings' median training curves lie apart against how far one
-setting's seeds lie apart.
+median and range over seeds, whether two settings' ranges are apart, the
+differences seed for seed, and how far two settings' median training curves lie
+apart against how far one setting's seeds lie apart.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def median_range(values: Sequence[float]) -> dict[str, float | int]:
@@ -21,6 +22,20 @@ def median_range(values: Sequence[float]) -> dict[str, float | int]:
 def separated(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether every value of b lies above every value of a, or every one below: the seed ranges do not touch."""
     return min(b) > max(a) or max(b) < min(a)
+
+
+def paired(baseline: Mapping[Any, float], other: Mapping[Any, float]) -> dict[str, float | int] | None:
+    """`other` minus `baseline` seed for seed, over the seeds both ran: {"median", "higher", "pairs"}, or None.
+
+    Seed k of two settings reads the same batches (and starts from the same weights where the setting leaves
+    them alone), so the difference within a pair carries less of the seed's luck than the two ranges do: a
+    setting higher in every pair is a sign, even where the ranges touch.
+    """
+    differences = [other[seed] - baseline[seed] for seed in sorted(baseline.keys() & other.keys())]
+    if not differences:
+        return None
+    higher = sum(d > 0 for d in differences)
+    return {"median": statistics.median(differences), "higher": higher, "pairs": len(differences)}
 
 
 def smooth(values: Sequence[float], window: int) -> list[float]:

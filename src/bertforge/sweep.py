@@ -38,7 +38,7 @@ from .electra import pretraining_model
 from .errors import UserError
 from .metrics import read_metrics
 from .plots import save_figure, shorten, subplots
-from .replicates import aligned, curve_gap, median_range, separated
+from .replicates import aligned, curve_gap, median_range, paired, separated
 
 OWNER = {
     f.name: cls for cls in (ModelConfig, TrainConfig) for f in dataclasses.fields(cls)
@@ -264,9 +264,17 @@ def shown_settings(settings: list[dict[str, Any]], axes: list[str]) -> list[dict
             "loss-curve gap to first": s["loss_curve_gap_to_first"],
             "loss seed spread": s["loss_seed_spread"],
             "acc apart from first": s["acc_apart_from_first"],
+            "acc vs first, seed for seed": _paired_cell(s),
         }
         for s in settings
     ]
+
+
+def _paired_cell(s: dict[str, Any]) -> str | None:
+    """'+0.011 (higher in 3 of 3)': the median difference from the first setting over the seeds both ran."""
+    if s["acc_paired_pairs"] is None:
+        return None
+    return f"{s['acc_paired_median']:+.4f} (higher in {s['acc_paired_higher']} of {s['acc_paired_pairs']})"
 
 
 def summarise_settings(out: Path, groups: dict[tuple, list[dict[str, Any]]], axes: list[str]) -> list[dict[str, Any]]:
@@ -287,10 +295,12 @@ def summarise_settings(out: Path, groups: dict[tuple, list[dict[str, Any]]], axe
         setting["speed_vs_first"] = speed / first_speed if first_speed else None
         setting["loss_curve_gap_to_first"] = curve_gap(curves[first], curves[key])["gap"]
         setting["loss_seed_spread"] = curve_gap(curves[key], curves[key])["spread"]
-        accuracies = [[r["valid_mlm_acc"] for r in group] for group in (groups[first], runs)]
-        setting["acc_apart_from_first"] = (
-            separated(*accuracies) if key != first and None not in accuracies[0] + accuracies[1] else None
-        )
+        # seed -> held-out accuracy, of the first setting and of this one; compared where both were scored
+        accuracies = [{r.get("seed"): r["valid_mlm_acc"] for r in group} for group in (groups[first], runs)]
+        compared = key != first and None not in [*accuracies[0].values(), *accuracies[1].values()]
+        setting["acc_apart_from_first"] = separated(*(list(a.values()) for a in accuracies)) if compared else None
+        pairs = (paired(*accuracies) if compared else None) or {}
+        setting |= {f"acc_paired_{k}": pairs.get(k) for k in ("median", "higher", "pairs")}
         settings.append(setting)
     return settings
 
