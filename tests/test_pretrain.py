@@ -360,7 +360,7 @@ def test_an_error_in_logging_keeps_the_work_done(workdir, monkeypatch):
     assert resumed.state.step == 3 and resumed.train().state.step == 10
 
 
-def test_resume_keeps_the_saved_training_config_and_allows_new_dropout(workdir):
+def test_resume_keeps_the_saved_configs_and_allows_new_dropout(workdir):
     run = workdir / "keep"
     bertforge_ok(
         "pretrain",
@@ -368,6 +368,8 @@ def test_resume_keeps_the_saved_training_config_and_allows_new_dropout(workdir):
         workdir / "data",
         "--out",
         run,
+        "--recipe",
+        "budget",
         *TINY,
         "--max-steps",
         "4",
@@ -401,6 +403,9 @@ def test_resume_keeps_the_saved_training_config_and_allows_new_dropout(workdir):
         saved["train"]["lr"] == 1e-3 and saved["train"]["max_steps"] == 6
     )  # the preset did not reset the training config
     assert saved["model"]["hidden_dropout"] == 0.2 and saved["model"]["hidden_size"] == 32
+    # --preset gives the size only: the recipe's other model settings stay as they were saved
+    assert (saved["model"]["norm_style"], saved["model"]["attention_bias"]) == ("pre", "alibi")
+    assert saved["model"]["attention_dropout"] == 0.0
     assert [r["step"] for r in train_metrics(run)][-1] == 6
 
 

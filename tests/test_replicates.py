@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import statistics
 
 import pytest
@@ -116,15 +117,18 @@ def test_sweep_with_seeds_summarises_each_setting_over_its_seeds(tmp_path):
 
 def test_sweep_over_presets_trains_each_size(tmp_path):
     data = prepared_data(tmp_path, seed=5) / "data"
-    flags = ["sweep", "--data", data, *TINY_RUN, "--max-steps", "2", "--eval-every", "2", "--eval-batches", "1"]
-    flags += ["--batch-size", "4", "--seq-len", "32"]
+    flags = ["sweep", "--data", data, "--recipe", "budget", *TINY_RUN, "--max-steps", "2", "--eval-every", "2"]
+    flags += ["--eval-batches", "1", "--batch-size", "4", "--seq-len", "32"]
     sweep = tmp_path / "sweep"
     bertforge_ok(*flags, "--out", sweep, "--grid", "preset=tiny,mini")
+    shutil.rmtree(sweep / "runs" / "preset-mini" / "model")  # unfinished: the next sweep resumes it, --preset mini
+    bertforge_ok(*flags, "--out", sweep, "--grid", "preset=tiny,mini")  # given again, with the recipe's settings kept
     runs = {r["run"]: r for r in csv.DictReader(open(sweep / "results.csv"))}
     assert set(runs) == {"preset-tiny", "preset-mini"}
     for name, shape in (("preset-tiny", (2, 128, 2)), ("preset-mini", (4, 256, 4))):
         model = json.loads((sweep / "runs" / name / "config.json").read_text())["model"]
         assert (model["num_layers"], model["hidden_size"], model["num_heads"]) == shape
+        assert (model["norm_style"], model["attention_bias"]) == ("pre", "alibi")  # the recipe's
     assert int(runs["preset-mini"]["parameters"]) > int(runs["preset-tiny"]["parameters"])
     one_line_error(bertforge(*flags, "--out", tmp_path / "x", "--grid", "preset=tiny,huge"), "'huge' is not one of")
     clash = bertforge(*flags, "--out", tmp_path / "x", "--grid", "preset=tiny,mini", "--preset", "tiny")

@@ -195,13 +195,16 @@ class ModelConfig(_DictMixin):
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """A named size (tiny … large) with intermediate = 4 × hidden, then `overrides`."""
-        if name not in PRESETS:
-            raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
-        layers, hidden, heads = PRESETS[name]
-        values = dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
-        values.update(overrides)
-        return cls(**values)
+        """A named size (tiny … large), then `overrides`."""
+        return cls(**{**preset_size(name), **overrides})
+
+
+def preset_size(name: str) -> dict[str, int]:
+    """The fields a named size sets: layers, width, heads, and intermediate = 4 × width."""
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    layers, hidden, heads = PRESETS[name]
+    return dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, recipe_configs
+from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, preset_size, recipe_configs
 from ..errors import UserError
 from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flags, output_flags, print_json, with_format
 
@@ -17,7 +17,7 @@ def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainCon
     A new run: the recipe's defaults, its preset (or --preset), then the given flags; with --init-from, the
     starting model's architecture instead of a preset.
     `--resume`: the run's saved configs with the given flags on top (a --preset given
-    then must match the saved architecture, which the trainer checks).
+    then sets only the size, which must match the saved one: the trainer checks).
     """
     from ..checkpoint import run_configs
     from ..continued import continued_configs
@@ -39,8 +39,8 @@ def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainCon
         raise UserError(
             "--recipe chooses how a new run starts; a resumed run keeps its saved settings (flags change them)"
         )
-    preset = ModelConfig.preset(args.preset, vocab_size=saved["model"]["vocab_size"]).to_dict() if args.preset else {}
-    model = ModelConfig.from_dict({**saved["model"], **preset, **model_overrides})
+    size = preset_size(args.preset) if args.preset else {}  # the size alone: the saved recipe's settings stay
+    model = ModelConfig.from_dict({**saved["model"], **size, **model_overrides})
     return model, TrainConfig.from_dict({**saved["train"], **train_overrides})
 
 
