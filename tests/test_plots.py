@@ -13,7 +13,8 @@ from matplotlib.image import imread
 
 from bertforge import load
 from bertforge.cli import main
-from bertforge.plots import embedding_parts
+from bertforge.plots import embedding_parts, subplots
+from bertforge.sweep import draw_band
 
 from conftest import bertforge_ok, make_documents, save_random_model, write_corpus
 
@@ -189,3 +190,14 @@ def test_sweep_runs_every_grid_point_and_skips_finished_ones(tmp_path):
     assert train_steps == [
         json.loads(line)["step"] for line in before.splitlines() if json.loads(line)["split"] == "train"
     ]
+
+
+def test_a_sweep_curve_by_time_puts_each_step_at_its_seeds_median_minute():
+    fig, ax = subplots()
+    curves = [{10: 0.1, 20: 0.2}, {10: 0.3, 20: 0.4, 30: 0.5}]  # step 30: one seed only, not drawn
+    minutes = [{10: 1.0, 20: 2.0}, {10: 3.0, 20: 5.0, 30: 6.0}]
+    draw_band(ax, curves, "two seeds", x_by_step=minutes)
+    assert list(ax.lines[0].get_xdata()) == [2.0, 3.5]
+    assert list(ax.lines[0].get_ydata()) == pytest.approx([0.2, 0.3])
+    draw_band(ax, curves, "by step")
+    assert list(ax.lines[1].get_xdata()) == [10, 20]

@@ -319,21 +319,28 @@ def setting_label(key: tuple, axes: list[str], runs: list[dict[str, Any]], seede
 
 
 def plot_sweep(out: Path, settings: dict[str, list[dict[str, Any]]]) -> Path:
-    """Training loss and held-out MLM accuracy per setting: a line for one run; for several seeds their median,
-    with a band from the lowest to the highest seed."""
-    fig, (ax_loss, ax_acc) = subplots(1, 2, figsize=(13, 4.5))
+    """Training loss and held-out MLM accuracy per setting, by step, and the accuracy by training minutes (where
+    settings differ in a step's cost, as sizes do, equal minutes is the fair comparison): a line for one run; for
+    several seeds their median, with a band from the lowest to the highest seed."""
+    fig, (ax_loss, ax_acc, ax_time) = subplots(1, 3, figsize=(18, 4.5))
     for label, runs in settings.items():
         metrics = [read_metrics(out / "runs" / r["run"] / "metrics.jsonl") for r in runs]
         color = draw_band(ax_loss, [{r["step"]: r["loss"] for r in train} for train, _ in metrics], label)
-        if all(valid for _, valid in metrics):
-            curves = [{r["step"]: r["mlm_acc"] for r in valid} for _, valid in metrics]
-            draw_band(ax_acc, curves, label, color=color, marker="o")
-        else:
-            curves = [{r["step"]: r["mlm_acc"] for r in train} for train, _ in metrics]
-            draw_band(ax_acc, curves, f"{label} (train)", color=color)
+        held_out = all(valid for _, valid in metrics)
+        records = [valid if held_out else train for train, valid in metrics]
+        curves = [{r["step"]: r["mlm_acc"] for r in run} for run in records]
+        name, marker = (label, "o") if held_out else (f"{label} (train)", None)
+        draw_band(ax_acc, curves, name, color=color, marker=marker)
+        # a held-out record's own time, or (logged before records had one) the training record's at its step
+        minutes = [
+            {r["step"]: r["elapsed"] / 60 for r in [*train, *run] if "elapsed" in r}
+            for (train, _), run in zip(metrics, records)
+        ]
+        draw_band(ax_time, curves, name, x_by_step=minutes, color=color, marker=marker)
     ax_loss.set(title="Training loss (MLM + pair objective)", xlabel="optimizer step", ylabel="loss")
     ax_acc.set(title="Held-out MLM accuracy", xlabel="optimizer step", ylabel="accuracy")
-    for ax in (ax_loss, ax_acc):
+    ax_time.set(title="Held-out MLM accuracy by time", xlabel="training minutes", ylabel="accuracy")
+    for ax in (ax_loss, ax_acc, ax_time):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"Sweep: {out.name}")
@@ -341,10 +348,16 @@ def plot_sweep(out: Path, settings: dict[str, list[dict[str, Any]]]) -> Path:
     return save_figure(fig, out / "curves.png")
 
 
-def draw_band(ax, curves: list[dict[int, float]], label: str, **style) -> str:
-    """The median over `curves` (step -> value) at the steps all of them have, and their min-max band. Its colour."""
-    steps, by_step = aligned(curves)  # [step], [step][curve]
-    line = ax.plot(steps, [statistics.median(v) for v in by_step], label=label, **style)[0]
+def draw_band(
+    ax, curves: list[dict[int, float]], label: str, x_by_step: list[dict[int, float]] | None = None, **style
+) -> str:
+    """The median over `curves` (step -> value) at the steps all of them have, and their min-max band. Its colour.
+
+    With `x_by_step` (per curve, step -> x), at the median x of each step instead of the step itself."""
+    steps, by_step = aligned([*curves, *(x_by_step or [])])  # [step], [step][curve, then x map]
+    xs = [statistics.median(v[len(curves) :]) for v in by_step] if x_by_step else steps
+    by_step = [v[: len(curves)] for v in by_step]
+    line = ax.plot(xs, [statistics.median(v) for v in by_step], label=label, **style)[0]
     if len(curves) > 1:
-        ax.fill_between(steps, [min(v) for v in by_step], [max(v) for v in by_step], color=line.get_color(), alpha=0.2)
+        ax.fill_between(xs, [min(v) for v in by_step], [max(v) for v in by_step], color=line.get_color(), alpha=0.2)
     return line.get_color()

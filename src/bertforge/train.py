@@ -370,7 +370,7 @@ class Trainer:
             return {}
         pair = self.cfg.pair_objective
         result = evaluate_batches(self.model, self.eval_batches, self.precision, pair)
-        record = {"step": self.state.step, "split": "valid", **result}
+        record = {"step": self.state.step, "split": "valid", **result, "elapsed": self.state.elapsed}
         self.log.write(record)
         self.last_eval = record
         self._say(
