@@ -551,7 +551,13 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
     for task in ("toy", "toy2", "ner", "average"):  # apart: every pre-trained seed above, or below, every scratch seed
         ours, scratch = main[(task, "pre-trained")], main[(task, "from scratch")]
         assert ours["apart"] == (ours["min"] > scratch["max"] or ours["max"] < scratch["min"])
-        assert "apart" not in scratch
+        assert "apart" not in scratch and "higher_in" not in scratch
+        assert ours["higher_in"] == f"{sum(a > b for a, b in zip(ours['by_seed'], scratch['by_seed']))} of 2"
+    for seed in range(2):  # by_seed holds seed 0, then seed 1
+        summary = json.loads(
+            next((tmp_path / "score" / "toy" / "pre-trained").glob(f"*/seed_{seed}/summary.json")).read_text()
+        )
+        assert main[("toy", "pre-trained")]["by_seed"][seed] == summary["best"]["dev_accuracy"]
     runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))
     assert len(runs) == 12  # 3 tasks x 2 arms x 2 seeds
     for name in ("results.md", "results.csv", "results.json", "results.png"):

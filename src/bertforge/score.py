@@ -42,7 +42,7 @@ from .finetune import finetune
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .plots import save_figure, subplots
 from .qa import QuestionAnsweringTask
-from .replicates import median_range, separated
+from .replicates import median_range, paired, separated
 from .tagging import TagColumns, TaggingTask
 from .targets import TARGETS
 
@@ -234,13 +234,14 @@ def score(
 
 
 def _row(task: str, arm: str, metric: str, values: list[float], lr, minutes, main: bool) -> dict[str, Any]:
-    """One table row: the median and range over seeds."""
+    """One table row: the median and range over seeds, and each seed's value (seed 0 first)."""
     return {
         "task": task,
         "arm": arm,
         "metric": metric,
         "lr": lr,
         **median_range(values),
+        "by_seed": list(values),
         "minutes": minutes,
         "main": main,
     }
@@ -280,21 +281,24 @@ def _run_arm(
 
 
 def _add_gains(rows: list[dict[str, Any]]) -> None:
-    """Each pre-trained row's median minus the from-scratch median of the same task and metric, and whether
-    the two arms' seed ranges are apart (a gain inside the seeds' spread is not a result)."""
+    """Each pre-trained row's median minus the from-scratch median of the same task and metric, whether the two
+    arms' seed ranges are apart (a gain inside the seeds' spread is not a result), and in how many seeds it is
+    higher than the from-scratch run of the same seed (the same head's start and batches)."""
     scratch = {(r["task"], r["metric"]): r for r in rows if r["arm"] == "from scratch"}
     for r in rows:
         if r["arm"] == "pre-trained" and (r["task"], r["metric"]) in scratch:
             baseline = scratch[(r["task"], r["metric"])]
             r["gain"] = r["median"] - baseline["median"]
             r["apart"] = separated([baseline["min"], baseline["max"]], [r["min"], r["max"]])
+            pairs = paired(dict(enumerate(baseline["by_seed"])), dict(enumerate(r["by_seed"])))
+            r["higher_in"] = f"{pairs['higher']} of {pairs['pairs']}" if pairs else None
 
 
 def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
     """results.json, results.csv, results.md (main metrics first) and results.png."""
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "results.json", rows)
-    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain", "apart", "minutes"]
+    columns = ["task", "arm", "metric", "lr", "median", "min", "max", "seeds", "gain", "apart", "higher_in", "minutes"]
     with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
@@ -309,6 +313,7 @@ def write_results(out: Path, rows: list[dict[str, Any]]) -> None:
             "lr": r["lr"],
             "gain over from scratch": f"{r['gain']:+.4f}" if "gain" in r else None,
             "seed ranges apart": r.get("apart"),
+            "higher, seed for seed": r.get("higher_in"),
             "minutes per run": None if r["minutes"] is None else f"{r['minutes']:.1f}",
         }
         for r in sorted(rows, key=lambda r: (not r["main"], r["task"] == "average", r["task"], r["metric"], r["arm"]))
