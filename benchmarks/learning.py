@@ -2,6 +2,7 @@
 
     python benchmarks/learning.py --out learning --budget 30m --arms bert,budget,budget-mask40-8k
     python benchmarks/learning.py --out learning --budget 30m --arms budget,budget-tiny --parallel 2
+    python benchmarks/learning.py --out learning --budget 15m --arms alibi-tiny,alibi-tiny-8k --seeds 3
     python benchmarks/learning.py --out learning --report            # tables and figure from what has finished
     python benchmarks/learning.py --out learning --report --arms budget --downstream ../shared/data/glue
 
@@ -21,7 +22,10 @@ Scored the same way for every arm, at every checkpoint (a tenth of the budget ap
 - 20 hand-written probes with an obvious answer ("The old man shook his [MASK] slowly."),
   top-1 and top-3.
 
-Everything is resumable: a finished arm is skipped, an interrupted one resumes.
+With `--seeds N` every arm trains N times (`--seed` 0..N-1: other initial weights, batches and masks) for the
+steps of its one calibration, and the tables give each figure's median and range over the seeds.
+
+Everything is resumable: a finished run is skipped, an interrupted one resumes.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import json
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -47,6 +52,8 @@ from bertforge.evaluate import evaluate_model  # noqa: E402
 from bertforge.inference import load  # noqa: E402
 from bertforge.metrics import read_metrics  # noqa: E402
 from bertforge.plots import save_figure, subplots  # noqa: E402
+from bertforge.replicates import aligned, median_range  # noqa: E402
+from bertforge.sweep import draw_band  # noqa: E402
 
 from common import machine_description  # noqa: E402
 
@@ -71,6 +78,10 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "budget-tiny-8k": (8192, [*BUDGET, "--preset", "tiny", "--lr", "2e-3"]),
     "budget-mask40-8k": (8192, [*BUDGET, "--mask-prob", "0.4"]),
     "budget-mask40to15-8k": (8192, [*BUDGET, "--mask-prob", "0.4", "--mask-prob-final", "0.15"]),
+    # today's recipe (ALiBi) at the tiny size, and both sizes on an 8k vocabulary, whose MLM head costs a quarter
+    "alibi-tiny": (30522, ["--recipe", "budget", "--preset", "tiny"]),
+    "alibi-8k": (8192, ["--recipe", "budget"]),
+    "alibi-tiny-8k": (8192, ["--recipe", "budget", "--preset", "tiny"]),
 }
 
 PROBES = [
@@ -184,14 +195,23 @@ def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
     return result
 
 
-def train_arm(arm: str, out: Path, data: Path, flags: list[str], budget: float, threads: int = 0) -> None:
-    run = out / "runs" / arm
+def run_dir(out: Path, arm: str, seed: int) -> Path:
+    """Seed 0's run is runs/ARM (beside the arm's calibration), seed k's runs/ARM.seedk."""
+    return out / "runs" / (arm if seed == 0 else f"{arm}.seed{seed}")
+
+
+def calibration_of(out: Path, arm: str) -> dict:
+    return json.loads((out / "runs" / arm / "calibration.json").read_text())
+
+
+def train_arm(arm: str, seed: int, out: Path, data: Path, flags: list[str], budget: float, threads: int = 0) -> None:
+    run = run_dir(out, arm, seed)
     if (run / "model" / "config.json").is_file():
         return
-    calibration = json.loads((run / "calibration.json").read_text())
+    calibration = calibration_of(out, arm)
     steps = max(10, int(budget / calibration["seconds_per_step"]))
     every = max(1, steps // 10)
-    print(f"{arm}: {calibration['seconds_per_step']:.3f} s/step -> {steps} steps for {budget:.0f} s", flush=True)
+    print(f"{run.name}: {calibration['seconds_per_step']:.3f} s/step -> {steps} steps for {budget:.0f} s", flush=True)
     common = [
         "--max-steps",
         steps,
@@ -208,8 +228,9 @@ def train_arm(arm: str, out: Path, data: Path, flags: list[str], budget: float, 
     if (run / "config.json").is_file():
         bertforge("pretrain", "--data", data, "--out", run, "--resume", *common, log=run / "train.log", threads=threads)
     else:
-        log = out / "runs" / f"{arm}.log"
-        bertforge("pretrain", "--data", data, "--out", run, *flags, *common, log=log, threads=threads)
+        log = out / "runs" / f"{run.name}.log"
+        seeded = [*flags, "--seed", seed]
+        bertforge("pretrain", "--data", data, "--out", run, *seeded, *common, log=log, threads=threads)
 
 
 # ---------------------------------------------------------------- scoring
@@ -276,13 +297,13 @@ def cloze_scores(model_dir: Path, cloze: list[tuple[str, str]]) -> dict:
     }
 
 
-def score_arm(arm: str, out: Path, data: Path, cloze: list[tuple[str, str]]) -> list[dict]:
-    """Every checkpoint of a finished arm, scored the same way; cached in scores.json."""
-    run = out / "runs" / arm
+def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str, str]]) -> list[dict]:
+    """Every checkpoint of a finished run, scored the same way; cached in its scores.json."""
+    run = run_dir(out, arm, seed)
     path = run / "scores.json"
     if path.is_file():
         return json.loads(path.read_text())
-    seconds = json.loads((run / "calibration.json").read_text())["seconds_per_step"]
+    seconds = calibration_of(out, arm)["seconds_per_step"]
     rows = []
     for checkpoint in checkpoint_dirs(run):
         step = int(checkpoint.name.split("_")[1])
@@ -300,7 +321,7 @@ def score_arm(arm: str, out: Path, data: Path, cloze: list[tuple[str, str]]) -> 
             }
         )
         print(
-            f"  {arm} step {step}: held-out MLM accuracy {rows[-1]['mlm_acc']:.3f}, "
+            f"  {run.name} step {step}: held-out MLM accuracy {rows[-1]['mlm_acc']:.3f}, "
             f"cloze top-1 {rows[-1]['cloze_top1']:.3f}, probes {rows[-1]['probes_top1']}/20",
             flush=True,
         )
@@ -308,29 +329,49 @@ def score_arm(arm: str, out: Path, data: Path, cloze: list[tuple[str, str]]) -> 
     return rows
 
 
-def report(out: Path, arms: list[str], scores: dict[str, list[dict]]) -> None:
+def spread(values: list[float], digits: int = 3) -> str:
+    """One seed's value, or the median (min–max) over seeds."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    m = median_range(values)
+    return f"{m['median']:.{digits}f} ({m['min']:.{digits}f}–{m['max']:.{digits}f})"
+
+
+def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> None:
+    """The table (each figure at the last checkpoint, median and range over seeds), the curves and the figure."""
     lines = [
-        "| arm | steps | s/step | tokens | held-out MLM acc | cloze top-1 / top-5 | probes top-1 / top-3 (of 20) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| arm | seeds | steps | s/step | tokens | held-out MLM acc | cloze top-1 | cloze top-5 "
+        "| probes top-1 / top-3 (of 20) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    curves = ["| arm | held-out MLM accuracy at each checkpoint (calibrated minutes: accuracy) |", "|---|---|"]
+    curves = ["| arm | median held-out MLM accuracy at each checkpoint (calibrated minutes: accuracy) |", "|---|---|"]
     fig, (ax_acc, ax_cloze) = subplots(1, 2, figsize=(13, 4.5))
     for arm in arms:
-        rows = scores.get(arm)
-        if not rows:
+        runs = scores.get(arm)
+        if not runs:
             continue
-        calibration = json.loads((out / "runs" / arm / "calibration.json").read_text())
-        last = rows[-1]
-        tokens = last["step"] * calibration["tokens_per_step"]
+        calibration = calibration_of(out, arm)
+        lasts = [rows[-1] for rows in runs]
+        tokens = lasts[0]["step"] * calibration["tokens_per_step"]
+        figure = {key: [last[key] for last in lasts] for key in ("mlm_acc", "cloze_top1", "cloze_top5")}
+        probes = f"{spread([r['probes_top1'] for r in lasts], 0)} / {spread([r['probes_top3'] for r in lasts], 0)}"
         lines.append(
-            f"| {arm} | {last['step']:,} | {calibration['seconds_per_step']:.3f} | {tokens / 1e6:.1f}M | "
-            f"{last['mlm_acc']:.3f} | {last['cloze_top1']:.3f} / {last['cloze_top5']:.3f} | "
-            f"{last['probes_top1']} / {last['probes_top3']} |"
+            f"| {arm} | {len(runs)} | {lasts[0]['step']:,} | {calibration['seconds_per_step']:.3f} | "
+            f"{tokens / 1e6:.1f}M | {spread(figure['mlm_acc'])} | {spread(figure['cloze_top1'])} | "
+            f"{spread(figure['cloze_top5'])} | {probes} |"
         )
-        minutes = [r["seconds"] / 60 for r in rows]
-        line = ax_acc.plot(minutes, [r["mlm_acc"] for r in rows], "o-", label=arm)[0]
-        ax_cloze.plot(minutes, [r["cloze_top1"] for r in rows], "o-", color=line.get_color(), label=arm)
-        curves.append(f"| {arm} | " + ", ".join(f"{m:.1f}: {r['mlm_acc']:.3f}" for m, r in zip(minutes, rows)) + " |")
+        minutes = [{r["step"]: r["seconds"] / 60 for r in rows} for rows in runs]
+        label = arm if len(runs) == 1 else f"{arm} ({len(runs)} seeds)"
+        color = draw_band(
+            ax_acc, [{r["step"]: r["mlm_acc"] for r in rows} for rows in runs], label, minutes, marker="o"
+        )
+        cloze = [{r["step"]: r["cloze_top1"] for r in rows} for rows in runs]
+        draw_band(ax_cloze, cloze, label, minutes, color=color, marker="o")
+        steps, by_step = aligned([{r["step"]: r["mlm_acc"] for r in rows} for rows in runs])
+        by_minute = [
+            (step * calibration["seconds_per_step"] / 60, statistics.median(v)) for step, v in zip(steps, by_step)
+        ]
+        curves.append(f"| {arm} | " + ", ".join(f"{m:.1f}: {acc:.3f}" for m, acc in by_minute) + " |")
     ax_acc.set(
         title="Held-out MLM accuracy (valid.txt, 15% masked)", xlabel="training minutes (calibrated)", ylabel="accuracy"
     )
@@ -368,7 +409,10 @@ def main() -> None:
         "with both threads; calibration stays quiet and 2-threaded, so each arm's step count is unchanged)",
     )
     parser.add_argument(
-        "--report", action="store_true", help="only score finished arms and write the tables and figure"
+        "--seeds", type=int, default=1, help="runs per arm, seeds 0..N-1, all for the steps of the arm's calibration"
+    )
+    parser.add_argument(
+        "--report", action="store_true", help="only score finished runs and write the tables and figure"
     )
     args = parser.parse_args()
     from bertforge.config import parse_duration
@@ -386,29 +430,34 @@ def main() -> None:
         for arm in arms:  # all calibrations first, back to back, while the machine is as quiet as it will be
             calibrate(arm, out, data[arm], ARMS[arm][1])
 
-        def train(arm: str) -> None:
+        def train(run: tuple[str, int]) -> None:
+            arm, seed = run
             started = time.perf_counter()
-            train_arm(arm, out, data[arm], ARMS[arm][1], budget, threads=1 if args.parallel > 1 else 0)
-            print(f"{arm}: trained ({(time.perf_counter() - started) / 60:.0f} min wall)", flush=True)
+            train_arm(arm, seed, out, data[arm], ARMS[arm][1], budget, threads=1 if args.parallel > 1 else 0)
+            print(f"{run_dir(out, arm, seed).name}: trained ({(time.perf_counter() - started) / 60:.0f} min wall)")
 
+        runs = [(arm, seed) for seed in range(args.seeds) for arm in arms]  # seed by seed: arms alternate
         with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-            list(pool.map(train, arms))  # list(): an arm's failure is raised here
+            list(pool.map(train, runs))  # list(): a run's failure is raised here
     scores = {
-        arm: score_arm(arm, out, data[arm], cloze)
+        arm: [
+            score_run(arm, seed, out, data[arm], cloze)
+            for seed in range(args.seeds)
+            if (run_dir(out, arm, seed) / "model" / "config.json").is_file()
+        ]
         for arm in arms
-        if (out / "runs" / arm / "model" / "config.json").is_file()
     }
     report(out, arms, scores)
-    print(f"{len(scores)} arms scored; {out / 'results.md'}, {out / 'learning.png'}")
+    print(f"{sum(map(len, scores.values()))} runs scored; {out / 'results.md'}, {out / 'learning.png'}")
     if args.downstream:
-        for arm in scores:
+        for arm in (arm for arm, runs in scores.items() if runs):
             downstream(out, arm, Path(args.downstream))
 
 
 def downstream(out: Path, arm: str, glue: Path) -> None:
-    """SST-2, MRPC and RTE dev for the arm's model and from random weights: 3 fine-tuning seeds, the lr chosen on
-    dev from {1e-4, 3e-4} (seed 0), dropout 0.1; SST-2 capped at 600 steps (19,200 of its 67k examples) to fit a
-    CPU budget. `bertforge score` writes the table to runs/ARM/downstream and resumes like the arms do."""
+    """SST-2, MRPC and RTE dev for the arm's model (seed 0's) and from random weights: 3 fine-tuning seeds, the lr
+    chosen on dev from {1e-4, 3e-4} (seed 0), dropout 0.1; SST-2 capped at 600 steps (19,200 of its 67k examples)
+    to fit a CPU budget. `bertforge score` writes the table to runs/ARM/downstream and resumes like the arms do."""
     tasks = [f"sst2={glue / 'SST-2'}", f"mrpc={glue / 'MRPC'}", f"rte={glue / 'RTE'}"]
     common = ["--seeds", 3, "--from-scratch", "--lrs", "1e-4,3e-4", "--dropout", 0.1, "--quiet"]
     score_dir = out / "runs" / arm / "downstream"
