@@ -34,7 +34,7 @@ from .hf import (
     to_hf_state_dict,
 )
 from .model import BertForPreTraining
-from .tokenizer import TOKENIZER_FILES, load_tokenizer, save_tokenizer
+from .tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save_tokenizer
 
 PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model was pre-trained
 
@@ -140,6 +140,9 @@ def write_model_files(
         extra = dict(extra_config or {})
         if pretraining:
             extra[PRETRAINING_KEY] = {**extra.get(PRETRAINING_KEY, {}), **pretraining}
+        if needs_remote_code(part.config) and tokenizer is not None:
+            # transformers 4.x gives a pipeline a tokenizer only for a model type it knows, or one config.json names
+            extra.setdefault("tokenizer_class", hf_tokenizer_class(tokenizer))
         write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra))
         save_file(
             to_hf_state_dict(part.state_dict(), part.config, part.hf_architecture),

@@ -127,6 +127,12 @@ def _settings(tokenizer: Tokenizer) -> dict:
     }
 
 
+def hf_tokenizer_class(tokenizer: Tokenizer) -> str:
+    """The `transformers` class that loads it: BertTokenizerFast for WordPiece (it re-applies BERT's normalisation
+    from tokenizer_config.json), PreTrainedTokenizerFast for whole words."""
+    return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" else "PreTrainedTokenizerFast"
+
+
 def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length: int = 512) -> None:
     """Write the four Hugging Face tokenizer files into `directory`."""
     directory = Path(directory)
@@ -138,7 +144,7 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length
     special = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
     # BertTokenizerFast re-applies do_lower_case / strip_accents from here, so they must match.
     config = {
-        "tokenizer_class": "BertTokenizerFast" if settings["kind"] == "wordpiece" else "PreTrainedTokenizerFast",
+        "tokenizer_class": hf_tokenizer_class(tokenizer),
         "do_lower_case": settings["lowercase"],
         "strip_accents": settings["strip_accents"],
         "tokenize_chinese_chars": True,

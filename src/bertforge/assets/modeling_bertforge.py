@@ -8,13 +8,14 @@ adds ALiBi's distance penalty to the attention scores: the padding mask is
 turned into a (batch, heads, T, T) additive mask, which `transformers` passes
 to every layer's attention as it is. The weights keep the family's names.
 
-It needs only torch and `transformers` (tested with 5.x), not bertforge, so the
-directory works wherever it is copied.
+It needs only torch and `transformers` (tested with 4.48, 4.57 and 5.x), not
+bertforge, so the directory works wherever it is copied.
 """
 
 from __future__ import annotations
 
 import inspect
+import types
 
 import torch
 from transformers import (
@@ -63,12 +64,22 @@ def _alibi_attention_mask(encoder, args, kwargs):
     return bound.args, bound.kwargs
 
 
+def _bias_as_it_is(encoder, attention_mask, *args, **kwargs):
+    """transformers 4.x makes every mask additive as (1 - mask) × min, and refuses a 4-d one: the bias is additive
+    already, so it passes as it is. (5.x passes a 4-d mask on by itself and does not call this.)"""
+    if attention_mask.dim() == 4:
+        return attention_mask
+    return type(encoder).get_extended_attention_mask(encoder, attention_mask, *args, **kwargs)
+
+
 def _with_alibi(family_class, config_class):
     """`family_class` whose encoder (its base model, or itself) adds the ALiBi bias."""
 
     def __init__(self, config, *args, **kwargs):
         family_class.__init__(self, config, *args, **kwargs)
-        self.base_model.register_forward_pre_hook(_alibi_attention_mask, with_kwargs=True)
+        encoder = self.base_model
+        encoder.register_forward_pre_hook(_alibi_attention_mask, with_kwargs=True)
+        encoder.get_extended_attention_mask = types.MethodType(_bias_as_it_is, encoder)
 
     return type(f"Alibi{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class})
 
