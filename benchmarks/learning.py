@@ -362,12 +362,11 @@ def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> N
         )
         minutes = [{r["step"]: r["seconds"] / 60 for r in rows} for rows in runs]
         label = arm if len(runs) == 1 else f"{arm} ({len(runs)} seeds)"
-        color = draw_band(
-            ax_acc, [{r["step"]: r["mlm_acc"] for r in rows} for rows in runs], label, minutes, marker="o"
-        )
+        accuracy = [{r["step"]: r["mlm_acc"] for r in rows} for rows in runs]
+        color = draw_band(ax_acc, accuracy, label, minutes, marker="o")
         cloze = [{r["step"]: r["cloze_top1"] for r in rows} for rows in runs]
         draw_band(ax_cloze, cloze, label, minutes, color=color, marker="o")
-        steps, by_step = aligned([{r["step"]: r["mlm_acc"] for r in rows} for rows in runs])
+        steps, by_step = aligned(accuracy)
         by_minute = [
             (step * calibration["seconds_per_step"] / 60, statistics.median(v)) for step, v in zip(steps, by_step)
         ]
