@@ -18,7 +18,9 @@ Scored the same way for every arm, at every checkpoint (a tenth of the budget ap
   from the training text), full-length 128-token windows, BERT's 15% masking with fixed
   seeds: one layout for all arms, whatever their pair objective;
 - whole-word cloze: 1,000 held-out sentences with one frequent word masked, top-1 and
-  top-5, comparable across vocabularies (the words are single tokens in every tokenizer);
+  top-5, comparable across vocabularies: the report counts only the sentences whose
+  word is one token in every reported arm's vocabulary (held-out MLM accuracy is not
+  comparable across vocabularies: a smaller one masks shorter, easier pieces);
 - 20 hand-written probes with an obvious answer ("The old man shook his [MASK] slowly."),
   top-1 and top-3.
 
@@ -271,15 +273,17 @@ def cloze_sentences(
 
 
 def cloze_scores(model_dir: Path, cloze: list[tuple[str, str]]) -> dict:
+    """Cloze and probe answers of one checkpoint. `cloze_ranks[i]` is where sentence i's word came among the
+    top 5 (1-5; 0 outside them), None where the word is more than one token in this vocabulary: arms on other
+    vocabularies answer other subsets, and the report scores only the sentences every arm can answer."""
     bert = load(model_dir)
-    single = [
-        (text, word) for text, word in cloze if len(bert.tokenizer.encode(word, add_special_tokens=False).ids) == 1
-    ]
-    top1 = top5 = 0
-    for text, word in single:
+    ranks: list[int | None] = []
+    for text, word in cloze:
+        if len(bert.tokenizer.encode(word, add_special_tokens=False).ids) != 1:
+            ranks.append(None)
+            continue
         tokens = [p["token"] for p in bert.fill_mask(text, top_k=5)["masks"][0]["predictions"]]
-        top1 += tokens[0] == word
-        top5 += word in tokens
+        ranks.append(tokens.index(word) + 1 if word in tokens else 0)
     probes1 = probes3 = 0
     answers = []
     for text, right in PROBES:
@@ -288,12 +292,21 @@ def cloze_scores(model_dir: Path, cloze: list[tuple[str, str]]) -> dict:
         probes3 += bool(set(tokens) & right)
         answers.append(tokens[0])
     return {
-        "cloze_top1": top1 / len(single),
-        "cloze_top5": top5 / len(single),
-        "cloze_sentences": len(single),
+        **cloze_accuracy(ranks),
+        "cloze_ranks": ranks,
         "probes_top1": probes1,
         "probes_top3": probes3,
         "probe_answers": answers,
+    }
+
+
+def cloze_accuracy(ranks: list[int | None], among: list[int] | None = None) -> dict:
+    """Top-1 and top-5 over the sentences numbered in `among`, by default every one this vocabulary can answer."""
+    chosen = [ranks[i] for i in among] if among is not None else [r for r in ranks if r is not None]
+    return {
+        "cloze_top1": sum(r == 1 for r in chosen) / len(chosen),
+        "cloze_top5": sum(r >= 1 for r in chosen) / len(chosen),
+        "cloze_sentences": len(chosen),
     }
 
 
@@ -302,7 +315,9 @@ def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str,
     run = run_dir(out, arm, seed)
     path = run / "scores.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        rows = json.loads(path.read_text())
+        if all("cloze_ranks" in row for row in rows):  # scored before the ranks were kept: score again
+            return rows
     seconds = calibration_of(out, arm)["seconds_per_step"]
     rows = []
     for checkpoint in checkpoint_dirs(run):
@@ -338,13 +353,25 @@ def spread(values: list[float], digits: int = 3) -> str:
 
 
 def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> None:
-    """The table (each figure at the last checkpoint, median and range over seeds), the curves and the figure."""
+    """The table (each figure at the last checkpoint, median and range over seeds), the curves and the figure.
+    Cloze figures count only the sentences whose word is one token in every reported arm's vocabulary."""
+    every_run = [rows for runs in scores.values() for rows in runs]
+    if not every_run:
+        raise SystemExit(f"no finished run to report in {out / 'runs'}")
+    answerable = sorted(
+        set.intersection(*({i for i, r in enumerate(rows[0]["cloze_ranks"]) if r is not None} for rows in every_run))
+    )
+    for row in (row for rows in every_run for row in rows):
+        row.update(cloze_accuracy(row["cloze_ranks"], answerable))
     lines = [
-        "| arm | seeds | steps | s/step | tokens | held-out MLM acc | cloze top-1 | cloze top-5 "
-        "| probes top-1 / top-3 (of 20) |",
+        f"| arm | seeds | steps | s/step | tokens | held-out MLM acc | cloze top-1 ({len(answerable):,}) "
+        f"| cloze top-5 | probes top-1 / top-3 (of 20) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    curves = ["| arm | median held-out MLM accuracy at each checkpoint (calibrated minutes: accuracy) |", "|---|---|"]
+    curves = {
+        key: [f"| arm | median {name} at each checkpoint (calibrated minutes: value) |", "|---|---|"]
+        for key, name in (("mlm_acc", "held-out MLM accuracy"), ("cloze_top1", "cloze top-1"))
+    }
     fig, (ax_acc, ax_cloze) = subplots(1, 2, figsize=(13, 4.5))
     for arm in arms:
         runs = scores.get(arm)
@@ -362,20 +389,20 @@ def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> N
         )
         minutes = [{r["step"]: r["seconds"] / 60 for r in rows} for rows in runs]
         label = arm if len(runs) == 1 else f"{arm} ({len(runs)} seeds)"
-        accuracy = [{r["step"]: r["mlm_acc"] for r in rows} for rows in runs]
-        color = draw_band(ax_acc, accuracy, label, minutes, marker="o")
-        cloze = [{r["step"]: r["cloze_top1"] for r in rows} for rows in runs]
-        draw_band(ax_cloze, cloze, label, minutes, color=color, marker="o")
-        steps, by_step = aligned(accuracy)
-        by_minute = [
-            (step * calibration["seconds_per_step"] / 60, statistics.median(v)) for step, v in zip(steps, by_step)
-        ]
-        curves.append(f"| {arm} | " + ", ".join(f"{m:.1f}: {acc:.3f}" for m, acc in by_minute) + " |")
+        color = None
+        for key, ax in (("mlm_acc", ax_acc), ("cloze_top1", ax_cloze)):
+            curve = [{r["step"]: r[key] for r in rows} for rows in runs]
+            color = draw_band(ax, curve, label, minutes, color=color, marker="o")
+            steps, by_step = aligned(curve)
+            by_minute = [
+                (step * calibration["seconds_per_step"] / 60, statistics.median(v)) for step, v in zip(steps, by_step)
+            ]
+            curves[key].append(f"| {arm} | " + ", ".join(f"{m:.1f}: {v:.3f}" for m, v in by_minute) + " |")
     ax_acc.set(
         title="Held-out MLM accuracy (valid.txt, 15% masked)", xlabel="training minutes (calibrated)", ylabel="accuracy"
     )
     ax_cloze.set(
-        title="Whole-word cloze, top-1 (1,000 held-out sentences)",
+        title=f"Whole-word cloze, top-1 ({len(answerable):,} held-out sentences)",
         xlabel="training minutes (calibrated)",
         ylabel="accuracy",
     )
@@ -384,7 +411,7 @@ def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> N
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, out / "learning.png")
-    lines += ["", *curves]
+    lines += ["", *curves["mlm_acc"], "", *curves["cloze_top1"]]
     (out / "results.md").write_text(machine_description() + "\n\n" + "\n".join(lines) + "\n")
     print("\n".join(lines))
 
