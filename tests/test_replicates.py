@@ -130,7 +130,7 @@ def test_sweep_over_presets_trains_each_size(tmp_path):
         assert (model["num_layers"], model["hidden_size"], model["num_heads"]) == shape
         assert (model["norm_style"], model["attention_bias"]) == ("pre", "alibi")  # the recipe's
     assert int(runs["preset-mini"]["parameters"]) > int(runs["preset-tiny"]["parameters"])
-    with pytest.raises(UserError, match="'huge' is not one of tiny, mini"):
+    with pytest.raises(UserError, match="--grid unknown preset 'huge'; choose one of tiny, mini"):
         parse_grid(["preset=tiny,huge"])
     clash = bertforge(*flags, "--out", tmp_path / "x", "--grid", "preset=tiny,mini", "--preset", "tiny")
     one_line_error(clash, "preset is both a --grid axis and a fixed flag")

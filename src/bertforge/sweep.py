@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .config import PRESETS, ModelConfig, TrainConfig, parse_field
+from .config import ModelConfig, TrainConfig, parse_field, preset_size
 from .display import cell, markdown_table
 from .electra import pretraining_model
 from .errors import UserError
@@ -66,8 +66,7 @@ def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
 
 
 def _preset(name: str) -> str:
-    if name not in PRESETS:
-        raise UserError(f"preset: {name!r} is not one of {', '.join(PRESETS)}")
+    preset_size(name)  # refuses an unknown size by name
     return name
 
 
