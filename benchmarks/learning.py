@@ -22,7 +22,8 @@ Scored the same way for every arm, at every checkpoint (a tenth of the budget ap
   word is one token in every reported arm's vocabulary (held-out MLM accuracy is not
   comparable across vocabularies: a smaller one masks shorter, easier pieces);
 - 20 hand-written probes with an obvious answer ("The old man shook his [MASK] slowly."),
-  top-1 and top-3.
+  top-1 and top-3;
+- for arms with a pair objective, its held-out accuracy (NSP or SOP) on sentence pairs.
 
 With `--seeds N` every arm trains N times (`--seed` 0..N-1: other initial weights, batches and masks) for the
 steps of its one calibration, and the tables give each figure's median and range over the seeds.
@@ -53,6 +54,7 @@ from bertforge.electra import GENERATOR_DIR  # noqa: E402
 from bertforge.evaluate import evaluate_model  # noqa: E402
 from bertforge.inference import load  # noqa: E402
 from bertforge.metrics import read_metrics  # noqa: E402
+from bertforge.modeldir import pretraining_info  # noqa: E402
 from bertforge.plots import save_figure, subplots  # noqa: E402
 from bertforge.replicates import aligned, median_range  # noqa: E402
 from bertforge.sweep import draw_band  # noqa: E402
@@ -84,6 +86,8 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "alibi-tiny": (30522, ["--recipe", "budget", "--preset", "tiny"]),
     "alibi-8k": (8192, ["--recipe", "budget"]),
     "alibi-tiny-8k": (8192, ["--recipe", "budget", "--preset", "tiny"]),
+    # both of BERT's objectives on today's recipe: what NSP costs the MLM at equal time, and whether it learns
+    "alibi-tiny-nsp": (30522, ["--recipe", "budget", "--preset", "tiny", "--pair-objective", "nsp"]),
 }
 
 PROBES = [
@@ -335,6 +339,9 @@ def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str,
                 **cloze_scores(checkpoint, cloze),
             }
         )
+        pair = pretraining_info(checkpoint).get("pair_objective", "none")
+        if pair != "none":  # the pair head, judged on held-out pairs laid out as it was trained
+            rows[-1]["pair_acc"] = evaluate_model(checkpoint, [str(data)], max_batches=50)[f"{pair}_acc"]
         print(
             f"  {run.name} step {step}: held-out MLM accuracy {rows[-1]['mlm_acc']:.3f}, "
             f"cloze top-1 {rows[-1]['cloze_top1']:.3f}, probes {rows[-1]['probes_top1']}/20",
@@ -365,8 +372,8 @@ def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> N
         row.update(cloze_accuracy(row["cloze_ranks"], answerable))
     lines = [
         f"| arm | seeds | steps | s/step | tokens | held-out MLM acc | cloze top-1 ({len(answerable):,}) "
-        f"| cloze top-5 | probes top-1 / top-3 (of 20) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| cloze top-5 | probes top-1 / top-3 (of 20) | held-out NSP/SOP acc |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     curves = {
         key: [f"| arm | median {name} at each checkpoint (calibrated minutes: value) |", "|---|---|"]
@@ -382,10 +389,11 @@ def report(out: Path, arms: list[str], scores: dict[str, list[list[dict]]]) -> N
         tokens = lasts[0]["step"] * calibration["tokens_per_step"]
         figure = {key: [last[key] for last in lasts] for key in ("mlm_acc", "cloze_top1", "cloze_top5")}
         probes = f"{spread([r['probes_top1'] for r in lasts], 0)} / {spread([r['probes_top3'] for r in lasts], 0)}"
+        pair = spread([r["pair_acc"] for r in lasts]) if "pair_acc" in lasts[0] else "–"
         lines.append(
             f"| {arm} | {len(runs)} | {lasts[0]['step']:,} | {calibration['seconds_per_step']:.3f} | "
             f"{tokens / 1e6:.1f}M | {spread(figure['mlm_acc'])} | {spread(figure['cloze_top1'])} | "
-            f"{spread(figure['cloze_top5'])} | {probes} |"
+            f"{spread(figure['cloze_top5'])} | {probes} | {pair} |"
         )
         minutes = [{r["step"]: r["seconds"] / 60 for r in rows} for rows in runs]
         label = arm if len(runs) == 1 else f"{arm} ({len(runs)} seeds)"
