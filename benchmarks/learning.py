@@ -320,7 +320,7 @@ def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str,
     path = run / "scores.json"
     if path.is_file():
         rows = json.loads(path.read_text())
-        if all("cloze_ranks" in row for row in rows):  # scored before the ranks were kept: score again
+        if all("cloze_ranks" in row for row in rows):  # a cache from before the ranks were kept is scored again
             return rows
     seconds = calibration_of(out, arm)["seconds_per_step"]
     rows = []
