@@ -49,7 +49,15 @@ def test_device_resolution(monkeypatch):
     with pytest.raises(UserError, match="no CUDA device"):
         resolve_device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     assert resolve_device("auto", local_rank=1) == "cuda:1"  # one GPU per torchrun process
+    assert resolve_device("cuda:1") == "cuda:1"
+    with pytest.raises(UserError, match=r"cuda:2 does not exist: this machine has 2 GPU\(s\).*--nproc_per_node 2"):
+        resolve_device("auto", local_rank=2)  # a third process on a node with two GPUs
+    with pytest.raises(UserError, match=r"cuda:3 does not exist: this machine has 2 GPU\(s\), cuda:0 to cuda:1$"):
+        resolve_device("cuda:3")
+    with pytest.raises(UserError, match="cuda or cuda:N"):
+        resolve_device("cuda:one")
 
 
 def test_optimizer_groups_and_fused_flag():

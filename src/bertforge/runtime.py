@@ -98,7 +98,16 @@ def resolve_device(requested: str, local_rank: int = 0) -> str:
     if requested.startswith("cuda"):
         if not torch.cuda.is_available():
             raise UserError("--device cuda requested but no CUDA device is available")
-        return f"cuda:{local_rank}" if requested == "cuda" else requested
+        device = f"cuda:{local_rank}" if requested == "cuda" else requested
+        index, count = device.partition(":")[2] or "0", torch.cuda.device_count()
+        if not index.isdigit():
+            raise UserError(f"--device {device}: a GPU is named cuda or cuda:N")
+        if int(index) >= count:
+            hint = f"; torchrun starts one process per GPU: --nproc_per_node {count} at most" if local_rank else ""
+            raise UserError(
+                f"{device} does not exist: this machine has {count} GPU(s), cuda:0 to cuda:{count - 1}{hint}"
+            )
+        return device
     return "cpu"
 
 
