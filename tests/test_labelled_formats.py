@@ -72,6 +72,9 @@ def test_label_first_lines_fasttext_and_trec(tmp_path):
         ({"d/a.pos": "one\n", "d/a.neg": "two\n"}, Columns("text", "label"), "has no columns"),
         ({"t.txt": "\n\n"}, Columns(), "no examples"),
         ({"t.jsonl": '{"text": "fine", "label": "pos"}\n'}, Columns(), "t.jsonl is a table: name its text and label"),
+        # SST-2's layout: read as label-first lines, each sentence's first word became its label
+        ({"train.tsv": "sentence\tlabel\nfine\t1\n"}, Columns(), "train.tsv is a table: name its text and label"),
+        ({"t.csv": "text,label\nfine,pos\n"}, Columns(), "t.csv is a table: name its text and label"),
     ],
 )
 def test_bad_labelled_input_names_the_fault(tmp_path, files, columns, message):

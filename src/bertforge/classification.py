@@ -88,7 +88,7 @@ def read_examples(path: str | Path, columns: Columns, multi_label: bool = False)
         if multi_label:
             raise UserError(f"{path}: a directory of classes gives each text one label; multi-label reads a table")
         examples = _class_directory(path)
-    elif columns.text is None and format_of(path) in RECORDS:
+    elif columns.text is None and format_of(path) in (*RECORDS, "csv", "tsv"):  # label-first lines are plain text
         label_flag = "--label-column (or --label-columns)" if multi_label else "--label-column"
         raise UserError(f"{path} is a table: name its text and label columns with --text-column and {label_flag}")
     elif columns.text is None:
