@@ -53,6 +53,20 @@ def write_corpus(path, documents) -> None:
     path.write_text("\n\n".join("\n".join(doc) for doc in documents) + "\n", encoding="utf-8")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def cpu_only(request):
+    """Every module but test_cuda.py sees no GPU, in-process and in the commands it starts: on any machine the
+    suite checks what CI checks (where `--device auto` picked a GPU, outputs compared with CPU tensors, and
+    two torchrun processes on a one-GPU machine, failed). test_cuda.py checks the GPU paths where there is one."""
+    if request.module.__name__ == "test_cuda":
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUDA_VISIBLE_DEVICES", "")
+        patch.setattr(torch.cuda, "is_available", lambda: False)
+        yield
+
+
 @pytest.fixture(scope="session")
 def documents():
     return make_documents()
