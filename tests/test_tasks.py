@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+import tokenizers
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
@@ -243,6 +244,12 @@ def test_answer_offsets_recover_the_answer_across_windows(tokenizer):
             holding += 1
             assert context.__getitem__(slice(*span_text(encoding, context, first, last))) == answer
     assert holding >= 1
+
+
+def test_a_tokenizers_release_that_cuts_windows_short_is_refused(tokenizer, monkeypatch):
+    monkeypatch.setattr(tokenizers, "__version__", "0.23.2")
+    with pytest.raises(UserError, match=r"tokenizers 0.23.2 drops the windows.*tokenizers>=0.23.3"):
+        windowing_tokenizer(tokenizer, seq_len=32, stride=8)
 
 
 def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder, tmp_path):
