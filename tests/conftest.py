@@ -164,6 +164,16 @@ def resumed_twin(full: Path, data: Path) -> Path:
     return resumed
 
 
+def whole_and_resumed(data: Path, full: Path, *flags) -> Path:
+    """Pre-train `full` for 24 steps with `flags` (logging every 2, a checkpoint at 12) and return its twin resumed
+    from step 12: exact resume means `assert_same_steps(full, twin, list(range(2, 25, 2)), ...)` holds."""
+    bertforge_ok(
+        "pretrain", "--data", data, "--out", full, *flags, "--max-steps", "24", "--log-every", "2",
+        "--save-every", "12", "--keep-last", "5", "--eval-every", "0",
+    )  # fmt: skip
+    return resumed_twin(full, data)
+
+
 def assert_same_steps(a_run: Path, b_run: Path, steps: list[int], keys: tuple[str, ...]) -> None:
     """Both runs logged exactly `steps`, with the same value of every key in `keys` at each."""
     a, b = train_metrics(a_run), train_metrics(b_run)

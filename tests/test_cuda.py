@@ -17,9 +17,9 @@ from conftest import (
     assert_same_steps,
     bertforge_ok,
     prepared_data,
-    resumed_twin,
     save_random_model,
     train_metrics,
+    whole_and_resumed,
 )
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -81,27 +81,7 @@ def test_resume_on_the_gpu_continues_exactly(workdir, precision):
     """2N steps in one go == N, then a resumed run for N: the CUDA RNG (dropout) and, in fp16, the loss scale
     come back with the checkpoint."""
     full = workdir / f"full_{precision}"
-    bertforge_ok(
-        "pretrain",
-        "--data",
-        workdir / "data",
-        "--out",
-        full,
-        *ON_GPU,
-        "--precision",
-        precision,
-        "--max-steps",
-        "24",
-        "--log-every",
-        "2",
-        "--save-every",
-        "12",
-        "--keep-last",
-        "5",
-        "--eval-every",
-        "0",
-    )
-    resumed = resumed_twin(full, workdir / "data")  # stopped at step 12
+    resumed = whole_and_resumed(workdir / "data", full, *ON_GPU, "--precision", precision)
     assert_same_steps(full, resumed, list(range(2, 25, 2)), ("loss", "mlm_loss", "nsp_loss", "grad_norm", "lr"))
     saved = json.loads((full / "config.json").read_text())
     assert saved["train"]["precision"] == precision

@@ -30,8 +30,8 @@ from conftest import (
     bertforge_ok,
     one_line_error,
     prepared_data,
-    resumed_twin,
     train_metrics,
+    whole_and_resumed,
     write_corpus,
 )
 
@@ -125,29 +125,7 @@ def test_resume_continues_exactly(workdir):
     """2N steps in one go == N steps, then a resumed run for the other N (dropout on, so RNG state matters;
     a batch ramp that is still growing at the resume point, so the batches must follow the step)."""
     full = workdir / "full"
-    bertforge_ok(
-        "pretrain",
-        "--data",
-        workdir / "data",
-        "--out",
-        full,
-        *TINY,
-        "--batch-ramp-steps",
-        "16",
-        "--batch-size-start",
-        "4",
-        "--max-steps",
-        "24",
-        "--log-every",
-        "2",
-        "--save-every",
-        "12",
-        "--keep-last",
-        "5",
-        "--eval-every",
-        "0",
-    )
-    resumed = resumed_twin(full, workdir / "data")  # stopped at step 12
+    resumed = whole_and_resumed(workdir / "data", full, *TINY, "--batch-ramp-steps", "16", "--batch-size-start", "4")
     keys = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "grad_norm", "tokens")
     assert_same_steps(full, resumed, list(range(2, 25, 2)), keys)
     a = train_metrics(full)
