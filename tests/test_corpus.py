@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 
@@ -9,6 +10,7 @@ import pytest
 
 from bertforge.corpus import CorpusOptions, ReadStats, clean_text, read_paragraphs, split_sentences
 from bertforge.errors import UserError
+from bertforge.textfiles import read_rows
 
 
 def documents_of(paragraphs):
@@ -82,6 +84,24 @@ def test_invalid_utf8_is_replaced_and_counted_with_one_warning(tmp_path):
     assert len(caught) == 1
     assert texts == ["caf\ufffd ok.", "\ufffd\ufffd broken."]
     assert stats.invalid_utf8 == 3
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+def test_utf16_and_utf32_text_with_a_byte_order_mark_is_read(tmp_path, encoding):
+    """Windows Notepad's and Excel's "Unicode text" (and PowerShell 5's `>`) is UTF-16 with a byte-order mark."""
+    mark = {"utf-16": b"", "utf-16-be": codecs.BOM_UTF16_BE, "utf-32": b""}[encoding]  # Python's own add one
+    (tmp_path / "notes.txt").write_bytes(mark + "Café au lait.\n\nNext document.\n".encode(encoding))
+    with gzip.open(tmp_path / "table.tsv.gz", "wb") as f:
+        f.write(mark + "sentence\tlabel\nnaïve and charming\t1\n".encode(encoding))
+    assert documents_of(read_paragraphs([tmp_path / "notes.txt"])) == [["Café au lait."], ["Next document."]]
+    rows = [row for _, row in read_rows(tmp_path / "table.tsv.gz", ["sentence", "label"])]
+    assert rows == [{"sentence": "naïve and charming", "label": "1"}]
+
+
+def test_utf16_without_a_byte_order_mark_is_refused_with_the_conversion(tmp_path):
+    (tmp_path / "notes.txt").write_bytes("Hello there.\n".encode("utf-16-le"))
+    with pytest.raises(UserError, match=r"notes\.txt: looks like a binary file .*iconv -f UTF-16LE -t UTF-8"):
+        list(read_paragraphs([tmp_path / "notes.txt"]))
 
 
 @pytest.mark.parametrize("content", [b"", b"\n\n   \n"])

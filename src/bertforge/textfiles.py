@@ -1,7 +1,7 @@
 """Opening text files and reading rows from them: one place for compression, encodings and table formats.
 
-    open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, a byte-order mark dropped,
-                                invalid UTF-8 replaced (and counted), binary files refused
+    open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
+                                or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
     read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl, .parquet or .arrow
                                 (a `datasets.save_to_disk` shard), streaming
     read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
@@ -87,8 +87,19 @@ def format_of(path: Path) -> str:
     return next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
 
 
+# The byte-order marks of the Unicode encodings other than UTF-8 that text tools write: Windows Notepad's and
+# Excel's "Unicode text" and PowerShell 5's `>` write UTF-16LE with a mark. UTF-32LE's mark begins with UTF-16LE's,
+# so it is tried first. Python's "utf-16"/"utf-32" codecs read the mark for the byte order and drop it.
+BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
 class _CountingDecoder:
-    """UTF-8 decoding that replaces invalid bytes with U+FFFD and counts them."""
+    """Decoding that replaces invalid bytes with U+FFFD and counts them."""
 
     def __init__(self, stats: ReadStats):
         self.stats = stats
@@ -101,7 +112,8 @@ class _CountingDecoder:
 
 
 def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
-    """A text stream over `path`; invalid UTF-8 is replaced and counted in `stats`."""
+    """A text stream over `path`, UTF-8 unless a byte-order mark says UTF-16 or UTF-32; invalid bytes are replaced
+    and counted in `stats`."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -113,11 +125,15 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     except read_errors() as e:
         raw.close()
         raise UserError(f"{path}: cannot read ({e})") from None
-    if b"\x00" in head:
+    encoding = next((name for mark, name in BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8-sig")
+    if encoding == "utf-8-sig" and b"\x00" in head:
         raw.close()
-        raise UserError(f"{path}: looks like a binary file (NUL bytes), not text")
+        raise UserError(
+            f"{path}: looks like a binary file (NUL bytes), not text; if it is UTF-16 text without a byte-order mark, "
+            f"convert it to UTF-8 (iconv -f UTF-16LE -t UTF-8 {path.name} > utf8.txt)"
+        )
     decoder = _CountingDecoder(stats if stats is not None else ReadStats())
-    return io.TextIOWrapper(raw, encoding="utf-8-sig", errors=decoder.name, newline="")
+    return io.TextIOWrapper(raw, encoding=encoding, errors=decoder.name, newline="")
 
 
 def read_rows(
