@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import torch
 
 from bertforge import BertForPreTraining, ModelConfig
 from bertforge.checkpoint import checkpoint_dirs, load_checkpoint
+from bertforge.errors import UserError
+from bertforge.modeldir import resolve_model_dir
 from bertforge.optim import build_optimizer
 from bertforge.tokenizer import load_tokenizer
 
@@ -204,6 +207,30 @@ def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
     trusted = bertforge(*with_dir(pickled), "--trust-pickle", "--json")
     assert trusted.returncode == 0 and "--trust-pickle" in trusted.stderr  # a warning says what was allowed
     assert json.loads(trusted.stdout) == json.loads(bertforge(*with_dir(good), "--json").stdout)
+
+
+def test_a_directory_that_is_no_model_names_the_runs_and_models_inside_it(tmp_path, wordpiece_tokenizer):
+    """The demo's stage directory (books/, its run in books/run) and a run killed before writing model/ are
+    what users pass by mistake: the error names what they meant, the latest checkpoint first."""
+    good = save_random_model(tmp_path / "good", wordpiece_tokenizer)
+    stage = tmp_path / "stage"
+    shutil.copytree(good, stage / "run" / "model")
+    shutil.copytree(good, stage / "run" / "checkpoints" / "step_000008")  # inside a usable run: not listed
+    killed = stage / "killed"
+    for step in ("step_000002", "step_000004"):
+        shutil.copytree(good, killed / "checkpoints" / step)
+    (killed / "config.json").write_text("{}")  # a run's own config, not a model's
+    with pytest.raises(UserError, match="inside it: ") as error:
+        resolve_model_dir(stage)
+    assert str(error.value).split("inside it: ")[1] == ", ".join(
+        str(p) for p in (stage / "run", killed / "checkpoints" / "step_000004", killed / "checkpoints" / "step_000002")
+    )
+    with pytest.raises(UserError, match="inside it: " + re.escape(f"{killed / 'checkpoints' / 'step_000004'},")):
+        resolve_model_dir(killed)
+    assert resolve_model_dir(stage / "run") == stage / "run" / "model"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"nor a run directory with model/$"):
+        resolve_model_dir(tmp_path / "empty")
 
 
 def test_paths_named_in_configs_are_never_followed(tmp_path, wordpiece_tokenizer):

@@ -39,20 +39,47 @@ from .tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save
 PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model was pre-trained
 
 
+def is_model_dir(path: Path) -> bool:
+    return (path / "config.json").is_file() and (
+        (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
+    )
+
+
 def resolve_model_dir(path: str | Path) -> Path:
     """A run directory holds its final model in model/; a model directory is itself."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
-    if (path / "config.json").is_file() and (
-        (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
-    ):
+    if is_model_dir(path):
         return path
     if (path / "model" / "config.json").is_file():
         return path / "model"
+    inside = model_dirs_inside(path)
+    hint = f"; the run and model directories inside it: {', '.join(map(str, inside[:3]))}" if inside else ""
     raise UserError(
-        f"{path}: neither a model directory (config.json + model.safetensors) nor a run directory with model/"
+        f"{path}: neither a model directory (config.json + model.safetensors) nor a run directory with model/{hint}"
     )
+
+
+def model_dirs_inside(path: Path, depth: int = 3) -> list[Path]:
+    """The run and model directories up to `depth` levels below `path`, shallowest first, latest name first among
+    equals: what a user meant by the demo's stage directory (books/run) or by a run killed before its model/ (its
+    checkpoints/step_NNNNNN)."""
+    found: list[Path] = []
+    level = [path] if path.is_dir() else []
+    for _ in range(depth):
+        children = sorted((child for parent in level for child in _subdirectories(parent)), reverse=True)
+        usable = [child for child in children if is_model_dir(child) or is_model_dir(child / "model")]
+        found += usable
+        level = [child for child in children if child not in usable]
+    return found
+
+
+def _subdirectories(path: Path) -> list[Path]:
+    try:
+        return [child for child in path.iterdir() if child.is_dir()]
+    except OSError:  # unreadable: nothing to suggest there
+        return []
 
 
 def read_config(directory: Path) -> dict[str, Any]:
