@@ -11,6 +11,8 @@ import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.cli import build_parser
+from bertforge.errors import UserError
+from bertforge.inference import load
 
 from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
 
@@ -155,6 +157,8 @@ def test_a_model_saved_without_its_tokenizer_says_so(tmp_path):
 def test_fill_mask_without_a_mask_exits_2_with_one_line(wordpiece_tokenizer, tmp_path):
     save_random_model(tmp_path / "m", wordpiece_tokenizer)
     one_line_error(bertforge("fill-mask", tmp_path / "m", "no blank here"), "[MASK]")
+    with pytest.raises(UserError, match=r"no \[MASK\] to fill \(write it in capitals: \[MASK\]\)"):
+        load(tmp_path / "m").fill_mask("the [mask] sat.")  # the tokenizer matches special tokens by case
 
 
 def test_classify_and_nsp_read_tables_and_pair_lines(wordpiece_tokenizer, tmp_path):

@@ -85,7 +85,8 @@ class Bert:
     def fill_mask(self, text: str, top_k: int = 5, targets: list[str] | None = None) -> dict:
         """Top-k predictions for every [MASK] in `text`, each position scored on its own."""
         if MASK not in text:
-            raise UserError(f"the text has no {MASK} to fill: {text!r}")
+            capitals = f" (write it in capitals: {MASK})" if MASK.lower() in text.lower() else ""
+            raise UserError(f"the text has no {MASK} to fill{capitals}: {text!r}")
         encoding, input_ids, token_type_ids = self.encode(text)
         positions = [i for i, token_id in enumerate(encoding.ids) if token_id == self.ids.mask]
         with self._autocast():
