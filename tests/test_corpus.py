@@ -67,6 +67,22 @@ def test_csv_and_tsv_columns_and_gzip(tmp_path):
         list(read_paragraphs([tsv_path], CorpusOptions(text_column="text")))
 
 
+@pytest.mark.parametrize(
+    "name, content, hint",
+    [
+        ("excel.csv", "text;label\ngood;1\n", "split by ';', but a .csv is read split by commas: save it with commas"),
+        ("tabs.csv", "text\tlabel\ngood\t1\n", "split by tabs, but a .csv is read split by commas: name it .tsv"),
+        ("commas.tsv", "text,label\ngood,1\n", "split by commas, but a .tsv is read split by tabs: name it .csv"),
+        ("other.csv", "body,label\ngood,1\n", None),  # split right, the column is missing: no hint
+    ],
+)
+def test_a_table_split_by_another_character_says_so(tmp_path, name, content, hint):
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    with pytest.raises(UserError, match="no column 'text'") as error:
+        list(read_rows(tmp_path / name, ["text", "label"]))
+    assert (hint in str(error.value)) if hint else "split by" not in str(error.value)
+
+
 def test_directories_are_read_recursively(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "x.txt").write_text("deep.\n", encoding="utf-8")

@@ -291,13 +291,29 @@ def _table_rows(
         header = [h.strip() for h in next(reader, [])]
         unknown = [c for c in columns if c not in header]
         if unknown:
-            raise UserError(f"{path}: no column {unknown[0]!r}; the header has {', '.join(repr(h) for h in header)}")
+            raise UserError(
+                f"{path}: no column {unknown[0]!r}; the header has {', '.join(repr(h) for h in header)}"
+                + _separator_hint(header, kind)
+            )
     for cells in reader:
         stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
         if not any(cell.strip() for cell in cells):
             continue
         keys = header if header is not None else [str(i) for i in range(len(cells))]
         yield reader.line_num, dict(zip(keys, cells))
+
+
+def _separator_hint(header: list[str], kind: str) -> str:
+    """What a one-column header says when the file is split by another character (Excel writes ';' where the
+    decimal comma is the custom)."""
+    expected = "commas" if kind == "csv" else "tabs"
+    fixes = {"tabs": "name it .tsv", "commas": "name it .csv", "';'": "save it with commas, or with tabs as .tsv"}
+    found = [
+        name for sep, name in (("\t", "tabs"), (";", "';'"), (",", "commas")) if len(header) == 1 and sep in header[0]
+    ]
+    if not found or found[0] == expected:
+        return ""
+    return f" (it looks split by {found[0]}, but a .{kind} is read split by {expected}: {fixes[found[0]]})"
 
 
 def read_texts(
