@@ -55,7 +55,7 @@ def test_scores(model_dir: Path, rows: list[tuple[str, tuple[str, ...]]]) -> dic
 def main() -> None:
     from bertforge.classification import Columns
     from bertforge.config import FinetuneConfig
-    from bertforge.finetune import finetune
+    from bertforge.finetuning import finetune
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="pre-trained model (run or model directory)")

@@ -10,7 +10,7 @@ import pytest
 from bertforge.classification import ClassificationTask, Columns, read_examples
 from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
-from bertforge.finetune import finetune
+from bertforge.finetuning import finetune
 from bertforge.model import REGRESSION
 from bertforge.score import parse_task
 from bertforge.tagging import Sentence, TagColumns, read_sentences

@@ -12,7 +12,7 @@ import torch
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
-from bertforge.finetune import finetune
+from bertforge.finetuning import finetune
 from bertforge.targets import classification_metrics
 
 from conftest import bertforge, one_line_error

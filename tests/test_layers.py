@@ -31,7 +31,7 @@ LAYERS = [
     ["targets"],  # 5 a label, a set of labels or a number as the loss takes it; their scores
     ["classification", "tagging", "qa", "multiple_choice"],  # 5 fine-tuning tasks: their data, scores and answers
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
-    ["train", "evaluate", "finetune", "inference"],  # 6 the loops and the answers
+    ["train", "evaluate", "finetuning", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation
     ["sweep", "demo", "score"],  # 7 orchestration
     ["cli.flags"],  # 7 the command line: what every verb's parser shares
@@ -119,3 +119,20 @@ def test_prepare_and_what_it_reads_never_import_torch():
     probe = "import sys, bertforge.prepare, bertforge.corpus, bertforge.datadir; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_every_public_name_resolves_and_importing_the_package_stays_light():
+    """`bertforge.X` for every name in __all__ (the README's Python API), loaded on first use: a bare
+    `import bertforge` (what `bertforge tokenizer` and `prepare` start with) must not pull torch in. Asked twice,
+    after every module is loaded: a module named like an export would have replaced it (`bertforge.finetune`
+    was the function until the module finetune.py was imported, then the module)."""
+    probe = (
+        "import sys, types, bertforge; light = 'torch' not in sys.modules; "
+        "first = {n: getattr(bertforge, n, None) for n in bertforge.__all__}; "
+        "import bertforge.cli, bertforge.score; "
+        "wrong = [n for n in bertforge.__all__ if first[n] is None "
+        "or isinstance(getattr(bertforge, n), types.ModuleType) or getattr(bertforge, n) is not first[n]]; "
+        "print(light, wrong)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True []"

@@ -13,7 +13,7 @@ import torch
 from bertforge.classification import Classifier, Columns, read_examples
 from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
-from bertforge.finetune import finetune
+from bertforge.finetuning import finetune
 from bertforge.model import MULTI_LABEL
 from bertforge.score import parse_task, score
 from bertforge.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics

@@ -15,7 +15,7 @@ from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
-from bertforge.finetune import finetune
+from bertforge.finetuning import finetune
 from bertforge.qa import (
     NULL_THRESHOLD_KEY,
     Answerer,

@@ -19,7 +19,15 @@ _EXPORTS = {
     "load_model": "modeldir",
     "save_model": "modeldir",
     "pretrain": "train",
-    "finetune": "finetune",
+    "finetune": "finetuning",
+    # what fine-tuned models answer, and the columns that say where finetune's labelled data is
+    "Classifier": "classification",
+    "Columns": "classification",
+    "Tagger": "tagging",
+    "TagColumns": "tagging",
+    "Answerer": "qa",
+    "Chooser": "multiple_choice",
+    "ChoiceColumns": "multiple_choice",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -38,7 +38,7 @@ from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
 from .display import markdown_table
 from .errors import UserError
 from .fileio import write_json
-from .finetune import finetune
+from .finetuning import finetune
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .plots import save_figure, subplots
 from .qa import QuestionAnsweringTask

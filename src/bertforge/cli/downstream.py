@@ -22,7 +22,7 @@ from .flags import (
 
 def cmd_finetune(args: argparse.Namespace) -> None:
     from ..classification import PROBLEM_TYPES, Columns
-    from ..finetune import finetune
+    from ..finetuning import finetune
     from ..multiple_choice import ChoiceColumns
     from ..tagging import TagColumns
 
