@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import gzip
 import json
@@ -81,6 +82,71 @@ def test_a_table_split_by_another_character_says_so(tmp_path, name, content, hin
     with pytest.raises(UserError, match="no column 'text'") as error:
         list(read_rows(tmp_path / name, ["text", "label"]))
     assert (hint in str(error.value)) if hint else "split by" not in str(error.value)
+
+
+def test_wikiextractor_output_is_read_as_articles_without_its_markup(tmp_path):
+    """The BERT repository's advice is WikiExtractor: text/AA/wiki_00, ... of <doc> blocks, each starting with the
+    title; or, with --json, JSON lines. Documents are articles; the <doc> lines and titles are not text."""
+    article = '<doc id="{0}" url="https://en.wikipedia.org/wiki?curid={0}" title="{1}">\n{1}\n\n{2}\n\n</doc>\n'
+    (tmp_path / "text" / "AA").mkdir(parents=True)
+    (tmp_path / "text" / "AA" / "wiki_00").write_text(
+        article.format(12, "Anarchism", "Anarchism is a philosophy.\nHistory.\nIt is old.")
+        + article.format(25, "Autism", "Autism is a condition."),
+        encoding="utf-8",
+    )
+    with bz2.open(tmp_path / "text" / "AA" / "wiki_01.bz2", "wt", encoding="utf-8") as f:  # WikiExtractor --compress
+        f.write(article.format(39, "Albedo", "Albedo is reflection."))
+    (tmp_path / "text" / "AB").mkdir()
+    json_lines = [{"id": "290", "url": "u", "title": "A", "text": "A is a letter.\nIt is the first."}]
+    (tmp_path / "text" / "AB" / "wiki_00").write_text("".join(json.dumps(j) + "\n" for j in json_lines))
+    (tmp_path / "text" / "README").write_text("not a corpus file\n")
+    assert documents_of(read_paragraphs([tmp_path / "text"])) == [
+        ["Anarchism is a philosophy.", "History.", "It is old."],
+        ["Autism is a condition."],
+        ["Albedo is reflection."],
+        ["A is a letter.", "It is the first."],
+    ]
+
+
+# WikiText's raw layout: every line starts and ends with a space, and a blank line (" ") follows each
+WIKITEXT = "".join(
+    f" {line} \n \n"
+    for line in [
+        "= Valkyria Chronicles III =",
+        "Senjō no Valkyria 3 is a tactical role @-@ playing game .",
+        "It sold 102 @,@ 000 copies in 3 @.@ 5 weeks .",
+        "= = Gameplay = =",
+        "= = = Setting = = =",
+        "The game is set in Gallia .",
+        "= Tower Building =",
+        "The tower stands in Little Rock .",
+    ]
+)
+
+
+def test_wikitext_is_read_as_articles_without_headings_raw_or_as_rows(tmp_path):
+    """WikiText, the corpus of the classic BERT-from-scratch chapters: a blank line between every paragraph, the
+    ' = Title = ' lines are where articles start, and the @-@ of its tokenisation joins words again."""
+    expected = [
+        [
+            "Senjō no Valkyria 3 is a tactical role-playing game .",
+            "It sold 102,000 copies in 3.5 weeks .",
+            "The game is set in Gallia .",
+        ],
+        ["The tower stands in Little Rock ."],
+    ]
+    (tmp_path / "wiki.train.raw").write_text(WIKITEXT, encoding="utf-8")
+    assert documents_of(read_paragraphs([tmp_path / "wiki.train.raw"])) == expected
+    rows = tmp_path / "wikitext.jsonl"  # `datasets`' wikitext: a row per line, blank lines as empty rows
+    rows.write_text(
+        "".join(json.dumps({"text": line + "\n" if line.strip() else ""}) + "\n" for line in WIKITEXT.split("\n"))
+    )
+    assert documents_of(read_paragraphs([rows])) == expected
+    (tmp_path / "plain.txt").write_text("A line.\n= not a title =\n\nNext document.\n", encoding="utf-8")
+    assert documents_of(read_paragraphs([tmp_path / "plain.txt"])) == [
+        ["A line.", "= not a title ="],
+        ["Next document."],
+    ]
 
 
 def test_directories_are_read_recursively(tmp_path):

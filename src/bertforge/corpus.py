@@ -11,6 +11,11 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .parquet       the same, read in record batches; a directory of shards is read in name order
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
 
+The two Wikipedia formats of BERT-from-scratch material are read as articles, their markup dropped: WikiExtractor's
+output (the BERT repository's advice: `<doc ...>` title, text, `</doc>`, in files named wiki_00, or JSON lines from
+its --json) and WikiText's (` = Title = ` before each article, ` = = Section = = ` headings, @-@ for a hyphen),
+as raw files or as the `datasets` rows of a line each.
+
 Paragraphs can be filtered on the way (`filters.py`): exact duplicates, short
 paragraphs, and, with a tokenizer, paragraphs it compresses badly.
 """
@@ -18,6 +23,7 @@ paragraphs, and, with a tokenizer, paragraphs it compresses badly.
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import warnings
 from collections.abc import Iterable, Iterator
@@ -115,7 +121,7 @@ def _is_text_name(path: Path) -> bool:
     name = path.name.lower()
     for suffix in COMPRESSIONS:
         name = name.removesuffix(suffix)
-    return name.endswith(TEXT_SUFFIXES)
+    return name.endswith(TEXT_SUFFIXES) or WIKIEXTRACTOR_FILE.fullmatch(name) is not None
 
 
 # ---------------------------------------------------------------- readers
@@ -164,13 +170,63 @@ def _read_file(
     if format_of(path) == "txt":
         try:
             with open_text(path, stats) as f:
-                yield from _read_txt(f, stats)
+                yield from _wikipedia_articles(_read_txt(f, stats))
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:
-        yield from _read_records(path, options, stats)
+        yield from _wikipedia_articles(_read_records(path, options, stats))
+
+
+# WikiExtractor writes text/AA/wiki_00, wiki_01, ... (wiki_00.bz2 with --compress); each article is
+# <doc id="12" url="..." title="Anarchism">, the title on a line, the text, then </doc>.
+WIKIEXTRACTOR_FILE = re.compile(r"wiki_\d+")
+WIKIEXTRACTOR_START = re.compile(r'<doc id="[^"]*"[^>]*>')
+WIKIEXTRACTOR_END = "</doc>"
+# WikiText: "= Valkyria Chronicles III =" before each article, "= = Gameplay = =" (deeper: "= = = ... = = =") before
+# each section, and its tokenisation's @-@, @,@ and @.@ inside words and numbers (lines come stripped).
+WIKITEXT_TITLE = re.compile(r"= [^=].*[^=] =|= [^=] =")
+WIKITEXT_HEADING = re.compile(r"(= ){2,}.*( =){2,}")
+WIKITEXT_JOINS = re.compile(r" @([-,.])@ ")
+
+
+def _wikipedia_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
+    """A file's paragraphs with Wikipedia articles as its documents, if its first paragraph says it is WikiExtractor
+    or WikiText output; any other file's as they are. In both formats a blank line or a row ends a paragraph,
+    never an article, and titles and section headings are markup, not text."""
+    first = next(paragraphs, None)
+    if first is None:
+        return
+    paragraphs = itertools.chain([first], paragraphs)
+    if WIKIEXTRACTOR_START.fullmatch(first.text):
+        yield from _wikiextractor_articles(paragraphs)
+    elif WIKITEXT_TITLE.fullmatch(first.text):
+        yield from _wikitext_articles(paragraphs)
+    else:
+        yield from paragraphs
+
+
+def _wikiextractor_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
+    new_document, title_next = True, False
+    for paragraph in paragraphs:
+        if WIKIEXTRACTOR_START.fullmatch(paragraph.text) or paragraph.text == WIKIEXTRACTOR_END:
+            new_document, title_next = True, paragraph.text != WIKIEXTRACTOR_END
+        elif title_next:  # the article's title, repeated from its <doc> line
+            title_next = False
+        else:
+            yield Paragraph(paragraph.text, new_document)
+            new_document = False
+
+
+def _wikitext_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
+    new_document = True
+    for paragraph in paragraphs:
+        if WIKITEXT_TITLE.fullmatch(paragraph.text):
+            new_document = True
+        elif not WIKITEXT_HEADING.fullmatch(paragraph.text):
+            yield Paragraph(WIKITEXT_JOINS.sub(r"\1", paragraph.text), new_document)
+            new_document = False
 
 
 def _read_txt(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:

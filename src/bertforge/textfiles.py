@@ -80,11 +80,21 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, parquet or arrow, from the name with any compression suffix removed."""
+    """txt, jsonl, csv, tsv, parquet or arrow, from the name with any compression suffix removed. A name without
+    a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
-    return next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
+    kind = next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
+    return "jsonl" if "." not in name and _starts_with_brace(path) else kind
+
+
+def _starts_with_brace(path: Path) -> bool:
+    try:
+        with COMPRESSIONS.get(compression_of(path) or "", open)(path, "rb") as f:
+            return f.read(64).lstrip(codecs.BOM_UTF8 + b" \t\r\n").startswith(b"{")
+    except read_errors():  # missing or unreadable: reading it says so, with the path
+        return False
 
 
 # The byte-order marks of the Unicode encodings other than UTF-8 that text tools write: Windows Notepad's and
