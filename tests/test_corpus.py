@@ -5,13 +5,16 @@ from __future__ import annotations
 import bz2
 import codecs
 import gzip
+import itertools
 import json
+import textwrap
 
 import pytest
 
-from bertforge.corpus import CorpusOptions, ReadStats, clean_text, read_paragraphs, split_sentences
+from bertforge.corpus import CorpusOptions, ReadStats, clean_text, looks_wrapped, read_paragraphs, split_sentences
 from bertforge.errors import UserError
-from bertforge.textfiles import read_rows
+from bertforge.fileio import asset_path
+from bertforge.textfiles import open_text, read_rows
 
 
 def documents_of(paragraphs):
@@ -147,6 +150,41 @@ def test_wikitext_is_read_as_articles_without_headings_raw_or_as_rows(tmp_path):
         ["A line.", "= not a title ="],
         ["Next document."],
     ]
+
+
+PROSE = [
+    "It was a bright cold day in April, and the clocks were striking thirteen. Winston Smith, his chin nuzzled "
+    f"into his breast in an effort to escape the vile wind, slipped quickly through the glass doors of Victory "
+    f"Mansions, though not quickly enough to prevent a swirl of gritty dust from entering along with him, {n}."
+    for n in range(12)
+]
+
+
+def test_hard_wrapped_prose_is_joined_into_paragraphs_and_a_file_is_one_document(tmp_path):
+    """Raw Project Gutenberg books are cut at about 70 characters, a blank line between paragraphs and more between
+    chapters: read a line at a time, every paragraph would be a document and every line end a sentence end."""
+    wrapped = "\n\n".join(textwrap.fill(p, 60) for p in PROSE)
+    chapter_two = "\n\n\n\nThe well-\nknown clock struck, a dash--\nthen silence.\n"  # blank lines part chapters
+    (tmp_path / "book.txt").write_text(wrapped + chapter_two)
+    ending = "The well-known clock struck, a dash-- then silence."  # a hyphenated word stays one; a dash does not
+    assert documents_of(read_paragraphs([tmp_path / "book.txt"])) == [PROSE, [ending]]
+    forced = read_paragraphs([tmp_path / "book.txt"], CorpusOptions(line_breaks="paragraphs"))
+    assert len(documents_of(forced)) == len(PROSE) + 1  # every blank line a document, as the option says
+
+
+def test_a_line_per_paragraph_or_sentence_is_not_taken_for_wrapped_text(tmp_path):
+    """The bundled corpora (a sentence per line; a paragraph per line) and short wrapped samples stay as they are;
+    --line-breaks wrapped joins what auto leaves alone."""
+    for asset in ("toy_corpus.txt", "gutenberg_sample.txt.gz"):
+        with open_text(asset_path(asset)) as f:
+            assert not looks_wrapped([line.strip() for line in itertools.islice(f, 2000)]), asset
+    (tmp_path / "short.txt").write_text("A line cut\nat a width.\n\nAnother\none.\n", encoding="utf-8")
+    assert documents_of(read_paragraphs([tmp_path / "short.txt"])) == [
+        ["A line cut", "at a width."],
+        ["Another", "one."],
+    ]
+    joined = read_paragraphs([tmp_path / "short.txt"], CorpusOptions(line_breaks="wrapped"))
+    assert documents_of(joined) == [["A line cut at a width.", "Another one."]]
 
 
 def test_directories_are_read_recursively(tmp_path):

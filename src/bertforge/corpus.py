@@ -60,6 +60,13 @@ class CorpusOptions:
         None, "JSONL key or column whose change starts a new document (default: each row is one)"
     )
     clean: str = documented("none", "html strips tags, entities, URLs and control characters", ("none", "html"))
+    line_breaks: str = documented(
+        "auto",
+        "in .txt files: paragraphs (a paragraph or sentence per line, a blank line between documents), wrapped "
+        "(lines cut at a width: a blank line between paragraphs, two between documents, as between chapters), or "
+        "auto: wrapped where a file's first lines look so",
+        ("auto", "paragraphs", "wrapped"),
+    )
     split_sentences: bool = documented(
         True, "split paragraphs into sentences (--no-split-sentences if lines are sentences already)"
     )
@@ -170,7 +177,7 @@ def _read_file(
     if format_of(path) == "txt":
         try:
             with open_text(path, stats) as f:
-                yield from _wikipedia_articles(_read_txt(f, stats))
+                yield from _wikipedia_articles(_read_txt(f, stats, options.line_breaks))
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
@@ -229,8 +236,17 @@ def _wikitext_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
             new_document = False
 
 
-def _read_txt(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
-    new_document = True
+def _read_txt(f: IO[str], stats: ReadStats, line_breaks: str) -> Iterator[Paragraph]:
+    lines = _lines(f, stats)
+    if line_breaks == "auto":
+        head = list(itertools.islice(lines, WRAP_SAMPLE_LINES))
+        line_breaks = "wrapped" if looks_wrapped(head) else "paragraphs"
+        lines = itertools.chain(head, lines)
+    yield from (_wrapped_paragraphs if line_breaks == "wrapped" else _line_paragraphs)(lines)
+
+
+def _lines(f: IO[str], stats: ReadStats) -> Iterator[str]:
+    """The file's lines, an over-long one in pieces cut at whitespace."""
     carry = ""  # the unfinished last word of a piece of an over-long line
     while True:
         line = carry + f.readline(MAX_LINE_CHARS)
@@ -243,11 +259,63 @@ def _read_txt(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
             if cut > 0:
                 line, carry = line[:cut], line[cut + 1 :]
                 stats.bytes_read -= len(carry) + 1
-        if not line.strip():
+        yield line.strip()
+
+
+def _line_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
+    """A paragraph (or sentence) per line, a blank line between documents."""
+    new_document = True
+    for line in lines:
+        if not line:
             new_document = True
             continue
-        yield Paragraph(line.strip(), new_document)
+        yield Paragraph(line, new_document)
         new_document = False
+
+
+def _wrapped_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
+    """Hard-wrapped text: the lines between blank lines are one paragraph; two or more blank lines in a row (where
+    a book's chapters part) or the end of the file end a document."""
+    block: list[str] = []
+    size, blanks, new_document = 0, 0, True
+    for line in itertools.chain(lines, [""]):
+        if line:
+            block.append(line)
+            size += len(line) + 1
+            new_document, blanks = new_document or blanks >= 2, 0
+        else:
+            blanks += 1
+        if block and (not line or size >= MAX_LINE_CHARS):
+            yield Paragraph(_join_wrapped(block), new_document)
+            block, size, new_document = [], 0, False
+
+
+def _join_wrapped(lines: list[str]) -> str:
+    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one."""
+    parts = [lines[0]]
+    for line in lines[1:]:
+        parts.append(line if WORD_HYPHEN_AT_END.search(parts[-1]) else " " + line)
+    return "".join(parts)
+
+
+# Hard-wrapped prose is told from a paragraph or sentence per line by its first lines (WRAP_SAMPLE_LINES).
+WRAP_SAMPLE_LINES = 2000
+SENTENCE_ENDS = (".", "!", "?", "…", '"', "”", "'", "’", ")")
+WORD_HYPHEN_AT_END = re.compile(r"[^\W\d_]-$")  # a letter, then the hyphen (not a dash: "--")
+
+
+def looks_wrapped(lines: list[str]) -> bool:
+    """Lines cut at a fixed width with a blank line between paragraphs (raw Project Gutenberg books, manuals,
+    mail): most lines have a next line in the same block, nearly all of those fill the width, and most of them
+    end mid-sentence. A paragraph or sentence per line fails at least one: blocks of one line, widths that
+    vary, or every line ending a sentence."""
+    inner = [line for line, after in zip(lines, lines[1:]) if line and after]  # a line of the same block follows
+    if len(inner) < 20 or len(inner) < sum(1 for line in lines if line) / 2:
+        return False
+    width = sorted(map(len, inner))[int(0.9 * len(inner))]
+    full = sum(len(line) >= 0.6 * width for line in inner) / len(inner)
+    sentence_ends = sum(line.endswith(SENTENCE_ENDS) for line in inner) / len(inner)
+    return width <= 120 and full >= 0.8 and sentence_ends < 0.5
 
 
 def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
