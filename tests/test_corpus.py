@@ -172,6 +172,23 @@ def test_hard_wrapped_prose_is_joined_into_paragraphs_and_a_file_is_one_document
     assert len(documents_of(forced)) == len(PROSE) + 1  # every blank line a document, as the option says
 
 
+def test_a_project_gutenberg_book_loses_its_header_and_licence(tmp_path):
+    header = "The Project Gutenberg eBook of Nineteen, by Someone\n\nThis eBook is for the use of anyone anywhere.\n\n"
+    licence = "\n\nSTART: FULL LICENSE\n\nTHE FULL PROJECT GUTENBERG LICENSE\n"
+    book = "\n\n".join(textwrap.fill(p, 60) for p in PROSE)
+    (tmp_path / "pg1.txt").write_text(
+        header
+        + "*** START OF THE PROJECT GUTENBERG EBOOK NINETEEN ***\n\n"
+        + book
+        + "\n\n*** END OF THE PROJECT GUTENBERG EBOOK NINETEEN ***"
+        + licence,
+        encoding="utf-8",
+    )
+    assert documents_of(read_paragraphs([tmp_path / "pg1.txt"])) == [PROSE]
+    (tmp_path / "mention.txt").write_text(header + book + licence, encoding="utf-8")  # no START line: all of it
+    assert "THE FULL PROJECT GUTENBERG LICENSE" in [p.text for p in read_paragraphs([tmp_path / "mention.txt"])]
+
+
 def test_a_line_per_paragraph_or_sentence_is_not_taken_for_wrapped_text(tmp_path):
     """The bundled corpora (a sentence per line; a paragraph per line) and short wrapped samples stay as they are;
     --line-breaks wrapped joins what auto leaves alone."""

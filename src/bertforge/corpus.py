@@ -237,7 +237,7 @@ def _wikitext_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
 
 
 def _read_txt(f: IO[str], stats: ReadStats, line_breaks: str) -> Iterator[Paragraph]:
-    lines = _lines(f, stats)
+    lines = _without_gutenberg_licence(_lines(f, stats))
     if line_breaks == "auto":
         head = list(itertools.islice(lines, WRAP_SAMPLE_LINES))
         line_breaks = "wrapped" if looks_wrapped(head) else "paragraphs"
@@ -260,6 +260,26 @@ def _lines(f: IO[str], stats: ReadStats) -> Iterator[str]:
                 line, carry = line[:cut], line[cut + 1 :]
                 stats.bytes_read -= len(carry) + 1
         yield line.strip()
+
+
+# A book as gutenberg.org serves it: a header, "*** START OF THE PROJECT GUTENBERG EBOOK TITLE ***", the book,
+# "*** END OF THE PROJECT GUTENBERG EBOOK TITLE ***", then the licence (older files say THIS for THE).
+GUTENBERG_START = re.compile(r"\*{3} ?START OF (THE|THIS) PROJECT GUTENBERG E-?BOOK.*", re.IGNORECASE)
+GUTENBERG_END = re.compile(r"\*{3} ?END OF (THE|THIS) PROJECT GUTENBERG E-?BOOK.*", re.IGNORECASE)
+
+
+def _without_gutenberg_licence(lines: Iterator[str]) -> Iterator[str]:
+    """A Project Gutenberg book's own text, if a START line is among its first lines; else every line. The header
+    and the licence after it are the same in every book: thousands of words of legal text, not the book."""
+    head = list(itertools.islice(lines, WRAP_SAMPLE_LINES))
+    start = next((i for i, line in enumerate(head) if GUTENBERG_START.fullmatch(line)), None)
+    if start is None:
+        yield from itertools.chain(head, lines)
+        return
+    for line in itertools.chain(head[start + 1 :], lines):
+        if line.startswith("***") and GUTENBERG_END.fullmatch(line):
+            return
+        yield line
 
 
 def _line_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
