@@ -204,6 +204,42 @@ def test_a_line_per_paragraph_or_sentence_is_not_taken_for_wrapped_text(tmp_path
     assert documents_of(joined) == [["A line cut at a width.", "Another one."]]
 
 
+PAGE = """<!DOCTYPE html>
+<html><head><title>Site | Page</title><style>p { color: red; }</style></head>
+<body><nav><a href="/">Home</a> <a href="/about">About</a></nav>
+<h1>The &amp; Title</h1>
+<p>A first paragraph, written
+across two lines with <b>bold</b> and <a href="x">a link</a>.</p>
+<script>
+var text = "not prose";
+</script>
+<ul><li>One item</li><li>Another&nbsp;item</li></ul>
+<div>Line one<br>Line two</div>
+<footer>Copyright 2026</footer>
+</body></html>
+"""
+
+
+def test_html_pages_are_read_as_documents_of_their_block_elements(tmp_path):
+    """Saved web pages: a page is a document and a block element a paragraph; the head, scripts, styles and
+    navigation are not text. A directory's .html files are read with its other text files."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "a.html").write_text(PAGE, encoding="utf-8")
+    with gzip.open(tmp_path / "site" / "b.htm.gz", "wt", encoding="utf-8") as f:
+        f.write("<p>Second page.</p>")
+    expected = [
+        "The & Title",
+        "A first paragraph, written across two lines with bold and a link.",
+        "One item",
+        "Another item",
+        "Line one",
+        "Line two",
+    ]
+    assert documents_of(read_paragraphs([tmp_path / "site"])) == [expected, ["Second page."]]
+    with pytest.raises(UserError, match="an HTML page holds no rows"):
+        list(read_rows(tmp_path / "site" / "a.html", ["0"]))
+
+
 def test_directories_are_read_recursively(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "x.txt").write_text("deep.\n", encoding="utf-8")

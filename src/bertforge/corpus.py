@@ -10,6 +10,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .csv / .tsv    one row per document (or --doc-column groups rows); text in --text-column
   .parquet       the same, read in record batches; a directory of shards is read in name order
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
+  .html / .htm   a page per document, a paragraph per block element; script, style, head and navigation dropped
 
 The two Wikipedia formats of BERT-from-scratch material are read as articles, their markup dropped: WikiExtractor's
 output (the BERT repository's advice: `<doc ...>` title, text, `</doc>`, in files named wiki_00, or JSON lines from
@@ -28,6 +29,7 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import IO
 
@@ -174,16 +176,88 @@ def read_paragraphs(
 def _read_file(
     path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
 ) -> Iterator[Paragraph]:
-    if format_of(path) == "txt":
+    kind = format_of(path)
+    if kind in ("txt", "html"):
         try:
             with open_text(path, stats) as f:
-                yield from _wikipedia_articles(_read_txt(f, stats, options.line_breaks))
+                if kind == "html":
+                    yield from _read_html(f, stats)
+                else:
+                    yield from _wikipedia_articles(_read_txt(f, stats, options.line_breaks))
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:
         yield from _wikipedia_articles(_read_records(path, options, stats))
+
+
+def _read_html(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
+    """An HTML page as one document: a paragraph per block element, the text of script, style, the head and
+    navigation left out, entities decoded. Read in pieces: a page of any size passes through bounded memory."""
+    page = _PageText()
+    first = True
+    while piece := f.read(1 << 16):
+        stats.bytes_read += len(piece)
+        page.feed(piece)
+        for text in page.take():
+            yield Paragraph(text, first)
+            first = False
+    page.close()
+    for text in page.take():
+        yield Paragraph(text, first)
+        first = False
+
+
+class _PageText(HTMLParser):
+    """Collects an HTML page's text; `take()` returns the paragraphs finished so far."""
+
+    # Elements that start and end a paragraph; and those whose text is not the page's (or not text at all).
+    BLOCKS = frozenset(
+        "address article aside blockquote body br dd details dialog div dl dt fieldset figcaption figure form h1 h2 "
+        "h3 h4 h5 h6 header hr li main ol p pre section summary table td th tr ul".split()
+    )
+    SKIPPED = frozenset("head script style noscript template svg nav footer iframe object".split())
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.pieces: list[str] = []
+        self.size = 0
+        self.done: list[str] = []
+        self.skipping = 0  # how many skipped elements we are inside
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in self.SKIPPED:
+            self.skipping += 1
+        elif tag in self.BLOCKS:
+            self._end_paragraph()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.SKIPPED:
+            self.skipping = max(0, self.skipping - 1)
+        elif tag in self.BLOCKS:
+            self._end_paragraph()
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipping:
+            self.pieces.append(data)
+            self.size += len(data)
+            if self.size >= MAX_LINE_CHARS:
+                self._end_paragraph()
+
+    def _end_paragraph(self) -> None:
+        text = " ".join("".join(self.pieces).split())
+        if text:
+            self.done.append(text)
+        self.pieces, self.size = [], 0
+
+    def close(self) -> None:
+        super().close()
+        self._end_paragraph()
+
+    def take(self) -> list[str]:
+        done, self.done = self.done, []
+        return done
 
 
 # WikiExtractor writes text/AA/wiki_00, wiki_01, ... (wiki_00.bz2 with --compress); each article is

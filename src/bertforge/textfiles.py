@@ -59,6 +59,8 @@ FORMATS = {
     ".tsv": "tsv",
     ".parquet": "parquet",
     ".arrow": "arrow",
+    ".html": "html",
+    ".htm": "html",
 }
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
@@ -80,7 +82,7 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, parquet or arrow, from the name with any compression suffix removed. A name without
+    """txt, jsonl, csv, tsv, parquet, arrow or html, from the name with any compression suffix removed. A name without
     a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
@@ -165,6 +167,8 @@ def read_rows(
     if kind in COLUMNAR:
         yield from _columnar_rows(path, kind, columns, stats, optional)
         return
+    if kind == "html":
+        raise UserError(f"{path}: an HTML page holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     try:
         with open_text(path, stats) as f:
             rows = _jsonl_rows(f, stats) if kind == "jsonl" else _table_rows(f, path, columns, kind, stats)
