@@ -29,7 +29,8 @@ LAYERS = [
     ["replicates"],  # 5 runs that differ only in their seed: median, range, curve gap
     ["cuts"],  # 5 decision thresholds fitted on dev: the best cut of a ranking
     ["targets"],  # 5 a label, a set of labels or a number as the loss takes it; their scores
-    ["classification", "tagging", "qa", "multiple_choice"],  # 5 fine-tuning tasks: their data, scores and answers
+    # 5 fine-tuning tasks: their data, scores and answers
+    ["classification", "tagging", "qa", "multiple_choice", "similarity"],
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
     ["train", "evaluate", "finetuning", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation

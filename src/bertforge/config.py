@@ -356,7 +356,7 @@ class TrainConfig(_DictMixin):
 
 
 # What `finetune --task` learns. The first three are sequence classification: one label per text, any number
-# of labels per text, or a number.
+# of labels per text, or a number; sentence-similarity trains sentence vectors (an encoder without a head).
 FINETUNE_TASKS = (
     "classification",
     "multi-label",
@@ -364,6 +364,7 @@ FINETUNE_TASKS = (
     "token-classification",
     "question-answering",
     "multiple-choice",
+    "sentence-similarity",
 )
 # The tasks whose answers hang on a decision threshold that --tune-thresholds fits on dev.
 THRESHOLD_TASKS = ("multi-label", "question-answering")

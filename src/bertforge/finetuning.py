@@ -13,9 +13,11 @@
     bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
     bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
         --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
+    bertforge finetune run --task sentence-similarity --train pairs.tsv --text-column question \
+        --pair-column answer --out search          # sentence vectors for `bertforge embed`; dev held out
 
-A task (classification.py for one label, a set or a number; tagging.py, qa.py, multiple_choice.py) reads its
-files, encodes them with
+A task (classification.py for one label, a set or a number; tagging.py, qa.py, multiple_choice.py,
+similarity.py) reads its files, encodes them with
 the model's tokenizer, cuts training batches and scores the dev set. This loop
 does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what
@@ -49,6 +51,7 @@ from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .qa import QuestionAnsweringTask
 from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
+from .similarity import PairColumns, SimilarityTask
 from .tagging import TagColumns, TaggingTask
 from .tokenizer import load_tokenizer
 
@@ -73,7 +76,7 @@ def make_task(
     dev: str | Path | None,
     seq_len: int,
     cfg: FinetuneConfig,
-    columns: Columns | ChoiceColumns | TagColumns | None = None,
+    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
     if cfg.tune_thresholds and kind not in THRESHOLD_TASKS:
@@ -92,9 +95,14 @@ def make_task(
             cfg.dev_fraction,
             cfg.tune_thresholds,
         )
+    if kind == "sentence-similarity":
+        if columns is not None and not isinstance(columns, PairColumns):
+            raise UserError("--task sentence-similarity reads --text-column, --pair-column and --label-column")
+        return SimilarityTask(tokenizer, train, dev, seq_len, columns, cfg.dev_fraction)
     if dev is None:
         raise UserError(
-            f"--task {kind} needs --dev (only classification, multi-label and regression hold out a share of --train)"
+            f"--task {kind} needs --dev (only classification, multi-label, regression and sentence-similarity hold "
+            "out a share of --train)"
         )
     if kind == "token-classification":
         return TaggingTask(tokenizer, train, dev, seq_len, columns or TagColumns())
@@ -116,7 +124,7 @@ def finetune(
     dev: str | Path | None,
     out: str | Path,
     cfg: FinetuneConfig | None = None,
-    columns: Columns | ChoiceColumns | TagColumns | None = None,
+    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,

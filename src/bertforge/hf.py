@@ -96,6 +96,7 @@ BERT = Layout(
         },
         # An ELECTRA discriminator loads in transformers as its encoder, the part fine-tuning keeps.
         "BertForReplacedTokenDetection": "BertModel",
+        "BertForSentenceEmbedding": "BertModel",  # no head: the encoder, mean-pooled (1_Pooling/ says so)
     },
     config_class="BertConfig",
     auto_classes={
@@ -143,6 +144,7 @@ ROBERTA_PRE_LN = Layout(
         "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
         "BertForMultipleChoice": "RobertaPreLayerNormForMultipleChoice",  # unlike its classifier, on the pooler
         "BertForReplacedTokenDetection": "RobertaPreLayerNormModel",
+        "BertForSentenceEmbedding": "RobertaPreLayerNormModel",
     },
     config_class="RobertaPreLayerNormConfig",
     auto_classes={

@@ -20,7 +20,7 @@ from .batching import TextBatcher, length_buckets
 from .display import Record, markdown_table
 from .errors import UserError
 from .model import BertForPreTraining
-from .modeldir import load_model_and_tokenizer, pretraining_info
+from .modeldir import load_model_and_tokenizer, pretraining_info, resolve_model_dir, sentence_embedding_pooling
 from .runtime import autocast, resolve_device, resolve_precision
 from .tokenizer import MASK, special_ids
 
@@ -55,6 +55,7 @@ class Bert:
         device: str = "cpu",
         pair_objective: str = "nsp",
         precision: str = "fp32",
+        sentence_pooling: str | None = None,
     ):
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
@@ -62,11 +63,22 @@ class Bert:
         self.tokenizer = tokenizer
         self.ids = special_ids(tokenizer)
         self.pair_objective = pair_objective  # what the pair head learned: nsp, sop or none
+        # A model fine-tuned for sentence similarity: its vectors' pooling; it has no masked-LM or pair head
+        self.sentence_pooling = sentence_pooling
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
-        directory, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle)
-        return cls(model, tokenizer, device, pretraining_info(directory).get("pair_objective", "nsp"), precision)
+        pooling = sentence_embedding_pooling(resolve_model_dir(path))
+        directory, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle, keep_heads=not pooling)
+        pair_objective = pretraining_info(directory).get("pair_objective", "nsp")
+        return cls(model, tokenizer, device, pair_objective, precision, sentence_pooling=pooling)
+
+    def _check_heads(self, what: str) -> None:
+        if self.sentence_pooling:
+            raise UserError(
+                f"this model was fine-tuned for sentence similarity: it makes sentence vectors (embed), and has no "
+                f"head to {what}; use the model it was fine-tuned from"
+            )
 
     def _autocast(self):
         return autocast(self.device, self.precision)
@@ -84,6 +96,7 @@ class Bert:
     @torch.inference_mode()
     def fill_mask(self, text: str, top_k: int = 5, targets: list[str] | None = None) -> dict:
         """Top-k predictions for every [MASK] in `text`, each position scored on its own."""
+        self._check_heads("fill in blanks")
         if MASK not in text:
             capitals = f" (write it in capitals: {MASK})" if MASK.lower() in text.lower() else ""
             raise UserError(f"the text has no {MASK} to fill{capitals}: {text!r}")
@@ -126,6 +139,7 @@ class Bert:
     def nsp(self, sentence_a: str, sentence_b: str) -> dict:
         """The pair head's answer: for NSP, the probability that B really follows A (class 0 = IsNext);
         for an SOP model, the probability that A and B are in their written order."""
+        self._check_heads("judge sentence pairs")
         if self.pair_objective not in PAIR_CLASSES:
             raise UserError("this model was pre-trained without a pair objective (MLM only): its NSP head is untrained")
         key, yes, no = PAIR_CLASSES[self.pair_objective]
@@ -141,8 +155,11 @@ class Bert:
         return TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
 
     @torch.inference_mode()
-    def embed(self, texts: list[str], pooling: str = "cls", layer: int = -1, batch_size: int = 64) -> np.ndarray:
-        """One vector per text, (len(texts), H), in input order; batched by length so there is little padding."""
+    def embed(self, texts: list[str], pooling: str | None = None, layer: int = -1, batch_size: int = 64) -> np.ndarray:
+        """One vector per text, (len(texts), H), in input order; batched by length so there is little padding.
+        By default a sentence-similarity model's vectors are pooled as it was trained (the mean), others' are
+        the [CLS] vector."""
+        pooling = pooling or self.sentence_pooling or "cls"
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
         batcher = self._batcher

@@ -460,6 +460,48 @@ class BertForMultipleChoice(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
 
+class BertForSentenceEmbedding(nn.Module):
+    """Sentence embeddings (Sentence-BERT, Reimers & Gurevych 2019): the mean of a text's token vectors, trained
+    so that texts which mean the same lie close by cosine. It has no head: what it saves is the encoder.
+
+    Trained on pairs. Pairs that match (question and answer, paraphrases, title and body) learn from in-batch
+    negatives: every other pair's second text is a non-match (the multiple-negatives ranking loss). Pairs with a
+    similarity score (STS's 0-5, or 0/1) learn CoSENT's ranking of the scores (Su 2022): a pair scored higher
+    must come out more alike than one scored lower."""
+
+    hf_architecture = "BertForSentenceEmbedding"
+    scale = 20.0  # cosines lie in [-1, 1]; both losses sharpen them by this factor (Sentence-Transformers' default)
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)  # its pooler unused, kept so that `transformers`' BertModel finds one
+        self.apply(lambda module: init_weights(module, config))
+
+    def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        """(B, T) -> (B, H): the mean of each text's token vectors, padding left out."""
+        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+        if attention_mask is None:
+            return hidden.mean(1)
+        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, H)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """input_ids etc. (2B, T): B first texts, then their B partners in the same order. labels (B,): each pair's
+        score, or None for pairs that all match. Returns (each pair's cosine similarity (B,), loss)."""
+        vectors = F.normalize(self.embed(input_ids, token_type_ids, attention_mask).float(), dim=-1)  # (2B, H)
+        first, second = vectors.chunk(2)  # (B, H) each
+        cosine = (first * second).sum(-1)  # (B,)
+        if labels is None:  # row i's match is column i; the rest of the row are its negatives
+            similarities = self.scale * first @ second.T  # (B, B)
+            loss = F.cross_entropy(similarities, torch.arange(len(first), device=similarities.device))
+        else:  # log(1 + sum over pairs (i, j) scored y_i > y_j of exp(scale · (cos_j - cos_i)))
+            differences = self.scale * (cosine[None, :] - cosine[:, None])  # (B, B): [i, j] = s · (cos_j - cos_i)
+            ordered = labels.float()[:, None] > labels.float()[None, :]  # (B, B): pair i should be more alike than j
+            loss = torch.logsumexp(torch.cat([differences.new_zeros(1), differences[ordered]]), dim=0)
+        return cosine, loss
+
+
 class BertForTokenClassification(nn.Module):
     """Fine-tuning head for tagging (NER): every token's hidden state -> dropout -> linear over the tags."""
 

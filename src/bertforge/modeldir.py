@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
+from .config import ModelConfig
 from .errors import UserError
 from .fileio import asset_path, atomic_directory, write_json
 from .hf import (
@@ -33,10 +34,11 @@ from .hf import (
     needs_remote_code,
     to_hf_state_dict,
 )
-from .model import BertForPreTraining
+from .model import BertForPreTraining, BertForSentenceEmbedding
 from .tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save_tokenizer
 
 PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model was pre-trained
+SENTENCE_EMBEDDING_KEY = "bertforge_sentence_embedding"  # config.json: how a sentence model's vectors are made
 
 
 def is_model_dir(path: Path) -> bool:
@@ -170,6 +172,9 @@ def write_model_files(
         if needs_remote_code(part.config) and tokenizer is not None:
             # transformers 4.x gives a pipeline a tokenizer only for a model type it knows, or one config.json names
             extra.setdefault("tokenizer_class", hf_tokenizer_class(tokenizer))
+        if isinstance(part, BertForSentenceEmbedding):
+            extra[SENTENCE_EMBEDDING_KEY] = {"pooling": "mean", "similarity": "cosine"}
+            _write_sentence_transformers_files(target, part.config)
         write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra))
         save_file(
             to_hf_state_dict(part.state_dict(), part.config, part.hf_architecture),
@@ -180,6 +185,28 @@ def write_model_files(
             shutil.copyfile(asset_path(f"{REMOTE_CODE}.py"), target / f"{REMOTE_CODE}.py")
         if tokenizer is not None:
             save_tokenizer(tokenizer, target, part.config.max_position_embeddings)
+
+
+def _write_sentence_transformers_files(directory: Path, config: ModelConfig) -> None:
+    """What `SentenceTransformer(path)` reads: module 0 the encoder in the directory itself, module 1 mean pooling."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    write_json(directory / "modules.json", modules)
+    write_json(
+        directory / "sentence_bert_config.json",
+        {"max_seq_length": config.max_position_embeddings, "do_lower_case": False},
+    )
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    pooling = {"word_embedding_dimension": config.hidden_size, "pooling_mode_mean_tokens": True}
+    pooling |= {f"pooling_mode_{mode}": False for mode in ("cls_token", "max_tokens", "mean_sqrt_len_tokens")}
+    write_json(directory / "1_Pooling" / "config.json", pooling)
+
+
+def sentence_embedding_pooling(directory: Path) -> str | None:
+    """ "mean" for a model fine-tuned for sentence similarity (what its vectors were trained as), else None."""
+    return (read_config(directory).get(SENTENCE_EMBEDDING_KEY) or {}).get("pooling")
 
 
 def save_model(
@@ -217,8 +244,10 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
         )
 
 
-def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, **model_kwargs):
-    """(directory, model, tokenizer) from a run or model directory."""
+def load_model_and_tokenizer(
+    path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs
+):
+    """(directory, model, tokenizer) from a run or model directory; `keep_heads=False` as for `load_model`."""
     directory = resolve_model_dir(path)
     info = pretraining_info(directory) if cls is BertForPreTraining else {}
     if info.get("objective") == "electra":
@@ -226,7 +255,7 @@ def load_model_and_tokenizer(path: str | Path, cls=BertForPreTraining, trust_pic
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {directory / info.get('generator', 'generator')}"
         )
-    model = load_model(cls, directory, trust_pickle, **model_kwargs)
+    model = load_model(cls, directory, trust_pickle, keep_heads, **model_kwargs)
     if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
         raise UserError(
             f"{directory}: no tokenizer (tokenizer.json or vocab.txt); the model was saved without one: "

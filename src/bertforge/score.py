@@ -12,8 +12,9 @@ share of the training examples as dev: mr and subj (a directory with a file per
 class) and trec (TREC-6: train.txt's coarse labels). Any other name describes
 its own files:
 NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL,label_until=SEP,choices=COL+COL,labels=COL+COL,
-separator=SEP,names=NAME+NAME,tune=yes]; without DEV, a classification, multi-label or regression task holds dev
-out of TRAIN, and without text and label, TRAIN is a directory of classes or a file of label-first lines. A
+separator=SEP,names=NAME+NAME,tune=yes]; without DEV, a classification, multi-label, regression or
+sentence-similarity task holds dev out of TRAIN, and without text and label, TRAIN is a directory of classes or a
+file of label-first lines. A sentence-similarity task names text=COL and pair=COL, and label=COL for scores. A
 multi-label task's label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1
 column per label. A tagging table's text=COL and label=COL are its lists of words and tags. names=NAME+NAME says
 what labels stored as numbers stand for (--label-names). tune=yes fits decision thresholds on dev
@@ -43,6 +44,7 @@ from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .plots import save_figure, subplots
 from .qa import QuestionAnsweringTask
 from .replicates import median_range, paired, separated
+from .similarity import PairColumns, SimilarityTask
 from .tagging import TagColumns, TaggingTask
 from .targets import TARGETS
 
@@ -74,7 +76,7 @@ MAIN_METRIC = {
     "token-classification": TaggingTask.main_metric,
     "question-answering": QuestionAnsweringTask.main_metric,
     "multiple-choice": MultipleChoiceTask.main_metric,
-}
+}  # sentence-similarity's depends on its columns: SimilarityTask.main_metric_for
 ARMS = ("pre-trained", "from scratch")
 
 
@@ -84,7 +86,7 @@ class TaskSpec:
     kind: str
     train: Path
     dev: Path | None  # None: held out of train
-    columns: Columns | ChoiceColumns | TagColumns | None
+    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None
     metric: str
     tune_thresholds: bool = False
 
@@ -116,11 +118,11 @@ def parse_task(spec: str) -> TaskSpec:
     _check_tunable(spec, kind, tune)
     train, _, dev = paths.partition(",")
     labelled_text = kind in PROBLEM_TYPES
-    if kind not in FINETUNE_TASKS or not (dev or labelled_text):
+    if kind not in FINETUNE_TASKS or not (dev or labelled_text or kind == "sentence-similarity"):
         raise UserError(
             f"--tasks {spec!r}: a task of your own is NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL] "
-            f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label and regression hold "
-            "out dev from TRAIN"
+            f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label, regression and "
+            "sentence-similarity hold out dev from TRAIN"
         )
     columns: Columns | ChoiceColumns | TagColumns | None = None
     names = tuple(values["names"].split("+")) if "names" in values else ()
@@ -140,13 +142,18 @@ def parse_task(spec: str) -> TaskSpec:
         if not {"text", "choices", "label"} <= set(values):
             raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
         columns = ChoiceColumns(values["text"], values["choices"].split("+"), values["label"], values.get("pair"))
+    elif kind == "sentence-similarity":
+        if not {"text", "pair"} <= set(values):
+            raise UserError(f"--tasks {spec!r}: sentence similarity needs text=COL, pair=COL (and label=COL: a score)")
+        columns = PairColumns(values["text"], values["pair"], values.get("label"))
+        values.setdefault("metric", SimilarityTask.main_metric_for(columns))
     return TaskSpec(
         name,
         kind,
         _present(Path(train)),
         _existing(Path(dev)) if dev else None,
         columns,
-        values.get("metric", _main_metric(kind, tune)),
+        values["metric"] if "metric" in values else _main_metric(kind, tune),
         tune,
     )
 

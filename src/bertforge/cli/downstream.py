@@ -24,6 +24,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     from ..classification import PROBLEM_TYPES, Columns
     from ..finetuning import finetune
     from ..multiple_choice import ChoiceColumns
+    from ..similarity import PairColumns
     from ..tagging import TagColumns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
@@ -46,6 +47,8 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         raise UserError(f"--label-names names classes; --task {args.task} has none")
     elif args.task == "multiple-choice" and args.text_column and args.choice_columns and args.label_column:
         columns = ChoiceColumns(args.text_column, args.choice_columns.split(","), args.label_column, args.pair_column)
+    elif args.task == "sentence-similarity" and args.text_column and args.pair_column:
+        columns = PairColumns(args.text_column, args.pair_column, args.label_column)
     quiet = args.quiet or args.json
     summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
     if args.json:
@@ -197,8 +200,8 @@ def register(verbs) -> None:
         verbs,
         "finetune",
         cmd_finetune,
-        "fine-tune for classification (one label or several), regression, tagging (NER), question answering or "
-        "multiple choice",
+        "fine-tune for classification (one label or several), regression, tagging (NER), question answering, "
+        "multiple choice, or sentence similarity (sentence vectors for search)",
     )
     p.add_argument("model", help="run directory or model directory (pre-trained)")
     p.add_argument(
@@ -216,12 +219,13 @@ def register(verbs) -> None:
         "Arrow too. Tagging: CoNLL, or JSONL, Parquet or Arrow with a sentence per row (its words and tags as "
         "lists). Question answering: SQuAD v1.1 or v2.0 JSON, or a table with a question per row (datasets' "
         "question, context, answers). Multiple choice: TSV, CSV or JSONL with --text-column, --choice-columns and "
-        "--label-column",
+        "--label-column. Sentence similarity: TSV, CSV or JSONL of pairs, --text-column and --pair-column (and "
+        "--label-column for a score of how alike they are)",
     )
     p.add_argument(
         "--dev",
-        help="the same format as --train; classification, multi-label and regression without it hold out "
-        "--dev-fraction of --train",
+        help="the same format as --train; classification, multi-label, regression and sentence similarity "
+        "without it hold out --dev-fraction of --train",
     )
     p.add_argument(
         "--text-column",
@@ -231,14 +235,15 @@ def register(verbs) -> None:
     p.add_argument(
         "--pair-column",
         help="classification, multi-label, regression: the second text of a pair; multiple choice: a text put "
-        "before every choice (SWAG's sent2)",
+        "before every choice (SWAG's sent2); sentence similarity: the pair's second text",
     )
     p.add_argument(
         "--label-column",
         help="classification, regression: the label's (or the number's) column; multi-label: the column holding "
         "a text's labels (split at --label-separator; a JSONL list as it is); multiple choice: the right "
         "choice's index (0, 1, ...) or letter (A, B, ...); tagging from a table: the column of tags (default "
-        "ner_tags)",
+        "ner_tags); sentence similarity: how alike the pair is (a score, 0-5 or 0/1; without it every pair "
+        "matches)",
     )
     p.add_argument(
         "--label-names",

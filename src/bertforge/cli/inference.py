@@ -155,7 +155,10 @@ def register(verbs) -> None:
     column_flags(p, pair=False)
     p.add_argument("--out", required=True, help="output .npy file")
     p.add_argument(
-        "--pooling", choices=["cls", "mean"], default="cls", help="the [CLS] vector, or the mean over tokens"
+        "--pooling",
+        choices=["cls", "mean"],
+        help="the [CLS] vector, or the mean over tokens (default: mean for a model fine-tuned with --task "
+        "sentence-similarity, as it was trained; else cls)",
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch")

@@ -1,0 +1,154 @@
+"""Sentence similarity: the two losses, learning matching and scored pairs, and the saved model's vectors in
+`bertforge embed`, `transformers` and Sentence-Transformers' layout."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertforge import ModelConfig
+from bertforge.config import FinetuneConfig
+from bertforge.errors import UserError
+from bertforge.finetuning import finetune
+from bertforge.model import BertForSentenceEmbedding
+from bertforge.modeldir import load_model
+from bertforge.runtime import MixedPrecision
+from bertforge.score import parse_task
+from bertforge.similarity import PairColumns, SimilarityTask, read_pairs, retrieval_metrics
+
+from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, save_random_model
+
+SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
+
+
+def pair_rows(n: int, seed: int, scored: bool = False) -> list[dict[str, str]]:
+    """A sentence and another with the same subject and two objects but another verb: a match is read from three
+    of four slots (8 x 8 x 8 ways, so dev pairs rarely share them). A scored row's second sentence redraws each
+    slot of the first with even odds, and its score is the number of slots the two share (0-4)."""
+    rng = random.Random(seed)
+    words = (SUBJECTS, VERBS, OBJECTS, OBJECTS)
+    rows = []
+    for _ in range(n):
+        slots = [rng.choice(choices) for choices in words]
+        if scored:
+            other = [rng.choice(choices) if rng.random() < 0.5 else slot for slot, choices in zip(slots, words)]
+            score = sum(a == b for a, b in zip(slots, other))
+        else:
+            other = [slots[0], rng.choice([v for v in VERBS if v != slots[1]]), *slots[2:]]
+        rows.append({"a": "{} {} {} and {}.".format(*slots), "b": "{} {} {} and {}.".format(*other)})
+        if scored:
+            rows[-1]["score"] = str(score)
+    return rows
+
+
+def write_tsv(path, rows) -> None:
+    header = list(rows[0])
+    path.write_text("\t".join(header) + "\n" + "".join("\t".join(r[h] for h in header) + "\n" for r in rows))
+
+
+def test_the_two_losses_are_their_definitions():
+    """In-batch negatives: cross-entropy of each first text over every partner, its own the target. CoSENT:
+    log(1 + sum over pairs scored y_i > y_j of exp(scale (cos_j - cos_i)))."""
+    torch.manual_seed(0)
+    model = BertForSentenceEmbedding(ModelConfig(vocab_size=50, **SMALL)).eval()
+    input_ids = torch.randint(5, 50, (8, 12))  # 4 pairs: rows 0-3 the first texts, 4-7 their partners
+    mask = torch.ones_like(input_ids)
+    mask[1, 9:] = 0
+    with torch.no_grad():
+        vectors = F.normalize(model.embed(input_ids, None, mask), dim=-1)
+        first, second = vectors[:4], vectors[4:]
+        cosine, matching = model(input_ids, None, mask)
+        torch.testing.assert_close(cosine, (first * second).sum(-1))
+        expected = F.cross_entropy(20.0 * first @ second.T, torch.arange(4))
+        assert matching.item() == pytest.approx(expected.item(), rel=1e-5)
+        scores = torch.tensor([3.0, 1.0, 1.0, 0.0])
+        _, cosent = model(input_ids, None, mask, labels=scores)
+        terms = [20.0 * (cosine[j] - cosine[i]) for i in range(4) for j in range(4) if scores[i] > scores[j]]
+        assert cosent.item() == pytest.approx(torch.log(1 + torch.stack(terms).exp().sum()).item(), rel=1e-5)
+        # the mean leaves padding out: row 1's vector is the mean of its first 9 tokens alone
+        alone = model.bert(input_ids[1:2, :9]).sequence_output.mean(1)
+        torch.testing.assert_close(model.embed(input_ids, None, mask)[1], alone[0], rtol=1e-5, atol=1e-5)
+
+
+def test_retrieval_counts_where_the_partner_ranks():
+    first = np.eye(3, dtype=np.float32)
+    second = np.array([[1, 0, 0], [0, 0.5, 0.9], [0, 0.9, 0.5]], dtype=np.float32)  # 2 and 3 swapped a little
+    assert retrieval_metrics(first, second) == {"recall_at_1": pytest.approx(1 / 3), "mrr": pytest.approx(2 / 3)}
+
+
+def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wordpiece_tokenizer, tmp_path):
+    pretrained = save_random_model(tmp_path / "pretrained", wordpiece_tokenizer, **SMALL)
+    write_tsv(tmp_path / "pairs.tsv", pair_rows(240, seed=1))
+    done = bertforge_ok(
+        "finetune", pretrained, "--task", "sentence-similarity", "--train", tmp_path / "pairs.tsv",
+        "--text-column", "a", "--pair-column", "b", "--out", tmp_path / "search", "--epochs", "4", "--lr", "3e-3",
+        "--batch-size", "16", "--dropout", "0", "--dev-fraction", "0.2", "--device", "cpu", "--json",
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    assert summary["main_metric"] == "recall_at_1" and summary["dev_pairs"] == 48 and not summary["scored"]
+    metrics = [json.loads(line) for line in (tmp_path / "search" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["dev_recall_at_1"] >= 0.95 and metrics[-1]["dev_mrr"] > metrics[0]["dev_mrr"]
+
+    saved = tmp_path / "search" / "model"
+    config = json.loads((saved / "config.json").read_text())
+    assert config["architectures"] == ["BertModel"] and config["bertforge_sentence_embedding"]["pooling"] == "mean"
+    assert json.loads((saved / "1_Pooling" / "config.json").read_text())["pooling_mode_mean_tokens"] is True
+    assert [m["path"] for m in json.loads((saved / "modules.json").read_text())] == ["", "1_Pooling"]
+
+    texts = ["the cat sat on the mat.", "my friend painted a small boat.", "the child found the money."]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    bertforge_ok(
+        "embed", saved, "--input", tmp_path / "texts.txt", "--out", tmp_path / "vectors.npy", "--precision", "fp32"
+    )
+    ours = np.load(tmp_path / "vectors.npy")  # (3, H), mean-pooled without being asked
+    transformers = pytest.importorskip("transformers")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(saved)
+    encoder = transformers.AutoModel.from_pretrained(saved).eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = encoder(**batch).last_hidden_state  # (3, T, H)
+    weights = batch["attention_mask"].unsqueeze(-1).float()
+    theirs = ((hidden * weights).sum(1) / weights.sum(1)).numpy()  # what Sentence-Transformers' Pooling computes
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+    no_head = bertforge("fill-mask", saved, "the [MASK] sat.")
+    assert no_head.returncode == 2 and "fine-tuned for sentence similarity" in no_head.stderr
+
+
+def test_scored_pairs_learn_the_order_of_their_scores(wordpiece_tokenizer, tmp_path):
+    """Shared words alone order the scores somewhat at random weights (a mean of word vectors); training on the
+    scores must order them clearly better."""
+    pretrained = save_random_model(tmp_path / "pretrained", wordpiece_tokenizer, **SMALL)
+    write_tsv(tmp_path / "train.tsv", pair_rows(640, seed=1, scored=True))
+    write_tsv(tmp_path / "dev.tsv", pair_rows(80, seed=2, scored=True))
+    columns = PairColumns("a", "b", "score")
+    task = SimilarityTask(wordpiece_tokenizer, tmp_path / "train.tsv", tmp_path / "dev.tsv", 64, columns, 0.1)
+    untrained = load_model(BertForSentenceEmbedding, pretrained, keep_heads=False)
+    before = task.evaluate(untrained, MixedPrecision("cpu", "fp32"))["spearman"]
+    cfg = FinetuneConfig(epochs=6, lr=3e-3, batch_size=16, dropout=0.0, device="cpu")
+    summary = finetune(pretrained, "sentence-similarity", tmp_path / "train.tsv", tmp_path / "dev.tsv",
+                       tmp_path / "sts", cfg, columns, progress=False)  # fmt: skip
+    assert summary["main_metric"] == "spearman" and summary["scored"]
+    assert summary["best"]["dev_spearman"] >= before + 0.05, (before, summary["best"])
+
+
+def test_bad_pair_files_and_specs_name_the_fault(wordpiece_tokenizer, tmp_path):
+    (tmp_path / "p.tsv").write_text("a\tb\tscore\nx y\tz\tmany\n")
+    with pytest.raises(UserError, match=r"p\.tsv:2: score 'many' is not a number"):
+        read_pairs(tmp_path / "p.tsv", PairColumns("a", "b", "score"))
+    model = save_random_model(tmp_path / "m", wordpiece_tokenizer)
+    missing = bertforge("finetune", model, "--task", "sentence-similarity", "--train", tmp_path / "p.tsv",
+                        "--text-column", "a", "--out", tmp_path / "x")  # fmt: skip
+    assert missing.returncode == 2 and "--pair-column" in missing.stderr
+    spec = parse_task(f"qa={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a,pair=b")
+    assert spec.metric == "recall_at_1" and spec.dev is None and spec.columns == PairColumns("a", "b", None)
+    assert parse_task(f"sts={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a,pair=b,label=score").metric == (
+        "spearman"
+    )
+    with pytest.raises(UserError, match="text=COL, pair=COL"):
+        parse_task(f"qa={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a")
