@@ -262,6 +262,14 @@ def test_alibi_loads_in_transformers_through_its_own_code_with_the_same_outputs(
         # The bias is what makes them agree: the family's own class, which ignores it, gives other logits.
         plain = getattr(transformers, FAMILY_MASKED_LM[norm_style]).from_pretrained(directory).eval()
         assert not torch.allclose(plain(**inputs).logits, theirs(**inputs).logits, atol=1e-2)
+        # The encoder alone (AutoModel) has the bias however it is called: Sentence-Transformers calls its forward
+        # directly, which skips forward hooks.
+        encoder = transformers.AutoModel.from_pretrained(directory, trust_remote_code=True).eval()
+        hidden = encoder.forward(**inputs).last_hidden_state  # (B, T, H)
+        torch.testing.assert_close(hidden, encoder(**inputs).last_hidden_state)
+        ours_hidden = ours.bert(input_ids, token_type_ids, attention_mask).sequence_output
+        real = attention_mask.bool()
+        torch.testing.assert_close(hidden[real], ours_hidden[real], rtol=1e-5, atol=1e-5)
         if norm_style == "post":
             pretraining = transformers.AutoModelForPreTraining.from_pretrained(directory, trust_remote_code=True)
             torch.testing.assert_close(

@@ -45,9 +45,9 @@ def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None =
     return -slopes[:, None, None] * distance  # (nh, T, T)
 
 
-def _alibi_attention_mask(encoder, args, kwargs):
-    """Forward pre-hook on the encoder: its (B, T) padding mask becomes the bias with padding folded in as -inf."""
-    bound = inspect.signature(encoder.forward).bind(*args, **kwargs)
+def _alibi_attention_mask(encoder, forward, args, kwargs):
+    """The encoder's arguments with its (B, T) padding mask made the bias, padding folded in as -inf."""
+    bound = inspect.signature(forward).bind(*args, **kwargs)
     tokens = bound.arguments.get("input_ids")
     if tokens is None:
         tokens = bound.arguments["inputs_embeds"]
@@ -64,6 +64,15 @@ def _alibi_attention_mask(encoder, args, kwargs):
     return bound.args, bound.kwargs
 
 
+def _forward_with_alibi(encoder, *args, **kwargs):
+    """The encoder's forward, adding the bias. Set on the instance as a bound method, so that the bias is there
+    however forward is called (Sentence-Transformers calls model.forward directly, past any forward hook), and
+    in a deep copy of the model, which binds it to the copy."""
+    plain = type(encoder).forward.__get__(encoder)
+    args, kwargs = _alibi_attention_mask(encoder, plain, args, kwargs)
+    return plain(*args, **kwargs)
+
+
 def _bias_as_it_is(encoder, attention_mask, *args, **kwargs):
     """transformers 4.x makes every mask additive as (1 - mask) × min, and refuses a 4-d one: the bias is additive
     already, so it passes as it is. (5.x passes a 4-d mask on by itself and does not call this.)"""
@@ -78,7 +87,7 @@ def _with_alibi(family_class, config_class):
     def __init__(self, config, *args, **kwargs):
         family_class.__init__(self, config, *args, **kwargs)
         encoder = self.base_model
-        encoder.register_forward_pre_hook(_alibi_attention_mask, with_kwargs=True)
+        encoder.forward = types.MethodType(_forward_with_alibi, encoder)
         encoder.get_extended_attention_mask = types.MethodType(_bias_as_it_is, encoder)
 
     return type(f"Alibi{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class})
