@@ -11,7 +11,15 @@ import textwrap
 
 import pytest
 
-from bertforge.corpus import CorpusOptions, ReadStats, clean_text, looks_wrapped, read_paragraphs, split_sentences
+from bertforge.corpus import (
+    CorpusOptions,
+    ReadStats,
+    clean_text,
+    find_files,
+    looks_wrapped,
+    read_paragraphs,
+    split_sentences,
+)
 from bertforge.errors import UserError
 from bertforge.fileio import asset_path
 from bertforge.textfiles import open_text, read_rows
@@ -246,6 +254,25 @@ def test_directories_are_read_recursively(tmp_path):
     (tmp_path / "y.txt").write_text("shallow.\n", encoding="utf-8")
     (tmp_path / "ignored.bin").write_bytes(b"\x00\x01")
     assert sorted(p.text for p in read_paragraphs([tmp_path])) == ["deep.", "shallow."]
+
+
+def test_a_corpus_directory_skips_the_tokenizer_data_and_runs_written_into_it(tmp_path):
+    """`tokenizer train corpus/ --out corpus/tok` is easy to type: its vocab.txt must not become training text."""
+    (tmp_path / "book.txt").write_text("The text.\n", encoding="utf-8")
+    for directory, files in {
+        "tok": ["tokenizer.json", "vocab.txt"],
+        "data": ["meta.json", "tokenizer.json"],
+        "run": ["config.json", "metrics.jsonl"],
+        "run/model": ["config.json", "tokenizer.json", "vocab.txt"],
+    }.items():
+        (tmp_path / directory).mkdir(parents=True, exist_ok=True)
+        for name in files:
+            (tmp_path / directory / name).write_text("[PAD]\n##ing\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="skipped, a tokenizer, data, model or run directory") as caught:
+        assert [p.text for p in read_paragraphs([tmp_path])] == ["The text."]
+    assert sorted(str(w.message).split(":")[0] for w in caught) == [str(tmp_path / d) for d in ("data", "run", "tok")]
+    tok = tmp_path / "tok"
+    assert find_files([tok]) == [tok / "tokenizer.json", tok / "vocab.txt"]  # named itself: read as asked
 
 
 def test_invalid_utf8_is_replaced_and_counted_with_one_warning(tmp_path):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import itertools
+import os
 import re
 import warnings
 from collections.abc import Iterable, Iterator
@@ -106,7 +107,7 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
         if not path.exists():
             raise UserError(f"{path}: no such file or directory")
         if path.is_dir():
-            inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_text_name(p) and not _is_metadata(p))
+            inside = sorted(p for p in _files_below(path) if _is_text_name(p) and not _is_metadata(p))
             if not inside:
                 raise UserError(
                     f"{path}: directory holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally "
@@ -118,6 +119,25 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     if not found:
         raise UserError("no input files given")
     return found
+
+
+def _files_below(directory: Path) -> Iterator[Path]:
+    """Every file below `directory`, but not in the tokenizer, data, model and run directories below it: a
+    tokenizer trained into the corpus directory would otherwise be read as text (its vocab.txt, its JSON)."""
+    for root, subdirectories, files in os.walk(directory):
+        for name in list(subdirectories):
+            if _is_output_directory(Path(root) / name):
+                subdirectories.remove(name)
+                warnings.warn(f"{Path(root) / name}: skipped, a tokenizer, data, model or run directory", stacklevel=2)
+        yield from (Path(root) / name for name in files)
+
+
+def _is_output_directory(directory: Path) -> bool:
+    """What `tokenizer train`, `prepare`, `pretrain` and `finetune` write (and `transformers` saves): a
+    tokenizer.json is in every one but a run's directory, which has its metrics.jsonl beside its config.json."""
+    return (directory / "tokenizer.json").is_file() or (
+        (directory / "metrics.jsonl").is_file() and (directory / "config.json").is_file()
+    )
 
 
 def _is_metadata(path: Path) -> bool:
