@@ -16,12 +16,12 @@ from bertforge.corpus import (
     ReadStats,
     clean_text,
     find_files,
-    looks_wrapped,
     read_paragraphs,
     split_sentences,
 )
 from bertforge.errors import UserError
 from bertforge.fileio import asset_path
+from bertforge.layouts import looks_wrapped
 from bertforge.textfiles import open_text, read_rows
 
 

@@ -5,17 +5,15 @@ Everything streams: a reader yields `Paragraph`s one at a time, so a corpus of
 any size passes through bounded memory. A paragraph marks whether it starts a
 new document, because BERT's next-sentence pairs must know where documents end.
 
-  .txt           one paragraph (or sentence) per line; a blank line between documents
+  .txt           one paragraph (or sentence) per line, a blank line between documents; or hard-wrapped lines
   .jsonl         one JSON object per line; text in --text-column, optional --doc-column groups rows
   .csv / .tsv    one row per document (or --doc-column groups rows); text in --text-column
   .parquet       the same, read in record batches; a directory of shards is read in name order
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
-  .html / .htm   a page per document, a paragraph per block element; script, style, head and navigation dropped
+  .html / .htm   a page per document, a paragraph per block element
 
-The two Wikipedia formats of BERT-from-scratch material are read as articles, their markup dropped: WikiExtractor's
-output (the BERT repository's advice: `<doc ...>` title, text, `</doc>`, in files named wiki_00, or JSON lines from
-its --json) and WikiText's (` = Title = ` before each article, ` = = Section = = ` headings, @-@ for a hyphen),
-as raw files or as the `datasets` rows of a line each.
+How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
+is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
 
 Paragraphs can be filtered on the way (`filters.py`): exact duplicates, short
 paragraphs, and, with a tokenizer, paragraphs it compresses badly.
@@ -24,27 +22,22 @@ paragraphs, and, with a tokenizer, paragraphs it compresses badly.
 from __future__ import annotations
 
 import html
-import itertools
 import os
 import re
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import IO
 
 from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
+from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
 from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
 DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
-# A longer line is read in pieces (cut at whitespace): `tokenizers` needs ~135 bytes per character of
-# one sequence, so a 100 MB line in one piece would need gigabytes.
-MAX_LINE_CHARS = 1 << 16
 
 
 @dataclass
@@ -88,12 +81,6 @@ class CorpusOptions:
     def paragraph_filter(self) -> ParagraphFilter:
         """The text-only filters these options ask for; one instance deduplicates across every file it sees."""
         return ParagraphFilter(self.dedupe, self.min_chars)
-
-
-@dataclass
-class Paragraph:
-    text: str
-    new_document: bool
 
 
 # ---------------------------------------------------------------- files
@@ -201,235 +188,15 @@ def _read_file(
         try:
             with open_text(path, stats) as f:
                 if kind == "html":
-                    yield from _read_html(f, stats)
+                    yield from html_paragraphs(f, stats)
                 else:
-                    yield from _wikipedia_articles(_read_txt(f, stats, options.line_breaks))
+                    yield from text_paragraphs(f, stats, options.line_breaks)
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:
-        yield from _wikipedia_articles(_read_records(path, options, stats))
-
-
-def _read_html(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
-    """An HTML page as one document: a paragraph per block element, the text of script, style, the head and
-    navigation left out, entities decoded. Read in pieces: a page of any size passes through bounded memory."""
-    page = _PageText()
-    first = True
-    while piece := f.read(1 << 16):
-        stats.bytes_read += len(piece)
-        page.feed(piece)
-        for text in page.take():
-            yield Paragraph(text, first)
-            first = False
-    page.close()
-    for text in page.take():
-        yield Paragraph(text, first)
-        first = False
-
-
-class _PageText(HTMLParser):
-    """Collects an HTML page's text; `take()` returns the paragraphs finished so far."""
-
-    # Elements that start and end a paragraph; and those whose text is not the page's (or not text at all).
-    BLOCKS = frozenset(
-        "address article aside blockquote body br dd details dialog div dl dt fieldset figcaption figure form h1 h2 "
-        "h3 h4 h5 h6 header hr li main ol p pre section summary table td th tr ul".split()
-    )
-    SKIPPED = frozenset("head script style noscript template svg nav footer iframe object".split())
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.pieces: list[str] = []
-        self.size = 0
-        self.done: list[str] = []
-        self.skipping = 0  # how many skipped elements we are inside
-
-    def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in self.SKIPPED:
-            self.skipping += 1
-        elif tag in self.BLOCKS:
-            self._end_paragraph()
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.SKIPPED:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in self.BLOCKS:
-            self._end_paragraph()
-
-    def handle_data(self, data: str) -> None:
-        if not self.skipping:
-            self.pieces.append(data)
-            self.size += len(data)
-            if self.size >= MAX_LINE_CHARS:
-                self._end_paragraph()
-
-    def _end_paragraph(self) -> None:
-        text = " ".join("".join(self.pieces).split())
-        if text:
-            self.done.append(text)
-        self.pieces, self.size = [], 0
-
-    def close(self) -> None:
-        super().close()
-        self._end_paragraph()
-
-    def take(self) -> list[str]:
-        done, self.done = self.done, []
-        return done
-
-
-# WikiExtractor writes text/AA/wiki_00, wiki_01, ... (wiki_00.bz2 with --compress); each article is
-# <doc id="12" url="..." title="Anarchism">, the title on a line, the text, then </doc>.
-WIKIEXTRACTOR_FILE = re.compile(r"wiki_\d+")
-WIKIEXTRACTOR_START = re.compile(r'<doc id="[^"]*"[^>]*>')
-WIKIEXTRACTOR_END = "</doc>"
-# WikiText: "= Valkyria Chronicles III =" before each article, "= = Gameplay = =" (deeper: "= = = ... = = =") before
-# each section, and its tokenisation's @-@, @,@ and @.@ inside words and numbers (lines come stripped).
-WIKITEXT_TITLE = re.compile(r"= [^=].*[^=] =|= [^=] =")
-WIKITEXT_HEADING = re.compile(r"(= ){2,}.*( =){2,}")
-WIKITEXT_JOINS = re.compile(r" @([-,.])@ ")
-
-
-def _wikipedia_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
-    """A file's paragraphs with Wikipedia articles as its documents, if its first paragraph says it is WikiExtractor
-    or WikiText output; any other file's as they are. In both formats a blank line or a row ends a paragraph,
-    never an article, and titles and section headings are markup, not text."""
-    first = next(paragraphs, None)
-    if first is None:
-        return
-    paragraphs = itertools.chain([first], paragraphs)
-    if WIKIEXTRACTOR_START.fullmatch(first.text):
-        yield from _wikiextractor_articles(paragraphs)
-    elif WIKITEXT_TITLE.fullmatch(first.text):
-        yield from _wikitext_articles(paragraphs)
-    else:
-        yield from paragraphs
-
-
-def _wikiextractor_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
-    new_document, title_next = True, False
-    for paragraph in paragraphs:
-        if WIKIEXTRACTOR_START.fullmatch(paragraph.text) or paragraph.text == WIKIEXTRACTOR_END:
-            new_document, title_next = True, paragraph.text != WIKIEXTRACTOR_END
-        elif title_next:  # the article's title, repeated from its <doc> line
-            title_next = False
-        else:
-            yield Paragraph(paragraph.text, new_document)
-            new_document = False
-
-
-def _wikitext_articles(paragraphs: Iterator[Paragraph]) -> Iterator[Paragraph]:
-    new_document = True
-    for paragraph in paragraphs:
-        if WIKITEXT_TITLE.fullmatch(paragraph.text):
-            new_document = True
-        elif not WIKITEXT_HEADING.fullmatch(paragraph.text):
-            yield Paragraph(WIKITEXT_JOINS.sub(r"\1", paragraph.text), new_document)
-            new_document = False
-
-
-def _read_txt(f: IO[str], stats: ReadStats, line_breaks: str) -> Iterator[Paragraph]:
-    lines = _without_gutenberg_licence(_lines(f, stats))
-    if line_breaks == "auto":
-        head = list(itertools.islice(lines, WRAP_SAMPLE_LINES))
-        line_breaks = "wrapped" if looks_wrapped(head) else "paragraphs"
-        lines = itertools.chain(head, lines)
-    yield from (_wrapped_paragraphs if line_breaks == "wrapped" else _line_paragraphs)(lines)
-
-
-def _lines(f: IO[str], stats: ReadStats) -> Iterator[str]:
-    """The file's lines, an over-long one in pieces cut at whitespace."""
-    carry = ""  # the unfinished last word of a piece of an over-long line
-    while True:
-        line = carry + f.readline(MAX_LINE_CHARS)
-        carry = ""
-        if not line:
-            return
-        stats.bytes_read += len(line)
-        if not line.endswith("\n") and len(line) >= MAX_LINE_CHARS:
-            cut = max(line.rfind(" "), line.rfind("\t"))
-            if cut > 0:
-                line, carry = line[:cut], line[cut + 1 :]
-                stats.bytes_read -= len(carry) + 1
-        yield line.strip()
-
-
-# A book as gutenberg.org serves it: a header, "*** START OF THE PROJECT GUTENBERG EBOOK TITLE ***", the book,
-# "*** END OF THE PROJECT GUTENBERG EBOOK TITLE ***", then the licence (older files say THIS for THE).
-GUTENBERG_START = re.compile(r"\*{3} ?START OF (THE|THIS) PROJECT GUTENBERG E-?BOOK.*", re.IGNORECASE)
-GUTENBERG_END = re.compile(r"\*{3} ?END OF (THE|THIS) PROJECT GUTENBERG E-?BOOK.*", re.IGNORECASE)
-
-
-def _without_gutenberg_licence(lines: Iterator[str]) -> Iterator[str]:
-    """A Project Gutenberg book's own text, if a START line is among its first lines; else every line. The header
-    and the licence after it are the same in every book: thousands of words of legal text, not the book."""
-    head = list(itertools.islice(lines, WRAP_SAMPLE_LINES))
-    start = next((i for i, line in enumerate(head) if GUTENBERG_START.fullmatch(line)), None)
-    if start is None:
-        yield from itertools.chain(head, lines)
-        return
-    for line in itertools.chain(head[start + 1 :], lines):
-        if line.startswith("***") and GUTENBERG_END.fullmatch(line):
-            return
-        yield line
-
-
-def _line_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
-    """A paragraph (or sentence) per line, a blank line between documents."""
-    new_document = True
-    for line in lines:
-        if not line:
-            new_document = True
-            continue
-        yield Paragraph(line, new_document)
-        new_document = False
-
-
-def _wrapped_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
-    """Hard-wrapped text: the lines between blank lines are one paragraph; two or more blank lines in a row (where
-    a book's chapters part) or the end of the file end a document."""
-    block: list[str] = []
-    size, blanks, new_document = 0, 0, True
-    for line in itertools.chain(lines, [""]):
-        if line:
-            block.append(line)
-            size += len(line) + 1
-            new_document, blanks = new_document or blanks >= 2, 0
-        else:
-            blanks += 1
-        if block and (not line or size >= MAX_LINE_CHARS):
-            yield Paragraph(_join_wrapped(block), new_document)
-            block, size, new_document = [], 0, False
-
-
-def _join_wrapped(lines: list[str]) -> str:
-    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one."""
-    parts = [lines[0]]
-    for line in lines[1:]:
-        parts.append(line if WORD_HYPHEN_AT_END.search(parts[-1]) else " " + line)
-    return "".join(parts)
-
-
-# Hard-wrapped prose is told from a paragraph or sentence per line by its first lines (WRAP_SAMPLE_LINES).
-WRAP_SAMPLE_LINES = 2000
-SENTENCE_ENDS = (".", "!", "?", "…", '"', "”", "'", "’", ")")
-WORD_HYPHEN_AT_END = re.compile(r"[^\W\d_]-$")  # a letter, then the hyphen (not a dash: "--")
-
-
-def looks_wrapped(lines: list[str]) -> bool:
-    """Lines cut at a fixed width with a blank line between paragraphs (raw Project Gutenberg books, manuals,
-    mail): most lines have a next line in the same block, nearly all of those fill the width, and most of them
-    end mid-sentence. A paragraph or sentence per line fails at least one: blocks of one line, widths that
-    vary, or every line ending a sentence."""
-    inner = [line for line, after in zip(lines, lines[1:]) if line and after]  # a line of the same block follows
-    if len(inner) < 20 or len(inner) < sum(1 for line in lines if line) / 2:
-        return False
-    width = sorted(map(len, inner))[int(0.9 * len(inner))]
-    full = sum(len(line) >= 0.6 * width for line in inner) / len(inner)
-    sentence_ends = sum(line.endswith(SENTENCE_ENDS) for line in inner) / len(inner)
-    return width <= 120 and full >= 0.8 and sentence_ends < 0.5
+        yield from wikipedia_articles(_read_records(path, options, stats))
 
 
 def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
