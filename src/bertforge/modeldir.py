@@ -42,6 +42,7 @@ SENTENCE_EMBEDDING_KEY = "bertforge_sentence_embedding"  # config.json: how a se
 
 
 def is_model_dir(path: Path) -> bool:
+    """A Hugging Face model directory: config.json and its weights."""
     return (path / "config.json").is_file() and (
         (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
     )
@@ -205,7 +206,7 @@ def _write_sentence_transformers_files(directory: Path, config: ModelConfig) -> 
 
 
 def sentence_embedding_pooling(directory: Path) -> str | None:
-    """ "mean" for a model fine-tuned for sentence similarity (what its vectors were trained as), else None."""
+    """How a model fine-tuned for sentence similarity pools its vectors (as it was trained: "mean"); None for others."""
     return (read_config(directory).get(SENTENCE_EMBEDDING_KEY) or {}).get("pooling")
 
 
