@@ -138,5 +138,5 @@ def test_score_tasks_of_your_own_may_leave_out_dev_and_columns(tmp_path):
     assert coarse.columns == Columns(label_until=":")
     with pytest.raises(UserError, match="name both the text and the label column"):
         parse_task(f"mine={tmp_path / 't.tsv'}:text=s")
-    with pytest.raises(UserError, match="only classification, multi-label and regression hold out"):
+    with pytest.raises(UserError, match="regression and sentence-similarity hold out dev"):
         parse_task(f"tags={tmp_path / 't.tsv'}:task=token-classification")
