@@ -118,6 +118,9 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
 
     no_head = bertforge("fill-mask", saved, "the [MASK] sat.")
     assert no_head.returncode == 2 and "fine-tuned for sentence similarity" in no_head.stderr
+    (tmp_path / "held_out.txt").write_text("the cat sat on the mat.\n")
+    not_evaluated = bertforge("evaluate", saved, "--data", tmp_path / "held_out.txt")
+    assert not_evaluated.returncode == 2 and "no masked-LM head" in not_evaluated.stderr
 
 
 def test_scored_pairs_learn_the_order_of_their_scores(wordpiece_tokenizer, tmp_path):

@@ -256,6 +256,11 @@ def load_model_and_tokenizer(
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {directory / info.get('generator', 'generator')}"
         )
+    if cls is BertForPreTraining and keep_heads and sentence_embedding_pooling(directory):
+        raise UserError(
+            f"{directory} was fine-tuned for sentence similarity: it makes sentence vectors (bertforge embed) and has "
+            "no masked-LM head; evaluate the model it was fine-tuned from"
+        )
     model = load_model(cls, directory, trust_pickle, keep_heads, **model_kwargs)
     if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
         raise UserError(
