@@ -33,6 +33,7 @@ LAYERS = [
     # 5 fine-tuning tasks: their data, scores and answers
     ["classification", "tagging", "qa", "multiple_choice", "similarity"],
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
+    ["finetune_state"],  # 5 where a fine-tuning run is: its checkpoints, for --resume
     ["train", "evaluate", "finetuning", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation
     ["sweep", "demo", "score"],  # 7 orchestration

@@ -417,6 +417,11 @@ class FinetuneConfig(_DictMixin):
         "epoch by the tuned score: multi-label, each label's threshold for its best F1 (0.5 leaves rare labels "
         "unpredicted); question answering on SQuAD v2.0, when to answer 'no answer' (BERT's tau)",
     )
+    checkpoint_minutes: float = documented(
+        10.0,
+        "within an epoch, save where the run is this often, for --resume (every epoch's end is saved too; 0: only "
+        "there)",
+    )
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))
 
@@ -425,6 +430,7 @@ class FinetuneConfig(_DictMixin):
             [
                 *_check_choices(self),
                 (self.epochs > 0 and self.batch_size > 0, "epochs and batch_size must be positive"),
+                (self.checkpoint_minutes >= 0, f"checkpoint_minutes must be >= 0, not {self.checkpoint_minutes}"),
                 (self.max_steps >= 0, f"max_steps must be >= 0, not {self.max_steps}"),
                 (self.seq_len == 0 or self.seq_len >= 8, f"seq_len must be at least 8 (or 0), not {self.seq_len}"),
                 (self.dropout is None or 0.0 <= self.dropout < 1.0, "dropout must be in [0, 1)"),

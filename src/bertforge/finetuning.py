@@ -22,8 +22,9 @@ the model's tokenizer, cuts training batches and scores the dev set. This loop
 does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what
 pre-training buys), AdamW with warm-up and linear decay, mixed precision, a dev
-evaluation after every epoch, and the best epoch kept as a `transformers` model
-directory. Bad input is found while reading, before anything is written.
+evaluation after every epoch, the best epoch kept as a `transformers` model
+directory, and checkpoints (finetune_state.py) from which `--resume` goes on as if
+the run had never stopped. Bad input is found while reading, before anything is written.
 """
 
 from __future__ import annotations
@@ -42,15 +43,16 @@ from tqdm import tqdm
 
 from .classification import PROBLEM_TYPES, ClassificationTask, Columns
 from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
-from .errors import UserError
+from .errors import Stopped, UserError
 from .fileio import write_json
+from .finetune_state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
 from .hf import config_from_hf
 from .model import set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .qa import QuestionAnsweringTask
-from .runtime import MixedPrecision, resolve_device, resolve_precision, use_fast_paths
+from .runtime import MixedPrecision, StopSignals, resolve_device, resolve_precision, use_fast_paths
 from .similarity import PairColumns, SimilarityTask
 from .tagging import TagColumns, TaggingTask
 from .tokenizer import load_tokenizer
@@ -126,10 +128,24 @@ def finetune(
     cfg: FinetuneConfig | None = None,
     columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
     progress: bool = True,
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,
-    a classification, multi-label or regression task holds out `cfg.dev_fraction` of `train`."""
+    a classification, multi-label or regression task holds out `cfg.dev_fraction` of `train`.
+
+    `resume` continues the run OUT holds from its latest checkpoint (or starts one, if it holds none);
+    `overwrite` starts over in an OUT that holds an unfinished run, which is otherwise refused."""
     cfg = cfg or FinetuneConfig()
+    out = Path(out)
+    unfinished = unfinished_step(out)
+    if unfinished is not None and not (resume or overwrite):
+        raise UserError(
+            f"{out} holds an unfinished fine-tuning (step {unfinished}); pass --resume to continue it, or "
+            "--overwrite to start over"
+        )
+    if resume and unfinished is None and (out / "summary.json").is_file():
+        return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # it finished: nothing to do
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
@@ -149,60 +165,154 @@ def finetune(
     precision = MixedPrecision(device, resolve_precision(cfg.precision, device))
     model.to(device)
     use_fast_paths(model, device, precision.precision)
-    return _fit(task, model, tokenizer, precision, cfg, Path(out), progress)
+    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind))
+    if unfinished is not None and resume:
+        fitting.restore()
+    else:
+        remove_fit_states(out)
+        (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
+    return fitting.run(progress)
 
 
-def _fit(
-    task: Task, model, tokenizer, precision: MixedPrecision, cfg: FinetuneConfig, out: Path, progress: bool
-) -> dict:
-    optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
-    rng = np.random.default_rng(cfg.seed)
-    out.mkdir(parents=True, exist_ok=True)
-    metrics_path = out / "metrics.jsonl"
-    metrics_path.write_text("", encoding="utf-8")
-    best: dict[str, Any] = {}
-    step, total_steps, started = 0, None, time.perf_counter()
-    for epoch in range(1, cfg.epochs + 1):
-        model.train()
-        batches = task.train_batches(cfg.batch_size, rng)
-        if total_steps is None:
-            total_steps = min(len(batches) * cfg.epochs, cfg.max_steps) if cfg.max_steps else len(batches) * cfg.epochs
+class _Fitting:
+    """One fine-tuning run: the epochs' steps, dev scores, the best epoch's model, and checkpoints to resume."""
+
+    def __init__(
+        self, task: Task, model, tokenizer, precision: MixedPrecision, cfg: FinetuneConfig, out: Path, settings
+    ):
+        self.task, self.model, self.tokenizer, self.precision, self.cfg = task, model, tokenizer, precision, cfg
+        self.out, self.settings = out, settings
+        self.optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
+        self.state = FitState()
+        self.saved_step: int | None = None  # the step of the latest checkpoint
+        self.last_save = time.perf_counter()
+        self.metrics_path = out / "metrics.jsonl"
+
+    def restore(self) -> None:
+        self.state = load_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.settings)
+        self.saved_step = self.state.step
+        tqdm.write(f"resumed at step {self.state.step} (epoch {self.state.epoch})", file=sys.stderr)
+
+    def run(self, progress: bool) -> dict[str, Any]:
+        self.out.mkdir(parents=True, exist_ok=True)
+        _keep_epochs_before(self.metrics_path, self.state.epoch)
+        cfg, state = self.cfg, self.state
+        rng = np.random.default_rng(cfg.seed)
+        started = time.perf_counter() - state.elapsed
+        total_steps = None
+        with StopSignals() as signals:
+            try:
+                for epoch in range(1, cfg.epochs + 1):
+                    # Every epoch's batches are drawn, done ones too, so a resumed run's data order is the seed's.
+                    batches = self.task.train_batches(cfg.batch_size, rng)
+                    if total_steps is None:
+                        total_steps = min(len(batches) * cfg.epochs, cfg.max_steps or len(batches) * cfg.epochs)
+                    if epoch < state.epoch:
+                        continue
+                    batches = batches[: total_steps - (state.step - state.batch)]  # a --max-steps run ends early
+                    self._train(epoch, batches, total_steps, started, signals, progress)
+                    last = epoch == cfg.epochs or state.step >= total_steps
+                    self._end_epoch(epoch, len(batches), last, started)
+                    if last:
+                        break
+                    self._save()
+                    if signals.received:
+                        raise self._stopped(signals.received)
+            except Stopped:
+                raise
+            except BaseException:
+                self._save_after_failure()
+                raise
+        summary = {**self.task.summary(), "main_metric": self.task.main_metric, "best": state.best}
+        write_json(self.out / "summary.json", summary)
+        remove_fit_states(self.out)
+        return summary
+
+    def _train(self, epoch: int, batches: list, total_steps: int, started: float, signals, progress: bool) -> None:
+        """The epoch's batches from where it stands, saving every --checkpoint-minutes and on a signal."""
+        cfg, state, precision = self.cfg, self.state, self.precision
         warmup = warmup_fraction(cfg.warmup, total_steps)
-        batches = batches[: total_steps - step]  # the last epoch of a --max-steps run ends early
-        bar = tqdm(batches, desc=f"epoch {epoch}/{cfg.epochs}", disable=not progress, file=sys.stderr, mininterval=1.0)
-        train_loss = 0.0
-        for b, batch in enumerate(bar):
-            batch = {k: v.to(precision.device) for k, v in batch.items()}
-            set_lr(optimizer, cfg.lr * lr_factor((step + 1) / total_steps, warmup, "linear"))
-            with precision.autocast():
-                _, loss = model(**batch)
-            precision.backward(loss)
-            precision.step(optimizer, model.parameters(), cfg.grad_clip)
-            step += 1
-            train_loss += float(loss.detach())
-            bar.set_postfix(loss=f"{train_loss / (b + 1):.4f}", refresh=False)
-        last = epoch == cfg.epochs or step >= total_steps
-        scores = task.evaluate(model, precision) if cfg.dev_every_epoch or last else {}
+        self.model.train()
+        bar = tqdm(
+            total=len(batches),
+            initial=state.batch,
+            desc=f"epoch {epoch}/{cfg.epochs}",
+            disable=not progress,
+            file=sys.stderr,
+            mininterval=1.0,
+        )
+        with bar:
+            for batch in batches[state.batch :]:
+                batch = {k: v.to(precision.device) for k, v in batch.items()}
+                set_lr(self.optimizer, cfg.lr * lr_factor((state.step + 1) / total_steps, warmup, "linear"))
+                with precision.autocast():
+                    _, loss = self.model(**batch)
+                precision.backward(loss)
+                precision.step(self.optimizer, self.model.parameters(), cfg.grad_clip)
+                state.step, state.batch = state.step + 1, state.batch + 1
+                state.train_loss += float(loss.detach())
+                state.elapsed = time.perf_counter() - started
+                bar.update()
+                bar.set_postfix(loss=f"{state.train_loss / state.batch:.4f}", refresh=False)
+                if signals.received:
+                    self._save()
+                    raise self._stopped(signals.received)
+                if cfg.checkpoint_minutes and time.perf_counter() - self.last_save >= 60 * cfg.checkpoint_minutes:
+                    self._save()
+
+    def _end_epoch(self, epoch: int, batches: int, last: bool, started: float) -> None:
+        """Score dev, log the epoch, keep the model if it is the best so far; then the next epoch starts."""
+        state, task = self.state, self.task
+        scores = task.evaluate(self.model, self.precision) if self.cfg.dev_every_epoch or last else {}
         record = {
             "epoch": epoch,
-            "step": step,
-            "train_loss": train_loss / max(len(batches), 1),
+            "step": state.step,
+            "train_loss": state.train_loss / max(batches, 1),
             "elapsed": time.perf_counter() - started,
             **{f"dev_{k}": v for k, v in scores.items()},
         }
-        with open(metrics_path, "a", encoding="utf-8") as f:
+        with open(self.metrics_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
         if scores:
             tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
-            if not best or _better(record[f"dev_{task.main_metric}"], best[f"dev_{task.main_metric}"]):
-                best = record
-                extra = {**task.saved_config(), "bertforge_finetune": {**cfg.to_dict(), "best_epoch": epoch}}
-                save_model(model, out / "model", tokenizer, extra)
-        if last:
-            break
-    summary = {**task.summary(), "main_metric": task.main_metric, "best": best}
-    write_json(out / "summary.json", summary)
-    return summary
+            if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
+                state.best = record
+                extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
+                save_model(self.model, self.out / "model", self.tokenizer, extra)
+        state.epoch, state.batch, state.train_loss = epoch + 1, 0, 0.0
+        state.elapsed = time.perf_counter() - started
+
+    def _save(self) -> None:
+        save_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.state, self.settings)
+        self.saved_step, self.last_save = self.state.step, time.perf_counter()
+
+    def _save_after_failure(self) -> None:
+        """An error in the loop (a full disk, a bug, a bar that broke): keep the steps done, unless saved already."""
+        if self.state.step in (0, self.saved_step):
+            return
+        try:
+            self._save()
+            tqdm.write(
+                f"saved a checkpoint at step {self.state.step} before stopping on an error; fix it, then run the "
+                "same command with --resume",
+                file=sys.stderr,
+            )
+        except Exception as e:  # the original error matters more; say why nothing could be saved
+            tqdm.write(f"could not save a checkpoint after the error: {e}", file=sys.stderr)
+
+    def _stopped(self, signal_number: int) -> Stopped:
+        return Stopped(
+            signal_number,
+            f"stopped by signal {signal_number} at step {self.state.step}; checkpoint saved in "
+            f"{self.out / 'checkpoints'}. Resume with the same command and --resume",
+        )
+
+
+def _keep_epochs_before(metrics_path: Path, epoch: int) -> None:
+    """The metrics log as it stood when `epoch` began: a resumed run logs its epochs again from there."""
+    lines = metrics_path.read_text(encoding="utf-8").splitlines() if metrics_path.is_file() else []
+    kept = [line for line in lines if json.loads(line)["epoch"] < epoch]
+    metrics_path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
 def _better(score: float, best: float) -> bool:

@@ -271,7 +271,8 @@ def _run_arm(
                     "tune_thresholds": task.tune_thresholds,
                 }
             )
-            finetune(model, task.kind, task.train, task.dev, run_dir, run_cfg, task.columns, progress=progress)
+            # resume: a score run stopped mid-seed goes on from that seed's latest checkpoint
+            finetune(model, task.kind, task.train, task.dev, run_dir, run_cfg, task.columns, progress, resume=True)
         last_epoch = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1]
         return {
             **json.loads((run_dir / "summary.json").read_text(encoding="utf-8")),

@@ -7,7 +7,8 @@ plot-embeddings) and `downstream` (finetune, score, classify, tag, answer).
 `flags` holds what they share: flags made from the config dataclasses, so that
 one concept has one flag name on every verb.
 
-Bad input raises UserError, printed as one line on stderr with exit code 2.
+Bad input raises UserError, printed as one line on stderr with exit code 2; a loop stopped by a
+signal raises Stopped, exit 128 + the signal.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import UserError
+from ..errors import Stopped, UserError
 from . import data, downstream, inference, training
 
 
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 2
+    except Stopped as e:
+        print(f"bertforge {args.verb}: {e}", file=sys.stderr)
+        return 128 + e.signal_number
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -50,7 +50,9 @@ def cmd_finetune(args: argparse.Namespace) -> None:
     elif args.task == "sentence-similarity" and args.text_column and args.pair_column:
         columns = PairColumns(args.text_column, args.pair_column, args.label_column)
     quiet = args.quiet or args.json
-    summary = finetune(args.model, args.task, args.train, args.dev, args.out, cfg, columns, progress=not quiet)
+    summary = finetune(
+        args.model, args.task, args.train, args.dev, args.out, cfg, columns, not quiet, args.resume, args.overwrite
+    )
     if args.json:
         print_json(summary)
         return
@@ -274,7 +276,16 @@ def register(verbs) -> None:
         metavar="SEP",
         help="classification: keep each label up to SEP, e.g. ':' for TREC's coarse classes (NUM:dist -> NUM)",
     )
-    p.add_argument("--out", required=True, help="output directory (model/, metrics.jsonl, summary.json)")
+    p.add_argument(
+        "--out", required=True, help="output directory (model/, metrics.jsonl, summary.json; checkpoints/ until done)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the unfinished fine-tuning in --out from its latest checkpoint, exactly as if never stopped "
+        "(give the same command); a finished one is left as it is",
+    )
+    p.add_argument("--overwrite", action="store_true", help="start over in an --out that holds an unfinished run")
     add_config_flags(p, FinetuneConfig, keep_defaults=True)
     p.add_argument("--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN)  # older: --seq-len
     output_flags(p)

@@ -1,0 +1,109 @@
+"""Where a fine-tuning run is, saved so that `finetune --resume` continues it as if it had never stopped.
+
+    OUT/checkpoints/step_000340/
+        state.json     the epoch in progress, its batches done, the step, the best epoch so far, the settings
+        tensors.pt     the model's weights, AdamW's moments, the RNG states (tensors only)
+
+Saved at every epoch's end, every --checkpoint-minutes within one, and when the run is stopped by a signal or
+an error. Each is built under a temporary name and renamed into place, and the older one removed after, so a
+kill at any moment leaves a whole checkpoint. The epoch's batches are not saved: resuming draws the batches
+of every epoch again from the seed, which leaves the data order where it was, and skips the ones done.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import checkpoint_dirs, remove_stale_temporaries
+from .config import FinetuneConfig
+from .errors import UserError
+from .fileio import atomic_directory, write_json
+
+# Settings that may change on --resume: where and how fast it computes, how often it saves.
+FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes")
+
+
+@dataclass
+class FitState:
+    """Where a fine-tuning run is: with the weights, optimizer and RNG, enough to go on exactly."""
+
+    epoch: int = 1  # the epoch in progress, from 1
+    batch: int = 0  # its batches done
+    step: int = 0  # optimizer steps done, in all
+    train_loss: float = 0.0  # the sum of this epoch's batch losses so far
+    elapsed: float = 0.0  # seconds of training and dev scoring so far
+    best: dict[str, Any] = field(default_factory=dict)  # the best epoch's metrics record so far
+
+
+def run_settings(cfg: FinetuneConfig, task_name: str) -> dict[str, Any]:
+    """What a resumed run must share with the one it continues."""
+    return {"task": task_name, **{k: v for k, v in cfg.to_dict().items() if k not in FREE_ON_RESUME}}
+
+
+def save_fit_state(out: Path, model, optimizer, scaler, state: FitState, settings: dict[str, Any]) -> Path:
+    """A checkpoint of the run at `state`; the older ones go once it is whole."""
+    target = out / "checkpoints" / f"step_{state.step:06d}"
+    with atomic_directory(target) as tmp:
+        tensors = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            tensors["cuda_rng"] = torch.cuda.get_rng_state_all()
+        if scaler is not None:
+            tensors["scaler"] = scaler.state_dict()
+        torch.save(tensors, tmp / "tensors.pt")
+        write_json(tmp / "state.json", {"state": state.__dict__, "python_rng": random.getstate(), **settings})
+    for old in checkpoint_dirs(out)[:-1]:
+        shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def unfinished_step(out: Path) -> int | None:
+    """The step of OUT's latest checkpoint, or None when OUT holds no unfinished fine-tuning."""
+    found = checkpoint_dirs(out)
+    return _read_state(found[-1])["state"]["step"] if found else None
+
+
+def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]) -> FitState:
+    """Restore weights, optimizer and RNG from OUT's latest checkpoint in place; return where the run was."""
+    remove_stale_temporaries(out)
+    directory = checkpoint_dirs(out)[-1]
+    saved = _read_state(directory)
+    changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
+    if changed:
+        raise UserError(
+            f"{out} holds a fine-tuning with other settings ({'; '.join(changed)}); resume it with the ones it "
+            f"started with, or start over (finetune --overwrite, or delete {out})"
+        )
+    try:  # our own file, and still loaded without unpickling arbitrary objects
+        tensors = torch.load(directory / "tensors.pt", map_location="cpu", weights_only=True)
+    except Exception as e:  # a torn or foreign file raises several types
+        raise UserError(f"{directory / 'tensors.pt'}: unreadable checkpoint ({e})") from None
+    model.load_state_dict(tensors["model"])
+    optimizer.load_state_dict(tensors["optimizer"])
+    torch.set_rng_state(tensors["cpu_rng"])
+    if "cuda_rng" in tensors and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(tensors["cuda_rng"])
+    if scaler is not None and "scaler" in tensors:
+        scaler.load_state_dict(tensors["scaler"])
+    version, internal, gauss = saved["python_rng"]
+    random.setstate((version, tuple(internal), gauss))
+    return FitState(**saved["state"])
+
+
+def remove_fit_states(out: Path) -> None:
+    """A finished run's checkpoints: its model directory is what it leaves."""
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+
+
+def _read_state(directory: Path) -> dict[str, Any]:
+    path = directory / "state.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"{path}: unreadable checkpoint state ({e})") from None
