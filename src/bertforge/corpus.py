@@ -11,6 +11,8 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .parquet       the same, read in record batches; a directory of shards is read in name order
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
   .html / .htm   a page per document, a paragraph per block element
+  .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
+  .docx          a Word document: one document, a paragraph per Word paragraph (zipdocs.py)
 
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
@@ -34,6 +36,7 @@ from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
 from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
+from .zipdocs import docx_paragraphs, epub_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
@@ -193,6 +196,10 @@ def _read_file(
                     yield from text_paragraphs(f, stats, options.line_breaks)
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
+    elif kind == "epub":
+        yield from epub_paragraphs(path, stats)
+    elif kind == "docx":
+        yield from docx_paragraphs(path, stats)
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:

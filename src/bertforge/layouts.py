@@ -5,7 +5,8 @@ Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch mater
                                              Gutenberg book without its licence, Wikipedia as articles
     wikipedia_articles(paragraphs)           WikiExtractor's and WikiText's markup as article boundaries (also for
                                              the rows of a table or JSONL file)
-    html_paragraphs(f, stats)                a saved web page: a paragraph per block element
+    html_paragraphs(f, stats)                a saved web page: a paragraph per block element (an e-book's chapter,
+                                             zipdocs.py); Project Gutenberg's header and licence left out
 
 Each reads a stream once: a file of any size passes through bounded memory.
 """
@@ -58,6 +59,8 @@ class _PageText(HTMLParser):
         "h3 h4 h5 h6 header hr li main ol p pre section summary table td th tr ul".split()
     )
     SKIPPED = frozenset("head script style noscript template svg nav footer iframe object".split())
+    # Project Gutenberg's HTML and EPUB books hold their header and licence in the elements with these ids.
+    BOILERPLATE_IDS = frozenset({"pg-header", "pg-footer"})
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -65,21 +68,32 @@ class _PageText(HTMLParser):
         self.size = 0
         self.done: list[str] = []
         self.skipping = 0  # how many skipped elements we are inside
+        self.boilerplate: tuple[str, int] | None = None  # inside one: its tag, and how deep in that tag we are
 
     def handle_starttag(self, tag: str, attrs) -> None:
-        if tag in self.SKIPPED:
+        if self.boilerplate is not None:
+            name, depth = self.boilerplate
+            self.boilerplate = (name, depth + (tag == name))
+        elif dict(attrs).get("id") in self.BOILERPLATE_IDS:
+            self._end_paragraph()
+            self.boilerplate = (tag, 1)
+        elif tag in self.SKIPPED:
             self.skipping += 1
         elif tag in self.BLOCKS:
             self._end_paragraph()
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self.SKIPPED:
+        if self.boilerplate is not None:
+            name, depth = self.boilerplate
+            depth -= tag == name
+            self.boilerplate = (name, depth) if depth else None
+        elif tag in self.SKIPPED:
             self.skipping = max(0, self.skipping - 1)
         elif tag in self.BLOCKS:
             self._end_paragraph()
 
     def handle_data(self, data: str) -> None:
-        if not self.skipping:
+        if not self.skipping and self.boilerplate is None:
             self.pieces.append(data)
             self.size += len(data)
             if self.size >= MAX_LINE_CHARS:

@@ -61,7 +61,10 @@ FORMATS = {
     ".arrow": "arrow",
     ".html": "html",
     ".htm": "html",
+    ".epub": "epub",
+    ".docx": "docx",
 }
+DOCUMENTS = ("html", "epub", "docx")  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -82,8 +85,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, parquet, arrow or html, from the name with any compression suffix removed. A name without
-    a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json output), else text."""
+    """txt, jsonl, csv, tsv, parquet, arrow, html, epub or docx, from the name with any compression suffix removed.
+    A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json output), else
+    text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -130,19 +134,23 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     opener = COMPRESSIONS.get(compression_of(path) or "", open)
-    raw = opener(path, "rb")
+    return text_stream(opener(path, "rb"), str(path), stats)
+
+
+def text_stream(raw: IO[bytes], name: str, stats: ReadStats | None = None) -> IO[str]:
+    """`raw` decoded as `open_text` decodes a file (also a member of a zip package); `name` is what errors say."""
     try:
         raw = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
         head = raw.peek(8192)[:8192]
     except read_errors() as e:
         raw.close()
-        raise UserError(f"{path}: cannot read ({e})") from None
-    encoding = next((name for mark, name in BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8-sig")
+        raise UserError(f"{name}: cannot read ({e})") from None
+    encoding = next((codec for mark, codec in BYTE_ORDER_MARKS if head.startswith(mark)), "utf-8-sig")
     if encoding == "utf-8-sig" and b"\x00" in head:
         raw.close()
         raise UserError(
-            f"{path}: looks like a binary file (NUL bytes), not text; if it is UTF-16 text without a byte-order mark, "
-            f"convert it to UTF-8 (iconv -f UTF-16LE -t UTF-8 {path.name} > utf8.txt)"
+            f"{name}: looks like a binary file (NUL bytes), not text; if it is UTF-16 text without a byte-order mark, "
+            f"convert it to UTF-8 (iconv -f UTF-16LE -t UTF-8 {Path(name).name} > utf8.txt)"
         )
     decoder = _CountingDecoder(stats if stats is not None else ReadStats())
     return io.TextIOWrapper(raw, encoding=encoding, errors=decoder.name, newline="")
@@ -167,8 +175,9 @@ def read_rows(
     if kind in COLUMNAR:
         yield from _columnar_rows(path, kind, columns, stats, optional)
         return
-    if kind == "html":
-        raise UserError(f"{path}: an HTML page holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
+    if kind in DOCUMENTS:
+        what = {"html": "an HTML page", "epub": "an e-book", "docx": "a Word document"}[kind]
+        raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     try:
         with open_text(path, stats) as f:
             rows = _jsonl_rows(f, stats) if kind == "jsonl" else _table_rows(f, path, columns, kind, stats)

@@ -1,0 +1,132 @@
+"""Text inside zip packages: EPUB e-books and Word documents.
+
+    epub_paragraphs(path, stats)   an e-book: a document per chapter, in its reading order (the spine), a
+                                   paragraph per block element; the table of contents, Project Gutenberg's
+                                   header and licence, and the pages outside the reading order left out
+    docx_paragraphs(path, stats)   a Word (.docx) document as one document, a paragraph per Word paragraph;
+                                   deleted text (tracked changes), headers, footers and comments left out
+
+BookCorpus, half of BERT's pre-training text, was e-books; people keep their own writing in Word. Each member
+is read as a stream: a chapter or document of any size passes through bounded memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote
+from xml.etree import ElementTree
+
+from .errors import UserError
+from .layouts import Paragraph, html_paragraphs
+from .textfiles import ReadStats, compression_of, read_errors, text_stream
+
+EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the manifest and the spine
+CHAPTER_TYPES = frozenset({"application/xhtml+xml", "text/html"})
+WORD_BODY = "word/document.xml"
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
+
+
+def epub_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
+    """An EPUB's chapters in spine order, each a document (`html_paragraphs` starts one per page)."""
+    with _package(path, "an EPUB e-book") as package:
+        for name in _reading_order(package, path):
+            stats.bytes_read += _info(
+                package, name, path, f"its spine lists {name}, which it does not hold"
+            ).compress_size
+            with text_stream(_member(package, name, path), f"{path}:{name}", stats) as f:
+                yield from html_paragraphs(f, ReadStats())  # counted above, in the file's own (compressed) bytes
+
+
+def docx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
+    """A Word document's body: its paragraphs (table cells' too), runs joined, in order; one document."""
+    with _package(path, "a Word document") as package:
+        body_size = _info(package, WORD_BODY, path, f"it holds no {WORD_BODY}: not a Word .docx").compress_size
+        stats.bytes_read += body_size  # the file's own (compressed) bytes, as the progress bar counts them
+        open_paragraphs: list[list[str]] = []  # a text box's paragraphs sit inside a paragraph
+        first = True
+        with _member(package, WORD_BODY, path) as body:
+            try:
+                for event, element in ElementTree.iterparse(body, events=("start", "end")):
+                    if element.tag == f"{W}p":
+                        if event == "start":
+                            open_paragraphs.append([])
+                            continue
+                        text = " ".join("".join(open_paragraphs.pop()).split())
+                        element.clear()  # what is read is let go: bounded memory
+                        if text:
+                            yield Paragraph(text, first)
+                            first = False
+                    elif event == "end" and open_paragraphs:
+                        if element.tag == f"{W}t":
+                            open_paragraphs[-1].append(element.text or "")
+                        elif element.tag in (f"{W}tab", f"{W}br", f"{W}cr"):
+                            open_paragraphs[-1].append(" ")
+            except ElementTree.ParseError as e:
+                raise UserError(f"{path}: {WORD_BODY} is not well-formed XML ({e})") from None
+
+
+@contextlib.contextmanager
+def _package(path: Path, what: str) -> Iterator[zipfile.ZipFile]:
+    if compression_of(path):
+        raise UserError(f"{path}: {what} is already a zip file; give it uncompressed")
+    try:
+        with zipfile.ZipFile(path) as package:
+            yield package
+    except zipfile.BadZipFile:
+        raise UserError(f"{path}: not {what} (not a zip file, or a truncated one)") from None
+    except read_errors() as e:
+        raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def _reading_order(package: zipfile.ZipFile, path: Path) -> list[str]:
+    """The members of the spine, in order: the chapters a reader pages through (the `nav` table of contents and
+    items marked linear="no", such as a cover, are not among them)."""
+    rootfile = next(
+        (e.get("full-path") for e in _xml(package, EPUB_CONTAINER, path).iter() if _local(e.tag) == "rootfile"), None
+    )
+    if not rootfile:
+        raise UserError(f"{path}: its {EPUB_CONTAINER} names no package file (.opf): not an EPUB")
+    opf = _xml(package, rootfile, path)
+    items = {e.get("id"): e for e in opf.iter() if _local(e.tag) == "item"}
+    order = []
+    for ref in (e for e in opf.iter() if _local(e.tag) == "itemref"):
+        item = items.get(ref.get("idref"))
+        if item is None or ref.get("linear") == "no" or item.get("media-type") not in CHAPTER_TYPES:
+            continue
+        if "nav" not in (item.get("properties") or "").split():
+            order.append(posixpath.normpath(posixpath.join(posixpath.dirname(rootfile), unquote(item.get("href", "")))))
+    if not order:
+        raise UserError(f"{path}: its spine ({rootfile}) lists no chapters")
+    return order
+
+
+def _xml(package: zipfile.ZipFile, name: str, path: Path) -> ElementTree.Element:
+    """A small member (the container, the package file) parsed whole."""
+    _info(package, name, path, f"it holds no {name}: not an EPUB")
+    try:
+        return ElementTree.fromstring(package.read(name))
+    except ElementTree.ParseError as e:
+        raise UserError(f"{path}: {name} is not well-formed XML ({e})") from None
+
+
+def _info(package: zipfile.ZipFile, name: str, path: Path, missing: str) -> zipfile.ZipInfo:
+    try:
+        return package.getinfo(name)
+    except KeyError:
+        raise UserError(f"{path}: {missing}") from None
+
+
+def _member(package: zipfile.ZipFile, name: str, path: Path):
+    try:
+        return package.open(name)
+    except (zipfile.BadZipFile, NotImplementedError) as e:  # a corrupt entry, or an unsupported compression
+        raise UserError(f"{path}: cannot read {name} ({e})") from None
+
+
+def _local(tag: str) -> str:
+    """An XML tag without its namespace: EPUB 2 and 3 name theirs differently."""
+    return tag.rsplit("}", 1)[-1]

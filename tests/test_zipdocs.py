@@ -1,0 +1,173 @@
+"""EPUB e-books and Word documents as corpora: chapters in reading order, paragraphs as written, no boilerplate."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from bertforge.corpus import ReadStats, find_files, read_paragraphs
+from bertforge.errors import UserError
+from bertforge.textfiles import read_rows
+
+from conftest import bertforge, one_line_error
+
+XHTML = """<?xml version='1.0' encoding='utf-8'?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
+<head><title>Test Book</title><style>p {{ margin: 0 }}</style></head>
+<body>{}</body></html>"""
+
+# Spine order differs from name order (c, b, a): the reader must follow the spine.
+CHAPTERS = {
+    "cover.xhtml": "<p>Cover text</p>",
+    "nav.xhtml": '<nav epub:type="toc"><ol><li>Chapter I</li><li>Chapter II</li></ol></nav>',
+    "Text/c.xhtml": (
+        '<div class="pg-boilerplate pgheader" id="pg-header"><h2>The Project Gutenberg eBook of Test</h2>'
+        "<div><div>This eBook is for the use of anyone anywhere.</div></div>"
+        "<div>*** START OF THE PROJECT GUTENBERG EBOOK TEST ***</div></div>"
+        "<h1>The Book&#8217;s Title</h1><p>By A. Writer</p>"
+    ),
+    "Text/b chapter.xhtml": (
+        "<h2>Chapter I</h2><p>It was a dark &amp; stormy\nnight;<br/>the rain fell.</p><p>Second paragraph.</p>"
+    ),
+    "Text/a.xhtml": "<h2>Chapter II</h2><p>The end.</p>",
+    "Text/footer.xhtml": (
+        '<section class="pg-boilerplate pgfooter" id="pg-footer"><div>*** END OF THE PROJECT GUTENBERG EBOOK TEST '
+        "***</div><section><p>The licence, thousands of words.</p></section></section>"
+    ),
+}
+MANIFEST = [  # id, href (as the package file writes it), media type, properties
+    ("cover", "../cover.xhtml", "application/xhtml+xml", ""),
+    ("nav", "../nav.xhtml", "application/xhtml+xml", "nav"),
+    ("title", "c.xhtml", "application/xhtml+xml", ""),
+    ("ch1", "b%20chapter.xhtml", "application/xhtml+xml", ""),
+    ("ch2", "a.xhtml", "application/xhtml+xml", ""),
+    ("footer", "footer.xhtml", "application/xhtml+xml", ""),
+    ("css", "../style.css", "text/css", ""),
+]
+SPINE = ['<itemref idref="cover" linear="no"/>'] + [f'<itemref idref="{i}"/>' for i in ("nav", "title", "ch1", "ch2")]
+SPINE.append('<itemref idref="footer"/>')
+
+BOOK = [
+    ["The Book’s Title", "By A. Writer"],
+    ["Chapter I", "It was a dark & stormy night;", "the rain fell.", "Second paragraph."],
+    ["Chapter II", "The end."],
+]
+
+
+def write_epub(path, chapters=CHAPTERS, container=True):
+    """An EPUB 3 as e-book tools write it: the package file in OEBPS/Text, chapters beside and above it."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/epub+zip", zipfile.ZIP_STORED)
+        if container:
+            z.writestr(
+                "META-INF/container.xml",
+                '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:'
+                'container"><rootfiles><rootfile full-path="OEBPS/Text/content.opf" media-type="application/'
+                'oebps-package+xml"/></rootfiles></container>',
+            )
+        items = "".join(
+            f'<item id="{i}" href="{href}" media-type="{kind}"' + (f' properties="{props}"' if props else "") + "/>"
+            for i, href, kind, props in MANIFEST
+        )
+        z.writestr(
+            "OEBPS/Text/content.opf",
+            '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+            f"{items}</manifest><spine>{''.join(SPINE)}</spine></package>",
+        )
+        for name, body in chapters.items():
+            z.writestr(f"OEBPS/{name}", XHTML.format(body))
+        z.writestr("OEBPS/style.css", "p { margin: 0 }")
+
+
+W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+DOCUMENT = f"""<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<w:document {W}><w:body>
+<w:p><w:pPr><w:tabs><w:tab w:val="left" w:pos="720"/></w:tabs></w:pPr><w:r><w:t>Hel</w:t></w:r><w:r><w:t>lo,</w:t>
+</w:r><w:r><w:tab/><w:t xml:space="preserve">world </w:t></w:r><w:del><w:r><w:delText>gone</w:delText></w:r></w:del>
+<w:ins><w:r><w:t>again</w:t></w:r></w:ins></w:p>
+<w:p/>
+<w:tbl><w:tr><w:tc><w:p><w:r><w:t>Cell one</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>Cell &amp; two</w:t></w:r></w:p>
+</w:tc></w:tr></w:tbl>
+<w:p><w:r><w:t>Before the box</w:t></w:r><w:r><w:pict><w:txbxContent><w:p><w:r><w:t>In a text box</w:t></w:r></w:p>
+</w:txbxContent></w:pict></w:r><w:r><w:t xml:space="preserve"> after it.</w:t></w:r><w:r><w:br/><w:t>New line.</w:t>
+</w:r></w:p>
+<w:sectPr/></w:body></w:document>"""
+
+
+def write_docx(path, document=DOCUMENT):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", document)
+        z.writestr("word/header1.xml", f"<w:hdr {W}><w:p><w:r><w:t>Page header</w:t></w:r></w:p></w:hdr>")
+
+
+def documents_of(paragraphs):
+    docs = []
+    for p in paragraphs:
+        if p.new_document:
+            docs.append([])
+        docs[-1].append(p.text)
+    return docs
+
+
+def test_an_epub_is_read_chapter_by_chapter_in_spine_order_without_boilerplate(tmp_path):
+    """A chapter per document, in the spine's order (not the names'); the cover outside the reading order, the
+    table of contents, styles, and Project Gutenberg's header and licence (ids pg-header, pg-footer, with
+    elements of their own tag nested inside) are left out; entities are decoded."""
+    write_epub(tmp_path / "book.epub")
+    stats = ReadStats()
+    assert documents_of(read_paragraphs([tmp_path / "book.epub"], stats=stats)) == BOOK
+    assert 0 < stats.bytes_read <= (tmp_path / "book.epub").stat().st_size  # the progress bar counts file bytes
+
+
+def test_a_word_document_is_one_document_of_its_paragraphs(tmp_path):
+    """Runs are joined into words, tabs and line breaks are spaces, deleted text (tracked changes) is not text and
+    inserted text is; table cells are paragraphs; a text box's paragraph is its own, read before the paragraph
+    holding it; headers are left out."""
+    write_docx(tmp_path / "notes.docx")
+    assert documents_of(read_paragraphs([tmp_path / "notes.docx"])) == [
+        ["Hello, world again", "Cell one", "Cell & two", "In a text box", "Before the box after it. New line."]
+    ]
+
+
+def test_a_directory_reads_books_and_documents_beside_text(tmp_path):
+    write_epub(tmp_path / "book.epub")
+    write_docx(tmp_path / "notes.docx")
+    (tmp_path / "plain.txt").write_text("A line of text.\n", encoding="utf-8")
+    assert [p.name for p in find_files([tmp_path])] == ["book.epub", "notes.docx", "plain.txt"]
+    assert len(documents_of(read_paragraphs([tmp_path]))) == 3 + 1 + 1
+
+
+def test_broken_packages_are_refused_by_name(tmp_path):
+    (tmp_path / "fake.epub").write_text("not a zip at all", encoding="utf-8")
+    with pytest.raises(UserError, match="fake.epub: not an EPUB e-book \\(not a zip file"):
+        list(read_paragraphs([tmp_path / "fake.epub"]))
+    write_epub(tmp_path / "bare.epub", container=False)
+    with pytest.raises(UserError, match="bare.epub: it holds no META-INF/container.xml: not an EPUB"):
+        list(read_paragraphs([tmp_path / "bare.epub"]))
+    write_epub(tmp_path / "gap.epub", chapters={k: v for k, v in CHAPTERS.items() if k != "Text/a.xhtml"})
+    with pytest.raises(UserError, match="gap.epub: its spine lists OEBPS/Text/a.xhtml, which it does not hold"):
+        list(read_paragraphs([tmp_path / "gap.epub"]))
+    with zipfile.ZipFile(tmp_path / "sheet.docx", "w") as z:  # a spreadsheet renamed
+        z.writestr("xl/workbook.xml", "<workbook/>")
+    with pytest.raises(UserError, match="sheet.docx: it holds no word/document.xml: not a Word .docx"):
+        list(read_paragraphs([tmp_path / "sheet.docx"]))
+    write_docx(tmp_path / "torn.docx", DOCUMENT[: len(DOCUMENT) // 2])
+    with pytest.raises(UserError, match="torn.docx: word/document.xml is not well-formed XML"):
+        list(read_paragraphs([tmp_path / "torn.docx"]))
+    with pytest.raises(UserError, match="an e-book holds no rows or lines to read"):
+        list(read_rows(tmp_path / "bare.epub", ["0"]))
+
+
+def test_the_cli_trains_a_tokenizer_on_an_epub_and_refuses_a_broken_one_in_one_line(tmp_path):
+    write_epub(tmp_path / "book.epub")
+    flags = "--vocab-size", "300", "--min-frequency", "1"
+    done = bertforge("tokenizer", "train", tmp_path / "book.epub", "--out", tmp_path / "tok", *flags)
+    assert done.returncode == 0, done.stderr
+    vocabulary = set((tmp_path / "tok" / "vocab.txt").read_text(encoding="utf-8").split())
+    assert {"stormy", "chapter", "writer"} <= vocabulary  # every word of the book, whole
+    assert not vocabulary & {"licence", "gutenberg", "cover", "margin"}  # the footer, header, cover and styles
+    (tmp_path / "fake.epub").write_bytes(b"PK\x03\x04 truncated")
+    one_line_error(bertforge("tokenizer", "train", tmp_path / "fake.epub", "--out", tmp_path / "t2"), "fake.epub")
