@@ -34,7 +34,7 @@ from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassif
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
-from .textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
+from .textfiles import RECORDS, TABLES, class_label_names, format_of, label_name, open_text, read_rows
 
 PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
 FASTTEXT_LABEL = "__label__"
@@ -88,7 +88,7 @@ def read_examples(path: str | Path, columns: Columns, multi_label: bool = False)
         if multi_label:
             raise UserError(f"{path}: a directory of classes gives each text one label; multi-label reads a table")
         examples = _class_directory(path)
-    elif columns.text is None and format_of(path) in (*RECORDS, "csv", "tsv"):  # label-first lines are plain text
+    elif columns.text is None and format_of(path) in (*RECORDS, *TABLES):  # label-first lines are plain text
         label_flag = "--label-column (or --label-columns)" if multi_label else "--label-column"
         raise UserError(f"{path} is a table: name its text and label columns with --text-column and {label_flag}")
     elif columns.text is None:

@@ -2,8 +2,9 @@
 
     open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
                                 or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
-    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .jsonl, .parquet or .arrow
-                                (a `datasets.save_to_disk` shard), streaming
+    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet;
+                                spreadsheets.py), .jsonl, .parquet or .arrow (a `datasets.save_to_disk` shard),
+                                streaming
     read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
     class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import UserError
+from .spreadsheets import sheet_rows
 
 FORMATS_EXTRA = "pip install 'bertforge[formats]'"
 
@@ -63,7 +65,9 @@ FORMATS = {
     ".htm": "html",
     ".epub": "epub",
     ".docx": "docx",
+    ".xlsx": "xlsx",
 }
+TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
 DOCUMENTS = ("html", "epub", "docx")  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
@@ -85,9 +89,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, parquet, arrow, html, epub or docx, from the name with any compression suffix removed.
-    A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json output), else
-    text."""
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub or docx, from the name with any compression suffix
+    removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json
+    output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -178,27 +182,45 @@ def read_rows(
     if kind in DOCUMENTS:
         what = {"html": "an HTML page", "epub": "an e-book", "docx": "a Word document"}[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
+    if kind == "xlsx":
+        yield from _checked(_table_rows(sheet_rows(path), path, columns, kind), path, kind, columns, on_error, stats)
+        return
     try:
         with open_text(path, stats) as f:
-            rows = _jsonl_rows(f, stats) if kind == "jsonl" else _table_rows(f, path, columns, kind, stats)
-            for number, row in rows:
-                if isinstance(row, str):
-                    problem = row
-                else:
-                    missing = [c for c in columns if c not in row]
-                    if not missing:
-                        yield number, row
-                        continue
-                    if kind != "jsonl":
-                        raise UserError(
-                            f"{path}:{number}: row has {len(row)} columns, column {missing[0]!r} is missing"
-                        )
-                    problem = f"missing field {missing[0]!r}"
-                if on_error != "skip":
-                    raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)")
-                stats.skipped_lines += 1
+            rows = (
+                _jsonl_rows(f, stats)
+                if kind == "jsonl"
+                else _table_rows(_delimited(f, kind, stats), path, columns, kind)
+            )
+            yield from _checked(rows, path, kind, columns, on_error, stats)
     except read_errors() as e:  # a truncated or corrupt compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def _checked(
+    rows: Iterator[tuple[int, dict[str, Any] | str]],
+    path: Path,
+    kind: str,
+    columns: list[str],
+    on_error: str,
+    stats: ReadStats,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows that hold every column; a broken one stops reading, naming its line, or (on_error "skip", JSONL)
+    is counted and skipped."""
+    for number, row in rows:
+        if isinstance(row, str):
+            problem = row
+        else:
+            missing = [c for c in columns if c not in row]
+            if not missing:
+                yield number, row
+                continue
+            if kind != "jsonl":
+                raise UserError(f"{path}:{number}: row has {len(row)} columns, column {missing[0]!r} is missing")
+            problem = f"missing field {missing[0]!r}"
+        if on_error != "skip":
+            raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)")
+        stats.skipped_lines += 1
 
 
 def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
@@ -301,29 +323,39 @@ def label_name(value: Any, names: tuple[str, ...], where: str) -> str:
     return names[int(text)]
 
 
-def _table_rows(
-    f: IO[str], path: Path, columns: list[str], kind: str, stats: ReadStats
-) -> Iterator[tuple[int, dict[str, str]]]:
+def _delimited(f: IO[str], kind: str, stats: ReadStats) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of a CSV or TSV file."""
     csv.field_size_limit(sys.maxsize)
     reader = csv.reader(
         f, delimiter="," if kind == "csv" else "\t", quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE
     )
+    for cells in reader:
+        stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
+        yield reader.line_num, cells
+
+
+def _table_rows(
+    rows: Iterator[tuple[int, list[str]]], path: Path, columns: list[str], kind: str
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """A table's rows by column name: the header's, or the index of each cell when every column asked for is a
+    number (a file without a header). A spreadsheet leaves a row's empty cells at its end out: they are ""."""
     headerless = all(c.isdigit() for c in columns)
     header = None
     if not headerless:
-        header = [h.strip() for h in next(reader, [])]
+        header = [h.strip() for h in next(rows, (0, []))[1]]
         unknown = [c for c in columns if c not in header]
         if unknown:
             raise UserError(
                 f"{path}: no column {unknown[0]!r}; the header has {', '.join(repr(h) for h in header)}"
                 + _separator_hint(header, kind)
             )
-    for cells in reader:
-        stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
+    for number, cells in rows:
         if not any(cell.strip() for cell in cells):
             continue
         keys = header if header is not None else [str(i) for i in range(len(cells))]
-        yield reader.line_num, dict(zip(keys, cells))
+        if kind == "xlsx" and len(cells) < len(keys):
+            cells = cells + [""] * (len(keys) - len(cells))
+        yield number, dict(zip(keys, cells))
 
 
 def _separator_hint(header: list[str], kind: str) -> str:
@@ -334,7 +366,7 @@ def _separator_hint(header: list[str], kind: str) -> str:
     found = [
         name for sep, name in (("\t", "tabs"), (";", "';'"), (",", "commas")) if len(header) == 1 and sep in header[0]
     ]
-    if not found or found[0] == expected:
+    if kind not in ("csv", "tsv") or not found or found[0] == expected:
         return ""
     return f" (it looks split by {found[0]}, but a .{kind} is read split by {expected}: {fixes[found[0]]})"
 

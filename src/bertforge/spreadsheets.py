@@ -1,0 +1,126 @@
+"""Excel workbooks (.xlsx) as tables: the first sheet's rows, each cell as the text it shows.
+
+Labelled examples are often kept in a spreadsheet, and saving one as CSV goes wrong in ways that are hard to
+see (Excel writes ';' where the decimal comma is the custom, and its own code page). An .xlsx is a zip of XML
+(Office Open XML, ECMA-376): the workbook lists the sheets, a shared-string table holds the texts, and each
+sheet holds its rows of cells. No spreadsheet library is needed to read that much.
+
+    sheet_rows(path)   (row number, the row's cells as strings, "" where a cell is empty) for each row
+
+The sheet streams: rows of any number pass through bounded memory; the shared strings are held (a sheet's
+texts, which Excel caps with its rows).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
+
+from .errors import UserError
+
+MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+OFFICE_RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+CELL_REFERENCE = re.compile(r"([A-Z]+)(\d+)")
+BOOLEANS = {"0": "FALSE", "1": "TRUE"}
+
+
+def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """The first sheet's non-empty rows, numbered as Excel numbers them (from 1)."""
+    try:
+        with zipfile.ZipFile(path) as book:
+            strings = _shared_strings(book, path)
+            with book.open(_first_sheet(book, path)) as sheet:
+                yield from _rows(sheet, strings, path)
+    except zipfile.BadZipFile:
+        raise UserError(f"{path}: not an Excel workbook (not a zip file, or a truncated one)") from None
+    except ElementTree.ParseError as e:
+        raise UserError(f"{path}: not well-formed XML inside ({e})") from None
+
+
+def _first_sheet(book: zipfile.ZipFile, path: Path) -> str:
+    """The member holding the workbook's first sheet: xl/workbook.xml names it, its relationships locate it."""
+    workbook = _xml(book, "xl/workbook.xml", path)
+    sheet = next(workbook.iter(f"{MAIN}sheet"), None)
+    if sheet is None:
+        raise UserError(f"{path}: the workbook has no sheets")
+    relationships = _xml(book, "xl/_rels/workbook.xml.rels", path)
+    target = next(
+        (r.get("Target") for r in relationships.iter(f"{RELATIONSHIPS}Relationship")
+         if r.get("Id") == sheet.get(OFFICE_RELATIONSHIP_ID)),
+        None,
+    )  # fmt: skip
+    if not target:
+        raise UserError(f"{path}: the workbook does not say where its sheet {sheet.get('name')!r} is")
+    name = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
+    if name not in book.namelist():
+        raise UserError(f"{path}: the workbook lists {name}, which it does not hold")
+    return name
+
+
+def _shared_strings(book: zipfile.ZipFile, path: Path) -> list[str]:
+    """The texts that cells of type "s" index; each <si> is plain (<t>) or rich text (runs of <t>), and the
+    phonetic guides (<rPh>) of East Asian text are not part of it."""
+    if "xl/sharedStrings.xml" not in book.namelist():
+        return []
+    strings = []
+    with book.open("xl/sharedStrings.xml") as f:
+        for _, element in ElementTree.iterparse(f):
+            if element.tag == f"{MAIN}si":
+                strings.append("".join(t.text or "" for t in _texts(element)))
+                element.clear()
+    return strings
+
+
+def _rows(sheet, strings: list[str], path: Path) -> Iterator[tuple[int, list[str]]]:
+    number = 0
+    for _, element in ElementTree.iterparse(sheet):
+        if element.tag != f"{MAIN}row":
+            continue
+        number = int(element.get("r") or number + 1)
+        cells: list[str] = []
+        for cell in element.iter(f"{MAIN}c"):
+            reference = CELL_REFERENCE.fullmatch(cell.get("r") or "")
+            column = _column_index(reference.group(1)) if reference else len(cells)
+            cells.extend([""] * (column - len(cells)))  # empty cells are left out of the file
+            cells.append(_value(cell, strings, path, number))
+        element.clear()  # what is read is let go: bounded memory
+        if any(cell.strip() for cell in cells):
+            yield number, cells
+
+
+def _value(cell: ElementTree.Element, strings: list[str], path: Path, number: int) -> str:
+    kind, value = cell.get("t", "n"), cell.findtext(f"{MAIN}v") or ""
+    if kind == "s":
+        if not value.isdigit() or int(value) >= len(strings):
+            raise UserError(f"{path}:{number}: a cell names shared string {value!r}, which the workbook lacks")
+        return strings[int(value)]
+    if kind == "inlineStr":
+        return "".join(t.text or "" for t in _texts(cell))
+    if kind == "b":
+        return BOOLEANS.get(value, value)
+    return value  # a number (as stored: 1, 0.5), a formula's text ("str") or an error (#N/A)
+
+
+def _texts(element: ElementTree.Element) -> list[ElementTree.Element]:
+    """The <t> elements of a string item, outside phonetic guides."""
+    guides = {id(t) for guide in element.iter(f"{MAIN}rPh") for t in guide.iter(f"{MAIN}t")}
+    return [t for t in element.iter(f"{MAIN}t") if id(t) not in guides]
+
+
+def _column_index(letters: str) -> int:
+    """A -> 0, Z -> 25, AA -> 26."""
+    index = 0
+    for letter in letters:
+        index = index * 26 + ord(letter) - ord("A") + 1
+    return index - 1
+
+
+def _xml(book: zipfile.ZipFile, name: str, path: Path) -> ElementTree.Element:
+    if name not in book.namelist():
+        raise UserError(f"{path}: it holds no {name}: not an Excel .xlsx workbook")
+    return ElementTree.fromstring(book.read(name))

@@ -1,0 +1,93 @@
+"""Excel workbooks (.xlsx) read as tables: the first sheet, each cell as the text it shows, like its CSV twin."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from bertforge.classification import Columns, read_examples
+from bertforge.corpus import CorpusOptions, read_paragraphs
+from bertforge.errors import UserError
+from bertforge.textfiles import read_rows
+
+NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+R = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+
+# As Excel writes it: texts in the shared-string table (one of them rich text, one with a phonetic guide),
+# numbers and booleans in the cells, empty cells left out, the sheet listed first stored as sheet2.xml.
+SHARED = (
+    f'<sst {NS} count="7" uniqueCount="7">'
+    "<si><t>sentence</t></si><si><t>label</t></si><si><t>a fine film</t></si><si><t>positive</t></si>"
+    "<si><r><t>dull, </t></r><r><rPr><b/></rPr><t>and long</t></r></si><si><t>negative</t></si>"
+    '<si><t>東京</t><rPh sb="0" eb="2"><t>トウキョウ</t></rPh></si></sst>'
+)
+SHEET = (
+    f"<worksheet {NS}><sheetData>"
+    '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c><c r="C1" t="inlineStr"><is><t>stars</t>'
+    "</is></c></row>"
+    '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2" t="s"><v>3</v></c><c r="C2"><v>4.5</v></c></row>'
+    '<row r="3"><c r="A3" t="s"><v>4</v></c><c r="B3" t="s"><v>5</v></c></row>'  # C3 empty: left out
+    '<row r="4"/>'
+    '<row r="6"><c r="A6" t="s"><v>6</v></c><c r="B6" t="b"><v>1</v></c><c r="C6" t="str"><f>B2</f><v>positive</v>'
+    "</c></row>"
+    "</sheetData></worksheet>"
+)
+CSV_TWIN = 'sentence,label,stars\na fine film,positive,4.5\n"dull, and long",negative,\n東京,TRUE,positive\n'
+
+
+def write_xlsx(path, sheet=SHEET, shared=SHARED, workbook=True):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        if workbook:
+            z.writestr(
+                "xl/workbook.xml",
+                f'<workbook {NS} {R}><sheets><sheet name="data" sheetId="1" r:id="rId7"/>'
+                '<sheet name="notes" sheetId="2" r:id="rId1"/></sheets></workbook>',
+            )
+        z.writestr(
+            "xl/_rels/workbook.xml.rels",
+            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+            '<Relationship Id="rId1" Target="worksheets/sheet1.xml"/>'
+            '<Relationship Id="rId7" Target="/xl/worksheets/sheet2.xml"/></Relationships>',
+        )
+        z.writestr("xl/sharedStrings.xml", shared)
+        z.writestr("xl/worksheets/sheet2.xml", sheet)
+        z.writestr("xl/worksheets/sheet1.xml", f'<worksheet {NS}><sheetData><row r="1"><c r="A1" t="inlineStr"><is>'
+                   "<t>another sheet</t></is></c></row></sheetData></worksheet>")  # fmt: skip
+
+
+def test_a_workbook_reads_as_its_csv_twin(tmp_path):
+    """The first sheet (by the workbook's order, found through its relationships), rows numbered as Excel shows
+    them, shared and inline strings, rich text joined, phonetic guides left out, numbers as stored, booleans as
+    Excel shows them, a formula's cached value, and the empty cells at a row's end as ""."""
+    write_xlsx(tmp_path / "reviews.xlsx")
+    (tmp_path / "reviews.csv").write_text(CSV_TWIN, encoding="utf-8")
+    columns = ["sentence", "label", "stars"]
+    rows = list(read_rows(tmp_path / "reviews.xlsx", columns))
+    assert [number for number, _ in rows] == [2, 3, 6]
+    assert [row for _, row in rows] == [row for _, row in read_rows(tmp_path / "reviews.csv", columns)]
+    as_table = Columns("sentence", "label")
+    assert read_examples(tmp_path / "reviews.xlsx", as_table) == read_examples(tmp_path / "reviews.csv", as_table)
+    headerless = [row for _, row in read_rows(tmp_path / "reviews.xlsx", ["0", "1"])]
+    assert headerless[0] == {"0": "sentence", "1": "label", "2": "stars"} and len(headerless) == 4
+    corpus = read_paragraphs([tmp_path / "reviews.xlsx"], CorpusOptions(text_column="sentence"))
+    assert [p.text for p in corpus] == ["a fine film", "dull, and long", "東京"]
+
+
+def test_broken_workbooks_are_refused_by_name(tmp_path):
+    (tmp_path / "fake.xlsx").write_text("sentence,label\n", encoding="utf-8")  # a CSV saved with the wrong name
+    with pytest.raises(UserError, match="fake.xlsx: not an Excel workbook \\(not a zip file"):
+        list(read_rows(tmp_path / "fake.xlsx", ["sentence"]))
+    write_xlsx(tmp_path / "bare.xlsx", workbook=False)
+    with pytest.raises(UserError, match="bare.xlsx: it holds no xl/workbook.xml: not an Excel .xlsx workbook"):
+        list(read_rows(tmp_path / "bare.xlsx", ["sentence"]))
+    write_xlsx(tmp_path / "short.xlsx", shared=SHARED.replace("<si><t>negative</t></si>", ""))
+    with pytest.raises(UserError, match="short.xlsx:6: a cell names shared string '6', which the workbook lacks"):
+        list(read_rows(tmp_path / "short.xlsx", ["sentence"]))
+    write_xlsx(tmp_path / "torn.xlsx", sheet=SHEET[:200])
+    with pytest.raises(UserError, match="torn.xlsx: not well-formed XML inside"):
+        list(read_rows(tmp_path / "torn.xlsx", ["sentence"]))
+    write_xlsx(tmp_path / "ok.xlsx")
+    with pytest.raises(UserError, match="no column 'text'; the header has 'sentence', 'label', 'stars'$"):
+        list(read_rows(tmp_path / "ok.xlsx", ["text"]))
