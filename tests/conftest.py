@@ -48,6 +48,16 @@ def make_documents(n_docs: int = 40, sentences: int = 8, seed: int = 0) -> list[
     ]
 
 
+def documents_of(paragraphs) -> list[list[str]]:
+    """Paragraphs as read (`corpus.Paragraph`s) grouped into their documents' texts."""
+    docs = []
+    for p in paragraphs:
+        if p.new_document:
+            docs.append([])
+        docs[-1].append(p.text)
+    return docs
+
+
 def write_corpus(path, documents) -> None:
     """One sentence per line, a blank line between documents."""
     path.write_text("\n\n".join("\n".join(doc) for doc in documents) + "\n", encoding="utf-8")

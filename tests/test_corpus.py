@@ -24,14 +24,7 @@ from bertforge.fileio import asset_path
 from bertforge.layouts import looks_wrapped
 from bertforge.textfiles import open_text, read_rows
 
-
-def documents_of(paragraphs):
-    docs = []
-    for p in paragraphs:
-        if p.new_document:
-            docs.append([])
-        docs[-1].append(p.text)
-    return docs
+from conftest import documents_of
 
 
 def test_txt_blank_lines_separate_documents(tmp_path):

@@ -10,7 +10,7 @@ from bertforge.corpus import ReadStats, find_files, read_paragraphs
 from bertforge.errors import UserError
 from bertforge.textfiles import read_rows
 
-from conftest import bertforge, one_line_error
+from conftest import bertforge, documents_of, one_line_error
 
 XHTML = """<?xml version='1.0' encoding='utf-8'?>
 <!DOCTYPE html>
@@ -101,15 +101,6 @@ def write_docx(path, document=DOCUMENT):
         z.writestr("[Content_Types].xml", "<Types/>")
         z.writestr("word/document.xml", document)
         z.writestr("word/header1.xml", f"<w:hdr {W}><w:p><w:r><w:t>Page header</w:t></w:r></w:p></w:hdr>")
-
-
-def documents_of(paragraphs):
-    docs = []
-    for p in paragraphs:
-        if p.new_document:
-            docs.append([])
-        docs[-1].append(p.text)
-    return docs
 
 
 def test_an_epub_is_read_chapter_by_chapter_in_spine_order_without_boilerplate(tmp_path):

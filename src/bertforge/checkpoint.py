@@ -81,12 +81,7 @@ def save_checkpoint(
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
         write_model_files(model, tmp, tokenizer, extra_config)
-        tensors = {"optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            tensors["cuda_rng"] = torch.cuda.get_rng_state_all()
-        if scaler is not None:
-            tensors["scaler"] = scaler.state_dict()
-        torch.save(tensors, tmp / "optimizer.pt")
+        torch.save(optimizer_and_rng(optimizer, scaler), tmp / "optimizer.pt")
         write_json(tmp / "trainer_state.json", {"state": state.__dict__, **configs})
     for old in checkpoint_dirs(run_dir)[:-keep_last] if keep_last > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
@@ -107,14 +102,32 @@ def load_checkpoint(
         expected = part.state_dict().keys()  # the tied decoder is implied for a model with no MLM head too
         part.load_state_dict({k: v for k, v in state_dict.items() if k in expected})
     # Our own file, and still loaded without unpickling arbitrary objects.
-    tensors = torch.load(directory / "optimizer.pt", map_location="cpu", weights_only=True)
+    restore_optimizer_and_rng(
+        torch.load(directory / "optimizer.pt", map_location="cpu", weights_only=True), optimizer, scaler
+    )
+    return TrainerState(**info["state"])
+
+
+def optimizer_and_rng(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> dict[str, Any]:
+    """What a loop needs beside the weights to go on exactly: AdamW's moments, the RNG states, the loss scale."""
+    tensors = {"optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        tensors["cuda_rng"] = torch.cuda.get_rng_state_all()
+    if scaler is not None:
+        tensors["scaler"] = scaler.state_dict()
+    return tensors
+
+
+def restore_optimizer_and_rng(
+    tensors: dict[str, Any], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None
+) -> None:
+    """Put back what `optimizer_and_rng` saved."""
     optimizer.load_state_dict(tensors["optimizer"])
     torch.set_rng_state(tensors["cpu_rng"])
     if "cuda_rng" in tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(tensors["cuda_rng"])
     if scaler is not None and "scaler" in tensors:
         scaler.load_state_dict(tensors["scaler"])
-    return TrainerState(**info["state"])
 
 
 def read_trainer_state(directory: Path) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import checkpoint_dirs, remove_stale_temporaries
+from .checkpoint import checkpoint_dirs, optimizer_and_rng, remove_stale_temporaries, restore_optimizer_and_rng
 from .config import FinetuneConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
@@ -51,12 +51,7 @@ def save_fit_state(out: Path, model, optimizer, scaler, state: FitState, setting
     """A checkpoint of the run at `state`; the older ones go once it is whole."""
     target = out / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
-        tensors = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "cpu_rng": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            tensors["cuda_rng"] = torch.cuda.get_rng_state_all()
-        if scaler is not None:
-            tensors["scaler"] = scaler.state_dict()
-        torch.save(tensors, tmp / "tensors.pt")
+        torch.save({"model": model.state_dict(), **optimizer_and_rng(optimizer, scaler)}, tmp / "tensors.pt")
         write_json(tmp / "state.json", {"state": state.__dict__, "python_rng": random.getstate(), **settings})
     for old in checkpoint_dirs(out)[:-1]:
         shutil.rmtree(old, ignore_errors=True)
@@ -85,12 +80,7 @@ def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]
     except Exception as e:  # a torn or foreign file raises several types
         raise UserError(f"{directory / 'tensors.pt'}: unreadable checkpoint ({e})") from None
     model.load_state_dict(tensors["model"])
-    optimizer.load_state_dict(tensors["optimizer"])
-    torch.set_rng_state(tensors["cpu_rng"])
-    if "cuda_rng" in tensors and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(tensors["cuda_rng"])
-    if scaler is not None and "scaler" in tensors:
-        scaler.load_state_dict(tensors["scaler"])
+    restore_optimizer_and_rng(tensors, optimizer, scaler)
     version, internal, gauss = saved["python_rng"]
     random.setstate((version, tuple(internal), gauss))
     return FitState(**saved["state"])
