@@ -131,7 +131,11 @@ def restore_optimizer_and_rng(
 
 
 def read_trainer_state(directory: Path) -> dict[str, Any]:
-    path = directory / "trainer_state.json"
+    return read_state_file(directory / "trainer_state.json")
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    """A checkpoint's JSON state, or one line saying it cannot be read."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:

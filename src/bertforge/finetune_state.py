@@ -12,7 +12,6 @@ of every epoch again from the seed, which leaves the data order where it was, an
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from dataclasses import dataclass, field
@@ -21,7 +20,13 @@ from typing import Any
 
 import torch
 
-from .checkpoint import checkpoint_dirs, optimizer_and_rng, remove_stale_temporaries, restore_optimizer_and_rng
+from .checkpoint import (
+    checkpoint_dirs,
+    optimizer_and_rng,
+    read_state_file,
+    remove_stale_temporaries,
+    restore_optimizer_and_rng,
+)
 from .config import FinetuneConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
@@ -61,14 +66,14 @@ def save_fit_state(out: Path, model, optimizer, scaler, state: FitState, setting
 def unfinished_step(out: Path) -> int | None:
     """The step of OUT's latest checkpoint, or None when OUT holds no unfinished fine-tuning."""
     found = checkpoint_dirs(out)
-    return _read_state(found[-1])["state"]["step"] if found else None
+    return read_state_file(found[-1] / "state.json")["state"]["step"] if found else None
 
 
 def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]) -> FitState:
     """Restore weights, optimizer and RNG from OUT's latest checkpoint in place; return where the run was."""
     remove_stale_temporaries(out)
     directory = checkpoint_dirs(out)[-1]
-    saved = _read_state(directory)
+    saved = read_state_file(directory / "state.json")
     changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
     if changed:
         raise UserError(
@@ -89,11 +94,3 @@ def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]
 def remove_fit_states(out: Path) -> None:
     """A finished run's checkpoints: its model directory is what it leaves."""
     shutil.rmtree(out / "checkpoints", ignore_errors=True)
-
-
-def _read_state(directory: Path) -> dict[str, Any]:
-    path = directory / "state.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: unreadable checkpoint state ({e})") from None
