@@ -19,7 +19,7 @@ from bertforge.model import BertForSentenceEmbedding
 from bertforge.modeldir import load_model
 from bertforge.runtime import MixedPrecision
 from bertforge.score import parse_task
-from bertforge.similarity import PairColumns, SimilarityTask, read_pairs, retrieval_metrics
+from bertforge.similarity import PairColumns, SimilarityTask, nearest, read_pairs, retrieval_metrics
 
 from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, save_random_model
 
@@ -81,6 +81,17 @@ def test_retrieval_counts_where_the_partner_ranks():
     assert retrieval_metrics(first, second) == {"recall_at_1": pytest.approx(1 / 3), "mrr": pytest.approx(2 / 3)}
 
 
+def test_nearest_ranks_by_cosine_a_chunk_of_queries_at_a_time():
+    rng = np.random.default_rng(0)
+    corpus, queries = rng.normal(size=(50, 8)), rng.normal(size=(300, 8))  # 300 queries: two chunks of 256
+    indices, cosines = nearest(queries, 3.0 * corpus, 4)  # a vector's length does not count
+    unit = [v / np.linalg.norm(v, axis=1, keepdims=True) for v in (queries, corpus)]
+    reference = unit[0] @ unit[1].T  # (300, 50)
+    np.testing.assert_array_equal(indices, np.argsort(-reference, axis=1)[:, :4])
+    np.testing.assert_allclose(cosines, np.take_along_axis(reference, indices, 1), rtol=1e-6)
+    assert nearest(queries[:2], corpus[:3], 10)[0].shape == (2, 3)  # never more than the corpus holds
+
+
 def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wordpiece_tokenizer, tmp_path):
     pretrained = save_random_model(tmp_path / "pretrained", wordpiece_tokenizer, **SMALL)
     write_tsv(tmp_path / "pairs.tsv", pair_rows(240, seed=1))
@@ -115,6 +126,39 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
     weights = batch["attention_mask"].unsqueeze(-1).float()
     theirs = ((hidden * weights).sum(1) / weights.sum(1)).numpy()  # what Sentence-Transformers' Pooling computes
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+    # search: each query's partner among unseen pairs' second sentences; scores are the vectors' cosines, best first
+    fresh = pair_rows(30, seed=5)
+    (tmp_path / "queries.txt").write_text("".join(r["a"] + "\n" for r in fresh))
+    write_tsv(tmp_path / "corpus.tsv", [{"id": str(i), "sentence": r["b"]} for i, r in enumerate(fresh)])
+    corpus_flags = "--corpus", tmp_path / "corpus.tsv", "--text-column", "sentence", "--precision", "fp32"
+    done = bertforge_ok("search", saved, "--queries", tmp_path / "queries.txt", *corpus_flags, "--top-k", "3", "--json")
+    found = json.loads(done.stdout)
+    assert [f["query"] for f in found] == [r["a"] for r in fresh] and all(len(f["results"]) == 3 for f in found)
+    assert np.mean([f["results"][0]["index"] == i for i, f in enumerate(found)]) >= 0.9
+    bertforge_ok(
+        "embed", saved, "--input", tmp_path / "queries.txt", "--out", tmp_path / "q.npy", "--precision", "fp32"
+    )
+    bertforge_ok("embed", saved, "--input", tmp_path / "corpus.tsv", "--text-column", "sentence", "--out",
+                 tmp_path / "c.npy", "--precision", "fp32")  # fmt: skip
+    queries, corpus = (
+        v / np.linalg.norm(v, axis=1, keepdims=True) for v in map(np.load, (tmp_path / "q.npy", tmp_path / "c.npy"))
+    )
+    cosines = queries @ corpus.T  # (30, 30)
+    for q, f in enumerate(found):  # the three highest cosines, each the cosine of the text it names
+        indices, scores = [hit["index"] for hit in f["results"]], [hit["score"] for hit in f["results"]]
+        assert scores == pytest.approx(cosines[q, indices].tolist(), abs=1e-5)
+        assert scores == pytest.approx(np.sort(cosines[q])[::-1][:3].tolist(), abs=1e-5)
+        assert [hit["text"] for hit in f["results"]] == [fresh[i]["b"] for i in indices]
+    again = bertforge_ok("search", saved, "--queries", tmp_path / "queries.txt", *corpus_flags, "--top-k", "3",
+                         "--json", "--vectors", tmp_path / "c.npy")  # fmt: skip
+    assert [[h["index"] for h in f["results"]] for f in json.loads(again.stdout)] == [
+        [h["index"] for h in f["results"]] for f in found
+    ]
+    one = bertforge_ok("search", saved, fresh[0]["a"], *corpus_flags, "--top-k", "1")
+    assert one.stdout.splitlines() == [fresh[0]["a"], f"  {found[0]['results'][0]['score']:.3f}  {fresh[0]['b']}"]
+    wrong = bertforge("search", saved, "x", *corpus_flags, "--vectors", tmp_path / "vectors.npy")  # another file's
+    assert wrong.returncode == 2 and "were they embedded from this corpus with this model?" in wrong.stderr
 
     no_head = bertforge("fill-mask", saved, "the [MASK] sat.")
     assert no_head.returncode == 2 and "fine-tuned for sentence similarity" in no_head.stderr

@@ -5,12 +5,14 @@ bert = bertforge.load("runs/mini")          # a run directory or a model directo
 bert.fill_mask("the cat sat on the [MASK].")
 bert.nsp("The cat sat down.", "It purred.")   # {"is_next_prob": ..., "label": "IsNext"}
 bert.embed(["a sentence", "another"])         # (2, H) numpy array
+bert.search(["a query"], corpus_texts)        # the nearest texts by cosine (a sentence-similarity model)
 """
 
 from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,6 +24,7 @@ from .errors import UserError
 from .model import BertForPreTraining
 from .modeldir import load_model_and_tokenizer, pretraining_info, resolve_model_dir, sentence_embedding_pooling
 from .runtime import autocast, resolve_device, resolve_precision
+from .similarity import nearest
 from .tokenizer import MASK, special_ids
 
 PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
@@ -178,6 +181,30 @@ class Bert:
                 vectors = (hidden * weights).sum(1) / weights.sum(1)  # (b, H)
             out[indices] = vectors.cpu().numpy()
         return out
+
+    def search(
+        self, queries: list[str], corpus: list[str], top_k: int = 5, corpus_vectors: np.ndarray | None = None
+    ) -> list[list[dict[str, Any]]]:
+        """For each query, the `top_k` corpus texts nearest in meaning, best first: {rank, index, text, score}, the
+        score the cosine of the two vectors (pooled as `embed` pools them). `corpus_vectors`, (len(corpus), H),
+        are the corpus's own from `embed`: a large corpus is encoded once and searched many times."""
+        hidden_size = self.model.config.hidden_size
+        if corpus_vectors is None:
+            corpus_vectors = self.embed(corpus)
+        elif corpus_vectors.shape != (len(corpus), hidden_size):
+            raise UserError(
+                f"the corpus vectors are {' x '.join(map(str, corpus_vectors.shape))}, but the corpus has "
+                f"{len(corpus)} texts and the model {hidden_size} dimensions: were they embedded from this corpus "
+                "with this model?"
+            )
+        indices, scores = nearest(self.embed(queries), corpus_vectors, top_k)  # (Q, k) each
+        return [
+            [
+                {"rank": r + 1, "index": int(i), "text": corpus[i], "score": float(s)}
+                for r, (i, s) in enumerate(zip(row, cosines))
+            ]
+            for row, cosines in zip(indices, scores)
+        ]
 
     @torch.inference_mode()
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], torch.Tensor]:

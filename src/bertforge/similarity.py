@@ -81,6 +81,23 @@ def embed_texts(model, batcher: TextBatcher, encoded: Encoded, precision: MixedP
     return out
 
 
+def nearest(queries: np.ndarray, corpus: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each query vector (Q, H), the k corpus vectors (N, H) nearest by cosine, best first: their indices and
+    cosines, each (Q, min(k, N)). Queries go 256 at a time, so a large corpus needs (256, N) floats at once."""
+    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(min=1e-12)
+    corpus = corpus / np.linalg.norm(corpus, axis=1, keepdims=True).clip(min=1e-12)
+    k = min(k, len(corpus))
+    indices, cosines = [], []
+    for start in range(0, len(queries), 256):
+        similarities = queries[start : start + 256] @ corpus.T  # (q, N)
+        top = np.argpartition(-similarities, k - 1, axis=1)[:, :k]  # (q, k), in no order
+        order = np.argsort(-np.take_along_axis(similarities, top, 1), axis=1, kind="stable")
+        top = np.take_along_axis(top, order, 1)
+        indices.append(top)
+        cosines.append(np.take_along_axis(similarities, top, 1))
+    return np.concatenate(indices), np.concatenate(cosines)
+
+
 def retrieval_metrics(first: np.ndarray, second: np.ndarray) -> dict[str, float]:
     """For each first vector (N, H), where its own partner ranks among all second vectors (N, H) by cosine."""
     similarities = first @ second.T  # (N, N); the vectors are unit length

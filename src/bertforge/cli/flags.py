@@ -116,15 +116,15 @@ def pair_flags(p: argparse.ArgumentParser, positional: bool) -> None:
     p.add_argument("--pair", help="second sentence, as segment B")
 
 
-def column_flags(p: argparse.ArgumentParser, pair: bool = True) -> None:
+def column_flags(p: argparse.ArgumentParser, pair: bool = True, file_flag: str = "--input") -> None:
     p.add_argument(
         "--text-column",
         default="0",
-        help="with --input: column (or JSONL key) of the text; a .txt file has a text per line",
+        help=f"with {file_flag}: column (or JSONL key) of the text; a .txt file has a text per line",
     )
     if pair:
         p.add_argument(
-            "--pair-column", help="with --input: column of the second text (a .txt file: TEXT<TAB>PAIR lines)"
+            "--pair-column", help=f"with {file_flag}: column of the second text (a .txt file: TEXT<TAB>PAIR lines)"
         )
 
 

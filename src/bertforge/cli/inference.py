@@ -94,6 +94,34 @@ def cmd_embed(args: argparse.Namespace) -> None:
         print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
 
 
+def cmd_search(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from ..corpus import read_lines
+    from ..textfiles import read_texts
+
+    if (args.query is None) == (args.queries is None):
+        raise UserError("give a query, or --queries FILE with one per line (not both)")
+    if args.top_k < 1:
+        raise UserError(f"--top-k must be at least 1, not {args.top_k}")
+    queries = [args.query] if args.query is not None else read_lines(args.queries)
+    corpus, _ = read_texts(args.corpus, args.text_column)
+    vectors = None
+    if args.vectors:
+        try:
+            vectors = np.load(args.vectors)
+        except (OSError, ValueError) as e:
+            raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
+    results = _load(args).search(queries, corpus, args.top_k, vectors)
+    if args.json:
+        print_json([{"query": query, "results": found} for query, found in zip(queries, results)])
+        return
+    for query, found in zip(queries, results):
+        print(query)
+        for hit in found:
+            print(f"  {hit['score']:.3f}  {hit['text']}")
+
+
 def precision_flag(p: argparse.ArgumentParser, default: str = "fp32") -> None:
     """bf16 pays for batches (embed: 1.6x on an AMX CPU), not for one sentence (fill-mask: slower), as measured."""
     p.add_argument(
@@ -162,5 +190,28 @@ def register(verbs) -> None:
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
+    precision_flag(p, default="auto")
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs,
+        "search",
+        cmd_search,
+        "the texts of a corpus nearest in meaning to a query, by the cosine of their vectors (a model fine-tuned "
+        "with --task sentence-similarity)",
+    )
+    model_flags(p)
+    p.add_argument("query", nargs="?", help="the text to search for")
+    p.add_argument("--queries", help="instead of a query: a file of them, one per line")
+    p.add_argument(
+        "--corpus", required=True, help="the texts to search: a text per line, or a table with --text-column"
+    )
+    column_flags(p, pair=False, file_flag="--corpus")
+    p.add_argument(
+        "--vectors",
+        help="the corpus's vectors, from `bertforge embed` with the same model and file (.npy): a large corpus "
+        "is encoded once, not at every search",
+    )
+    p.add_argument("--top-k", type=int, default=5, help="texts to show per query")
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
