@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
+import bertforge as bertforge_package
+from bertforge import BertForPreTraining, BertForSequenceClassification, ModelConfig, finetuning, load_model, save_model
+from bertforge.batching import TextBatcher
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.finetuning import finetune
@@ -337,3 +339,65 @@ def test_a_directory_of_classes_without_a_dev_file_is_learned_on_a_held_out_shar
         bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--threshold", "0.7"),
         "a threshold picks the labels of a multi-label model",
     )
+
+
+class MentionsAnAnimal:
+    """A task of one's own, as `register_task` takes it: its own file format (a text per line, the label read off
+    the text), its own score, a head of bertforge's."""
+
+    model_class = BertForSequenceClassification
+    main_metric = "accuracy"
+    names = ["no", "yes"]
+
+    def __init__(self, tokenizer, train, dev, seq_len, cfg, columns):
+        self.batcher = TextBatcher(tokenizer, seq_len)
+        self.train, self.train_labels = self._read(train)
+        self.dev, self.dev_labels = self._read(dev)
+
+    def _read(self, path):
+        texts = path.read_text(encoding="utf-8").splitlines()
+        labels = torch.tensor([int(any(animal in text for animal in ANIMALS)) for text in texts])
+        return self.batcher.encode(texts), labels
+
+    def model_kwargs(self):
+        return {"num_labels": 2}
+
+    def train_batches(self, batch_size, rng):
+        order = rng.permutation(len(self.train_labels)).tolist()
+        return [
+            {
+                **self.batcher.batch(self.train, order[i : i + batch_size]),
+                "labels": self.train_labels[order[i : i + batch_size]],
+            }
+            for i in range(0, len(order), batch_size)
+        ]
+
+    def evaluate(self, model, precision):
+        model.eval()
+        batch = self.batcher.batch(self.dev, list(range(len(self.dev_labels))))
+        with torch.no_grad():
+            logits, _ = model(**batch)
+        return {"accuracy": float((logits.argmax(-1) == self.dev_labels).float().mean())}
+
+    def saved_config(self):
+        return {"id2label": dict(enumerate(self.names)), "label2id": {n: i for i, n in enumerate(self.names)}}
+
+    def summary(self):
+        return {"train_texts": len(self.train_labels)}
+
+
+def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one(pretrained, tmp_path, monkeypatch):
+    monkeypatch.setattr(finetuning, "_TASKS_OF_YOUR_OWN", {})
+    bertforge_package.register_task("mentions-an-animal", MentionsAnAnimal)
+    rng = random.Random(3)
+    texts = [f"{rng.choice(ANIMALS + PEOPLE)} sat on {rng.choice(PLACES)}." for _ in range(48)]
+    (tmp_path / "train.txt").write_text("\n".join(texts), encoding="utf-8")
+    (tmp_path / "dev.txt").write_text("\n".join(texts[:12]), encoding="utf-8")
+    out = tmp_path / "out"
+    summary = finetune(pretrained, "mentions-an-animal", tmp_path / "train.txt", tmp_path / "dev.txt", out, fast())
+    assert summary["train_texts"] == 48 and summary["main_metric"] == "accuracy"
+    assert summary["best"]["dev_accuracy"] == 1.0
+    answers = Classifier(out / "model").classify(["the dog sat on the mat.", "my friend sat on the mat."])
+    assert [a["label"] for a in answers] == ["yes", "no"]
+    with pytest.raises(ValueError, match="'classification' is a built-in task"):
+        bertforge_package.register_task("classification", MentionsAnAnimal)

@@ -20,6 +20,8 @@ _EXPORTS = {
     "save_model": "modeldir",
     "pretrain": "train",
     "finetune": "finetuning",
+    "register_task": "finetuning",
+    "Task": "finetuning",
     # what fine-tuned models answer, and the columns that say where finetune's labelled data is
     "Classifier": "classification",
     "Columns": "classification",

@@ -34,11 +34,13 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from .classification import PROBLEM_TYPES, ClassificationTask, Columns
@@ -59,16 +61,42 @@ from .tokenizer import load_tokenizer
 
 
 class Task(Protocol):
-    """What a task gives the loop."""
+    """What a task gives the loop; `register_task` adds one of your own.
+
+    model_class     the model fine-tuned: one of bertforge's (BertForSequenceClassification, ...ForTokenClassification,
+                    ...ForQuestionAnswering, ...ForMultipleChoice, BertForSentenceEmbedding), whose forward(**batch)
+                    returns (logits, loss) and whose directory `transformers` reads
+    main_metric     the dev score that picks the best epoch (higher is better)
+    model_kwargs    what the model's head is built with (num_labels=...)
+    train_batches   one epoch's batches, in an order drawn from `rng`: dicts of tensors for the model's forward
+    evaluate        the dev scores, {name: value}, main_metric among them
+    saved_config    what config.json keeps beside the weights (id2label, thresholds)
+    summary         what summary.json says of the data (labels, sizes)
+    """
 
     model_class: type
-    main_metric: str  # the dev metric that picks the best epoch (higher is better)
+    main_metric: str
 
     def model_kwargs(self) -> dict[str, Any]: ...
     def train_batches(self, batch_size: int, rng: np.random.Generator) -> list[dict[str, torch.Tensor]]: ...
     def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]: ...
     def saved_config(self) -> dict[str, Any]: ...
     def summary(self) -> dict[str, Any]: ...
+
+
+# make(tokenizer, train, dev, seq_len, cfg, columns) -> a Task, its files read and encoded
+TaskMaker = Callable[[Tokenizer, Path, Path | None, int, FinetuneConfig, Any], Task]
+_TASKS_OF_YOUR_OWN: dict[str, TaskMaker] = {}
+
+
+def register_task(name: str, make: TaskMaker) -> None:
+    """Teach `finetune(model, name, train, dev, out, ...)` a task of your own: `make` reads `train` and `dev`
+    (any format you like) and returns a `Task`. The loop gives it what the built-in tasks get: a fresh head on
+    the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best epoch kept as a
+    `transformers` directory, checkpoints and `resume`. (The CLI's --task knows the built-in tasks only.)"""
+    if name in FINETUNE_TASKS:
+        raise ValueError(f"{name!r} is a built-in task")
+    _TASKS_OF_YOUR_OWN[name] = make
 
 
 def make_task(
@@ -81,6 +109,8 @@ def make_task(
     columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
 ) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
+    if kind in _TASKS_OF_YOUR_OWN:
+        return _TASKS_OF_YOUR_OWN[kind](tokenizer, Path(train), Path(dev) if dev else None, seq_len, cfg, columns)
     if cfg.tune_thresholds and kind not in THRESHOLD_TASKS:
         raise UserError(
             "--tune-thresholds fits a threshold per label of --task multi-label, or when --task question-answering "
