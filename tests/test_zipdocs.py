@@ -103,6 +103,32 @@ def write_docx(path, document=DOCUMENT):
         z.writestr("word/header1.xml", f"<w:hdr {W}><w:p><w:r><w:t>Page header</w:t></w:r></w:p></w:hdr>")
 
 
+TEXT_NS = 'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+CONTENT = f"""<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" {TEXT_NS}
+ xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+ xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"><office:body><office:text>
+<text:tracked-changes><text:changed-region text:id="c1"><text:deletion><text:p>Deleted words.</text:p></text:deletion>
+</text:changed-region></text:tracked-changes>
+<text:h text:outline-level="1">A Heading</text:h>
+<text:p>Hello <text:span>bold</text:span> world.<text:s text:c="3"/>after<text:tab/>a tab<text:note>
+<text:note-citation>1</text:note-citation><text:note-body><text:p>A footnote.</text:p></text:note-body>
+</text:note> End.</text:p>
+<text:p/>
+<text:list><text:list-item><text:p>Item one</text:p></text:list-item></text:list>
+<table:table><table:table-row><table:table-cell><text:p>Cell A</text:p></table:table-cell></table:table-row>
+</table:table>
+<text:p>Before <draw:frame><draw:text-box><text:p>In a frame</text:p></draw:text-box></draw:frame>after.</text:p>
+</office:text></office:body></office:document-content>"""
+
+
+def write_odt(path, content=CONTENT):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.text", zipfile.ZIP_STORED)
+        z.writestr("content.xml", content)
+        z.writestr("styles.xml", f"<office:document-styles {TEXT_NS}/>")
+
+
 def test_an_epub_is_read_chapter_by_chapter_in_spine_order_without_boilerplate(tmp_path):
     """A chapter per document, in the spine's order (not the names'); the cover outside the reading order, the
     table of contents, styles, and Project Gutenberg's header and licence (ids pg-header, pg-footer, with
@@ -123,12 +149,22 @@ def test_a_word_document_is_one_document_of_its_paragraphs(tmp_path):
     ]
 
 
+def test_an_opendocument_text_is_one_document_of_its_paragraphs(tmp_path):
+    """Text mixed with its markup (spans, their tails), <text:s text:c="3"/> as spaces, headings, lists and table
+    cells; footnotes and tracked deletions left out; a frame's paragraph its own, read before the one holding it."""
+    write_odt(tmp_path / "letter.odt")
+    assert documents_of(read_paragraphs([tmp_path / "letter.odt"])) == [
+        ["A Heading", "Hello bold world. after a tab End.", "Item one", "Cell A", "In a frame", "Before after."]
+    ]
+
+
 def test_a_directory_reads_books_and_documents_beside_text(tmp_path):
     write_epub(tmp_path / "book.epub")
     write_docx(tmp_path / "notes.docx")
+    write_odt(tmp_path / "letter.odt")
     (tmp_path / "plain.txt").write_text("A line of text.\n", encoding="utf-8")
-    assert [p.name for p in find_files([tmp_path])] == ["book.epub", "notes.docx", "plain.txt"]
-    assert len(documents_of(read_paragraphs([tmp_path]))) == 3 + 1 + 1
+    assert [p.name for p in find_files([tmp_path])] == ["book.epub", "letter.odt", "notes.docx", "plain.txt"]
+    assert len(documents_of(read_paragraphs([tmp_path]))) == 3 + 1 + 1 + 1
 
 
 def test_broken_packages_are_refused_by_name(tmp_path):
@@ -148,6 +184,10 @@ def test_broken_packages_are_refused_by_name(tmp_path):
     write_docx(tmp_path / "torn.docx", DOCUMENT[: len(DOCUMENT) // 2])
     with pytest.raises(UserError, match="torn.docx: word/document.xml is not well-formed XML"):
         list(read_paragraphs([tmp_path / "torn.docx"]))
+    with zipfile.ZipFile(tmp_path / "sheet.odt", "w") as z:  # an OpenDocument spreadsheet renamed
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+    with pytest.raises(UserError, match="sheet.odt: it holds no content.xml: not an .odt"):
+        list(read_paragraphs([tmp_path / "sheet.odt"]))
     with pytest.raises(UserError, match="an e-book holds no rows or lines to read"):
         list(read_rows(tmp_path / "bare.epub", ["0"]))
 

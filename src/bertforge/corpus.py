@@ -12,7 +12,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
   .html / .htm   a page per document, a paragraph per block element
   .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
-  .docx          a Word document: one document, a paragraph per Word paragraph (zipdocs.py)
+  .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
 
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
@@ -36,7 +36,7 @@ from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
 from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
-from .zipdocs import docx_paragraphs, epub_paragraphs
+from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
@@ -200,6 +200,8 @@ def _read_file(
         yield from epub_paragraphs(path, stats)
     elif kind == "docx":
         yield from docx_paragraphs(path, stats)
+    elif kind == "odt":
+        yield from odt_paragraphs(path, stats)
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:

@@ -1,10 +1,11 @@
-"""Text inside zip packages: EPUB e-books and Word documents.
+"""Text inside zip packages: EPUB e-books, Word documents and OpenDocument texts.
 
     epub_paragraphs(path, stats)   an e-book: a document per chapter, in its reading order (the spine), a
                                    paragraph per block element; the table of contents, Project Gutenberg's
                                    header and licence, and the pages outside the reading order left out
     docx_paragraphs(path, stats)   a Word (.docx) document as one document, a paragraph per Word paragraph;
                                    deleted text (tracked changes), headers, footers and comments left out
+    odt_paragraphs(path, stats)    an OpenDocument text (.odt: LibreOffice, Google Docs' export) the same way
 
 BookCorpus, half of BERT's pre-training text, was e-books; people keep their own writing in Word. Each member
 is read as a stream: a chapter or document of any size passes through bounded memory.
@@ -28,6 +29,10 @@ EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the 
 CHAPTER_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 WORD_BODY = "word/document.xml"
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
+ODF_BODY = "content.xml"
+ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+ODF_PARAGRAPHS = frozenset({f"{ODF_TEXT}p", f"{ODF_TEXT}h"})
+ODF_ASIDE = frozenset({f"{ODF_TEXT}note", f"{ODF_TEXT}tracked-changes"})  # footnotes; deleted text kept for undo
 
 
 def epub_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
@@ -67,6 +72,43 @@ def docx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
                             open_paragraphs[-1].append(" ")
             except ElementTree.ParseError as e:
                 raise UserError(f"{path}: {WORD_BODY} is not well-formed XML ({e})") from None
+
+
+def odt_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
+    """An OpenDocument text's body (LibreOffice's .odt): its paragraphs and headings (lists' and table cells'
+    too), in order; one document. Footnotes and the deleted text of tracked changes are left out."""
+    with _package(path, "an OpenDocument text") as package:
+        stats.bytes_read += _info(package, ODF_BODY, path, f"it holds no {ODF_BODY}: not an .odt").compress_size
+        aside = 0  # how many notes or change records we are inside
+        first = True
+        with _member(package, ODF_BODY, path) as body:
+            try:
+                for event, element in ElementTree.iterparse(body, events=("start", "end")):
+                    if element.tag in ODF_ASIDE:
+                        aside += 1 if event == "start" else -1
+                    elif event == "end" and element.tag in ODF_PARAGRAPHS:
+                        text = "" if aside else " ".join(_odf_text(element).split())
+                        element.clear()  # what is read is let go: bounded memory
+                        if text:
+                            yield Paragraph(text, first)
+                            first = False
+            except ElementTree.ParseError as e:
+                raise UserError(f"{path}: {ODF_BODY} is not well-formed XML ({e})") from None
+
+
+def _odf_text(element: ElementTree.Element) -> str:
+    """A paragraph's text: ODF mixes it with its markup (spans, links), so each child's tail counts; <text:s
+    text:c="3"/> is three spaces; nested paragraphs (a text box's) and notes are not this paragraph's."""
+    parts = [element.text or ""]
+    for child in element:
+        if child.tag == f"{ODF_TEXT}s":
+            parts.append(" " * int(child.get(f"{ODF_TEXT}c", "1")))
+        elif child.tag in (f"{ODF_TEXT}tab", f"{ODF_TEXT}line-break"):
+            parts.append(" ")
+        elif child.tag not in ODF_PARAGRAPHS and child.tag not in ODF_ASIDE:
+            parts.append(_odf_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
 
 
 @contextlib.contextmanager
