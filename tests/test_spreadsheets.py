@@ -76,6 +76,8 @@ def test_a_workbook_reads_as_its_csv_twin(tmp_path):
 
 
 def test_broken_workbooks_are_refused_by_name(tmp_path):
+    with pytest.raises(UserError, match="missing.xlsx: no such file"):
+        list(read_rows(tmp_path / "missing.xlsx", ["sentence"]))
     (tmp_path / "fake.xlsx").write_text("sentence,label\n", encoding="utf-8")  # a CSV saved with the wrong name
     with pytest.raises(UserError, match="fake.xlsx: not an Excel workbook \\(not a zip file"):
         list(read_rows(tmp_path / "fake.xlsx", ["sentence"]))

@@ -31,6 +31,8 @@ BOOLEANS = {"0": "FALSE", "1": "TRUE"}
 
 def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     """The first sheet's non-empty rows, numbered as Excel numbers them (from 1)."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
     try:
         with zipfile.ZipFile(path) as book:
             strings = _shared_strings(book, path)
@@ -40,6 +42,8 @@ def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
         raise UserError(f"{path}: not an Excel workbook (not a zip file, or a truncated one)") from None
     except ElementTree.ParseError as e:
         raise UserError(f"{path}: not well-formed XML inside ({e})") from None
+    except (OSError, EOFError) as e:  # unreadable, or a member cut short
+        raise UserError(f"{path}: cannot read ({e})") from None
 
 
 def _first_sheet(book: zipfile.ZipFile, path: Path) -> str:
