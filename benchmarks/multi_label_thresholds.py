@@ -79,7 +79,7 @@ def main() -> None:
         run = args.out / f"seed-{seed}"
         cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, seed=seed, tune_thresholds=True, device="cpu")
         train, dev, columns = args.out / "train.jsonl", args.out / "dev.jsonl", Columns("text", "labels")
-        summary = finetune(args.model, "multi-label", train, dev, run, cfg, columns, progress=False)
+        summary = finetune(args.model, "multi-label", train, dev, run, cfg, columns, progress=False, resume=True)
         scores = test_scores(run / "model", rows["test"])
         results.append(scores)
         rounded = {label: round(t, 3) for label, t in scores["thresholds"].items()}

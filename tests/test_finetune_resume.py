@@ -157,7 +157,9 @@ def test_an_unfinished_run_is_kept_until_resumed_or_overwritten(pretrained, task
     with pytest.raises(RuntimeError):
         run(pretrained, task_files, out)
     monkeypatch.setattr(FailingBar, "at", -1)
-    with pytest.raises(UserError, match="holds an unfinished fine-tuning \\(step 4\\); pass --resume"):
+    with pytest.raises(
+        UserError, match="an unfinished fine-tuning \\(step 4\\); pass --resume to continue it, or --over"
+    ):
         run(pretrained, task_files, out)
     with pytest.raises(UserError, match="epochs: 12 -> 13; lr: 0.01 -> 0.001"):
         run(pretrained, task_files, out, resume=True, cfg=settings(lr=1e-3, epochs=13))
@@ -167,6 +169,8 @@ def test_an_unfinished_run_is_kept_until_resumed_or_overwritten(pretrained, task
     assert len(log_of(out)) == 12 and not (out / "checkpoints").exists()
     assert run(pretrained, task_files, out, resume=True) == summary  # finished: nothing more to do
     assert len(log_of(out)) == 12
+    with pytest.raises(UserError, match="holds a fine-tuned model; pass --overwrite to start over, or give another"):
+        run(pretrained, task_files, out)  # a model is never replaced by accident
     # --overwrite starts over, and a start over forgets the last run's summary until it has its own
     monkeypatch.setattr(FailingBar, "at", 2)
     monkeypatch.setattr(FailingBar, "steps", 0)

@@ -164,18 +164,19 @@ def finetune(
     """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,
     a classification, multi-label or regression task holds out `cfg.dev_fraction` of `train`.
 
-    `resume` continues the run OUT holds from its latest checkpoint (or starts one, if it holds none);
-    `overwrite` starts over in an OUT that holds an unfinished run, which is otherwise refused."""
+    `resume` continues the run OUT holds from its latest checkpoint, leaves a finished one as it is (its summary
+    is returned), or starts one; `overwrite` starts over. Without either, an OUT holding a fine-tuning, finished
+    or not, is refused: a model is never replaced by accident."""
     cfg = cfg or FinetuneConfig()
     out = Path(out)
     unfinished = unfinished_step(out)
-    if unfinished is not None and not (resume or overwrite):
-        raise UserError(
-            f"{out} holds an unfinished fine-tuning (step {unfinished}); pass --resume to continue it, or "
-            "--overwrite to start over"
-        )
-    if resume and unfinished is None and (out / "summary.json").is_file():
-        return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # it finished: nothing to do
+    finished = unfinished is None and (out / "summary.json").is_file()
+    if not (resume or overwrite) and (unfinished is not None or finished or (out / "model").is_dir()):
+        held = f"an unfinished fine-tuning (step {unfinished})" if unfinished is not None else "a fine-tuned model"
+        action = "--resume to continue it, or " if unfinished is not None else ""
+        raise UserError(f"{out} holds {held}; pass {action}--overwrite to start over, or give another --out")
+    if resume and finished:
+        return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # nothing left to do
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))

@@ -285,7 +285,9 @@ def register(verbs) -> None:
         help="continue the unfinished fine-tuning in --out from its latest checkpoint, exactly as if never stopped "
         "(give the same command); a finished one is left as it is",
     )
-    p.add_argument("--overwrite", action="store_true", help="start over in an --out that holds an unfinished run")
+    p.add_argument(
+        "--overwrite", action="store_true", help="start over in an --out that holds a fine-tuning, finished or not"
+    )
     add_config_flags(p, FinetuneConfig, keep_defaults=True)
     p.add_argument("--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN)  # older: --seq-len
     output_flags(p)
