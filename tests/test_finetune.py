@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 
@@ -17,7 +18,7 @@ from bertforge.config import FinetuneConfig
 from bertforge.finetuning import finetune
 from bertforge.targets import classification_metrics
 
-from conftest import bertforge, one_line_error
+from conftest import bertforge, bertforge_ok, one_line_error
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -315,6 +316,23 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
     done = bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--json")
     result = json.loads(done.stdout)
     assert result["label"] in ("no", "yes") and sum(result["probabilities"].values()) == pytest.approx(1.0)
+
+    # --out: the predictions for a file of texts as a table a spreadsheet opens, or as JSON lines
+    (tmp_path / "texts.txt").write_text('the cat sat.\nmy friend sat, and "smiled".\n', encoding="utf-8")
+    model, texts = tmp_path / "out" / "model", tmp_path / "texts.txt"
+    expected = json.loads(bertforge_ok("classify", model, "--input", texts, "--json").stdout)
+    bertforge_ok("classify", model, "--input", texts, "--out", tmp_path / "predictions.csv")
+    with open(tmp_path / "predictions.csv", encoding="utf-8", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [row["text"] for row in table] == [r["text"] for r in expected]  # a comma and quotes survive
+    assert [row["label"] for row in table] == [r["label"] for r in expected]
+    for row, r in zip(table, expected):
+        assert {k: float(row[f"p_{k}"]) for k in r["probabilities"]} == pytest.approx(r["probabilities"], abs=1e-6)
+    bertforge_ok("classify", model, "--input", texts, "--out", tmp_path / "predictions.jsonl")
+    lines = (tmp_path / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == expected
+    one_line_error(bertforge("classify", model, "--input", texts, "--out", tmp_path / "p.xlsx"), "p.xlsx", ".csv")
+    one_line_error(bertforge("classify", model, "the cat sat.", "--out", tmp_path / "p.csv"), "--input")
 
 
 def test_a_directory_of_classes_without_a_dev_file_is_learned_on_a_held_out_share(pretrained, tmp_path):

@@ -30,13 +30,17 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write JSON to a temporary file beside `path`, fsync it, then rename over `path`."""
+    """Write JSON atomically (`write_text`)."""
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write text to a temporary file beside `path`, fsync it, then rename over `path`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..config import FINETUNE_TASKS, FinetuneConfig
@@ -86,9 +87,13 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from ..classification import Classifier
+    from ..classification import Classifier, check_predictions_path, write_predictions
     from ..textfiles import read_texts
 
+    if args.out and not args.input:
+        raise UserError("--out writes the predictions for --input's texts")
+    if args.out:
+        check_predictions_path(args.out)
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
         texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
@@ -97,6 +102,10 @@ def cmd_classify(args: argparse.Namespace) -> None:
     else:
         raise UserError("give a text, or --input FILE")
     results = classifier.classify(texts, pairs, args.threshold)
+    if args.out:
+        write_predictions(args.out, results)
+        print(f"wrote {len(results)} predictions to {args.out}", file=sys.stderr)
+        return
     if args.json:
         print_json(results if args.input else results[0])
         return
@@ -297,6 +306,11 @@ def register(verbs) -> None:
     p.add_argument("text", nargs="?", help="the text")
     pair_flags(p, positional=False)
     p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
+    p.add_argument(
+        "--out",
+        help="with --input: write the predictions to this .csv, .tsv (a row per text: the label and each label's "
+        "probability as p_LABEL) or .jsonl file",
+    )
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
     p.add_argument(
