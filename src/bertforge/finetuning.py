@@ -307,9 +307,9 @@ class _Fitting:
         if scores:
             tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
             if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
-                state.best = record
                 extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
                 save_model(self.model, self.out / "model", self.tokenizer, extra)
+                state.best = record  # only once model/ holds it: a save that fails leaves the last best in both
         state.epoch, state.batch, state.train_loss = epoch + 1, 0, 0.0
         state.elapsed = time.perf_counter() - started
 
