@@ -133,6 +133,28 @@ def test_an_error_while_scoring_dev_resumes_at_the_scoring(pretrained, task_file
     assert_same_run(whole, stopped)
 
 
+def test_a_failed_save_of_the_best_model_resumes_to_the_same_run(pretrained, task_files, monkeypatch):
+    """A full disk while model/ is replaced by a better epoch's: the saved place must not claim that epoch as the
+    best, or the resumed run would keep the older model."""
+    whole = task_files[0].parent / "whole"
+    run(pretrained, task_files, whole)
+    real_save, saves = finetuning.save_model, []
+
+    def fails_the_second_time(*args, **kwargs):
+        saves.append(1)
+        if len(saves) == 2:
+            raise OSError(28, "No space left on device")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(finetuning, "save_model", fails_the_second_time)
+    stopped = task_files[0].parent / "stopped"
+    with pytest.raises(OSError, match="No space left"):
+        run(pretrained, task_files, stopped)
+    monkeypatch.setattr(finetuning, "save_model", real_save)
+    run(pretrained, task_files, stopped, resume=True)
+    assert_same_run(whole, stopped)
+
+
 def test_a_signal_saves_and_stops_and_resume_makes_the_same_model(pretrained, task_files, monkeypatch):
     whole = task_files[0].parent / "whole"
     run(pretrained, task_files, whole)
