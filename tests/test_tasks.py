@@ -3,6 +3,7 @@ in agreement with `transformers`, and bad input refused with one line."""
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 
@@ -142,6 +143,22 @@ def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_p
     gold = [(tag[2:], word) for word, tag in sentence if tag.startswith("B-")]
     assert [(e["entity_group"], e["word"]) for e in ours] == [(t, "new york" if w == "new" else w) for t, w in gold]
     assert all(text[e["start"] : e["end"]] == e["word"] for e in ours)
+    # --out: a row per entity with its text's number, or a JSON line per text, as --json gives them
+    (tmp_path / "texts.txt").write_text(f"{text}\n{' '.join(w for w, _ in sentences[1])}\n", encoding="utf-8")
+    texts = tmp_path / "texts.txt"
+    expected = json.loads(bertforge_ok("tag", model_dir, "--input", texts, "--json").stdout)
+    bertforge_ok("tag", model_dir, "--input", texts, "--out", tmp_path / "entities.tsv")
+    with open(tmp_path / "entities.tsv", encoding="utf-8", newline="") as f:
+        table = list(csv.DictReader(f, delimiter="\t"))
+    assert [(int(r["text_number"]), r["entity_group"], r["word"], int(r["start"]), int(r["end"])) for r in table] == [
+        (n, e["entity_group"], e["word"], e["start"], e["end"])
+        for n, t in enumerate(expected, 1)
+        for e in t["entities"]
+    ]
+    assert len(table) >= len(ours) > 0  # the first text's entities, at least
+    bertforge_ok("tag", model_dir, "--input", texts, "--out", tmp_path / "entities.jsonl")
+    lines = (tmp_path / "entities.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == expected
     pipe = transformers.pipeline("token-classification", model=str(model_dir), aggregation_strategy="simple")
     reference = pipe(text)
     assert [(r["entity_group"], r["word"], r["start"], r["end"]) for r in reference] == [

@@ -19,9 +19,6 @@ loads it. targets.py turns labels into what the loss takes and scores answers.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +30,7 @@ from tokenizers import Tokenizer
 
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from .errors import UserError
-from .fileio import write_text
+from .fileio import write_rows
 from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
@@ -356,24 +353,12 @@ class Classifier:
         return results
 
 
-PREDICTION_FORMATS = (".csv", ".tsv", ".jsonl")
-
-
-def check_predictions_path(path: str | Path) -> Path:
-    """`path`, if `write_predictions` can write it (checked before the model runs)."""
-    path = Path(path)
-    if path.suffix.lower() not in PREDICTION_FORMATS:
-        raise UserError(f"{path}: predictions are written as {', '.join(PREDICTION_FORMATS)}; name the file so")
-    return path
-
-
 def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
     """`Classifier.classify`'s results as a file: a .jsonl line each as they are, or a .csv/.tsv row each with the
     text (and pair), the label (a multi-label model's labels joined by ","; a regression model's value) and each
-    label's probability in a column p_LABEL, which a spreadsheet opens as it is. Written atomically."""
-    path = check_predictions_path(path)
-    if path.suffix.lower() == ".jsonl":
-        write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in results))
+    label's probability in a column p_LABEL."""
+    if Path(path).suffix.lower() == ".jsonl":
+        write_rows(path, results, [])
         return
     rows = [
         {
@@ -383,12 +368,7 @@ def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
         }
         for r in results
     ]
-    out = io.StringIO()
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["text"], delimiter=delimiter)
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text(path, out.getvalue())
+    write_rows(path, rows, list(rows[0]) if rows else ["text"])
 
 
 def _label_thresholds(saved: Any, labels: list[str], directory: Path) -> list[float]:

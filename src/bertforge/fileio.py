@@ -6,7 +6,9 @@ Also where the package's own files (assets/) are found.
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib.resources
+import io
 import json
 import os
 import shutil
@@ -14,6 +16,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from .errors import UserError
 
 
 def asset_path(name: str) -> Path:
@@ -48,6 +52,31 @@ def write_text(path: str | Path, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+TABLE_OUTPUTS = (".csv", ".tsv", ".jsonl")  # what the answering commands' --out writes
+
+
+def table_output(path: str | Path) -> Path:
+    """`path`, if `write_rows` can write it: checked before a model runs, not after."""
+    path = Path(path)
+    if path.suffix.lower() not in TABLE_OUTPUTS:
+        raise UserError(f"{path}: answers are written as {', '.join(TABLE_OUTPUTS)}; name the file so")
+    return path
+
+
+def write_rows(path: str | Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """Rows as a .csv or .tsv table under `columns` (which a spreadsheet opens as it is), or as JSON lines,
+    written atomically."""
+    path = table_output(path)
+    if path.suffix.lower() == ".jsonl":
+        write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        return
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, out.getvalue())
 
 
 @contextlib.contextmanager

@@ -87,13 +87,14 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from ..classification import Classifier, check_predictions_path, write_predictions
+    from ..classification import Classifier, write_predictions
+    from ..fileio import table_output
     from ..textfiles import read_texts
 
     if args.out and not args.input:
         raise UserError("--out writes the predictions for --input's texts")
     if args.out:
-        check_predictions_path(args.out)
+        table_output(args.out)
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
         texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
@@ -120,9 +121,14 @@ def cmd_classify(args: argparse.Namespace) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from ..tagging import Tagger
+    from ..fileio import table_output
+    from ..tagging import Tagger, write_entities
     from ..textfiles import read_texts
 
+    if args.out and not args.input:
+        raise UserError("--out writes the entities of --input's texts")
+    if args.out:
+        table_output(args.out)
     tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
         texts, _ = read_texts(args.input, args.text_column)
@@ -131,6 +137,10 @@ def cmd_tag(args: argparse.Namespace) -> None:
     else:
         raise UserError("give a text, or --input FILE")
     results = [{"text": text, "entities": tagger.tag(text)} for text in texts]
+    if args.out:
+        write_entities(args.out, results)
+        print(f"wrote the entities of {len(results)} texts to {args.out}", file=sys.stderr)
+        return
     if args.json:
         print_json(results if args.input else results[0]["entities"])
         return
@@ -352,6 +362,11 @@ def register(verbs) -> None:
     model_flags(p)
     p.add_argument("text", nargs="?", help="the text")
     p.add_argument("--input", help="file with one text per line, or a table with --text-column")
+    p.add_argument(
+        "--out",
+        help="with --input: write the entities to this .csv or .tsv (a row per entity: the text's number from 1, "
+        "the text, the entity's type, words, start, end and score) or .jsonl file (a line per text)",
+    )
     column_flags(p, pair=False)
     output_flags(p, quiet=False)
 
