@@ -49,6 +49,7 @@ from .errors import Stopped, UserError
 from .fileio import write_json
 from .finetune_state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
 from .hf import config_from_hf
+from .metrics import MetricsLog
 from .model import set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
@@ -217,7 +218,7 @@ class _Fitting:
         self.state = FitState()
         self.saved_step: int | None = None  # the step of the latest checkpoint
         self.last_save = time.perf_counter()
-        self.metrics_path = out / "metrics.jsonl"
+        self.log = MetricsLog(out / "metrics.jsonl")
 
     def restore(self) -> None:
         self.state = load_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.settings)
@@ -225,9 +226,10 @@ class _Fitting:
         tqdm.write(f"resumed at step {self.state.step} (epoch {self.state.epoch})", file=sys.stderr)
 
     def run(self, progress: bool) -> dict[str, Any]:
-        self.out.mkdir(parents=True, exist_ok=True)
-        _keep_epochs_before(self.metrics_path, self.state.epoch)
         cfg, state = self.cfg, self.state
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log.truncate(state.step - state.batch)  # the epochs finished before this one began, none if fresh
+        self.log.path.touch()
         rng = np.random.default_rng(cfg.seed)
         started = time.perf_counter() - state.elapsed
         total_steps = None
@@ -302,8 +304,7 @@ class _Fitting:
             "elapsed": time.perf_counter() - started,
             **{f"dev_{k}": v for k, v in scores.items()},
         }
-        with open(self.metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        self.log.write(record)
         if scores:
             tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
             if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
@@ -337,13 +338,6 @@ class _Fitting:
             f"stopped by signal {signal_number} at step {self.state.step}; checkpoint saved in "
             f"{self.out / 'checkpoints'}. Resume with the same command and --resume",
         )
-
-
-def _keep_epochs_before(metrics_path: Path, epoch: int) -> None:
-    """The metrics log as it stood when `epoch` began: a resumed run logs its epochs again from there."""
-    lines = metrics_path.read_text(encoding="utf-8").splitlines() if metrics_path.is_file() else []
-    kept = [line for line in lines if json.loads(line)["epoch"] < epoch]
-    metrics_path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
 def _better(score: float, best: float) -> bool:
