@@ -30,7 +30,7 @@ from tokenizers import Tokenizer
 
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from .errors import UserError
-from .fileio import write_rows
+from .fileio import write_answers
 from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
 from .runtime import MixedPrecision, resolve_device
@@ -357,9 +357,6 @@ def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
     """`Classifier.classify`'s results as a file: a .jsonl line each as they are, or a .csv/.tsv row each with the
     text (and pair), the label (a multi-label model's labels joined by ","; a regression model's value) and each
     label's probability in a column p_LABEL."""
-    if Path(path).suffix.lower() == ".jsonl":
-        write_rows(path, results, [])
-        return
     rows = [
         {
             **{k: v for k, v in r.items() if k in ("text", "pair", "label", "value")},
@@ -368,7 +365,7 @@ def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
         }
         for r in results
     ]
-    write_rows(path, rows, list(rows[0]) if rows else ["text"])
+    write_answers(path, results, rows, list(rows[0]) if rows else ["text"])
 
 
 def _label_thresholds(saved: Any, labels: list[str], directory: Path) -> list[float]:

@@ -58,19 +58,21 @@ TABLE_OUTPUTS = (".csv", ".tsv", ".jsonl")  # what the answering commands' --out
 
 
 def table_output(path: str | Path) -> Path:
-    """`path`, if `write_rows` can write it: checked before a model runs, not after."""
+    """`path`, if `write_answers` can write it: checked before a model runs, not after."""
     path = Path(path)
     if path.suffix.lower() not in TABLE_OUTPUTS:
         raise UserError(f"{path}: answers are written as {', '.join(TABLE_OUTPUTS)}; name the file so")
     return path
 
 
-def write_rows(path: str | Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    """Rows as a .csv or .tsv table under `columns` (which a spreadsheet opens as it is), or as JSON lines,
-    written atomically."""
+def write_answers(
+    path: str | Path, records: list[dict[str, Any]], rows: list[dict[str, Any]], columns: list[str]
+) -> None:
+    """A command's answers, written atomically: to .jsonl the `records` as they are, a line each; to .csv or .tsv
+    their flat `rows` under `columns`, which a spreadsheet opens as it is."""
     path = table_output(path)
     if path.suffix.lower() == ".jsonl":
-        write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        write_text(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
         return
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")

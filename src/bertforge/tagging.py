@@ -24,7 +24,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .errors import UserError
-from .fileio import write_rows
+from .fileio import write_answers
 from .labels import IGNORE_INDEX
 from .model import BertForTokenClassification
 from .modeldir import load_model_and_tokenizer, read_config, resolve_model_dir
@@ -280,15 +280,12 @@ ENTITY_COLUMNS = ["text_number", "text", "entity_group", "word", "start", "end",
 def write_entities(path: str | Path, results: list[dict[str, Any]]) -> None:
     """Tagged texts ({text, entities}) as a file: a .jsonl line per text as they are, or a .csv/.tsv row per
     entity with the number of its text (from 1) and the text, which a spreadsheet filters by type."""
-    if Path(path).suffix.lower() == ".jsonl":
-        write_rows(path, results, [])
-        return
     rows = [
         {"text_number": n, "text": r["text"], **{k: e[k] for k in ENTITY_COLUMNS[2:]}}
         for n, r in enumerate(results, 1)
         for e in r["entities"]
     ]
-    write_rows(path, rows, ENTITY_COLUMNS)
+    write_answers(path, results, rows, ENTITY_COLUMNS)
 
 
 class Tagger:
