@@ -88,13 +88,9 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> None:
     from ..classification import Classifier, write_predictions
-    from ..fileio import table_output
     from ..textfiles import read_texts
 
-    if args.out and not args.input:
-        raise UserError("--out writes the predictions for --input's texts")
-    if args.out:
-        table_output(args.out)
+    _check_answers_out(args, "predictions")
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
         texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
@@ -120,15 +116,21 @@ def cmd_classify(args: argparse.Namespace) -> None:
         print(f"{answer:<12} {probabilities}  {r['text']!r}{pair}")
 
 
-def cmd_tag(args: argparse.Namespace) -> None:
+def _check_answers_out(args: argparse.Namespace, what: str) -> None:
+    """--out goes with --input, and names a file the answers can be written as; checked before a model loads."""
     from ..fileio import table_output
+
+    if args.out and not args.input:
+        raise UserError(f"--out writes the {what} for --input's texts")
+    if args.out:
+        table_output(args.out)
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
     from ..tagging import Tagger, write_entities
     from ..textfiles import read_texts
 
-    if args.out and not args.input:
-        raise UserError("--out writes the entities of --input's texts")
-    if args.out:
-        table_output(args.out)
+    _check_answers_out(args, "entities")
     tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
     if args.input:
         texts, _ = read_texts(args.input, args.text_column)
