@@ -13,6 +13,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .html / .htm   a page per document, a paragraph per block element
   .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
   .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
+  .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
 
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
@@ -35,6 +36,7 @@ from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
+from .pdfdocs import pdf_paragraphs
 from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
 
@@ -202,6 +204,8 @@ def _read_file(
         yield from docx_paragraphs(path, stats)
     elif kind == "odt":
         yield from odt_paragraphs(path, stats)
+    elif kind == "pdf":
+        yield from pdf_paragraphs(path, stats)
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:

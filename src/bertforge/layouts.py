@@ -7,6 +7,8 @@ Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch mater
                                              the rows of a table or JSONL file)
     html_paragraphs(f, stats)                a saved web page: a paragraph per block element (an e-book's chapter,
                                              zipdocs.py); Project Gutenberg's header and licence left out
+    typeset_paragraphs(pages)                a typeset document's lines, page by page (a PDF's, pdfdocs.py):
+                                             paragraphs rebuilt, running heads and page numbers left out
 
 Each reads a stream once: a file of any size passes through bounded memory.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -266,3 +269,98 @@ def looks_wrapped(lines: list[str]) -> bool:
     full = sum(len(line) >= 0.6 * width for line in inner) / len(inner)
     sentence_ends = sum(line.endswith(SENTENCE_ENDS) for line in inner) / len(inner)
     return width <= 120 and full >= 0.8 and sentence_ends < 0.5
+
+
+# A typeset page (a PDF's) holds lines, not paragraphs. A line this much shorter than the page's full lines ends a
+# paragraph (its last line, a heading, a caption); running heads sit within this many lines of a page's edge and
+# repeat, page numbers aside, on the pages this near (books alternate the title and the chapter's).
+SHORT_LINE = 0.75
+EDGE_LINES = 2
+HEAD_NEIGHBOURS = 4
+BULLETS = ("•", "◦", "▪", "‣", "⁃", "●", "○", "■", "□", "➢", "✓")
+ROMAN = r"(?=[ivxlcdm])m{0,3}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})"
+PAGE_NUMBER = re.compile(rf"[-–—\[(\s]*(page\s+)?(\d+|{ROMAN})(\s*(of|/)\s*\d+)?[-–—\])\s.]*", re.IGNORECASE)
+
+
+def typeset_paragraphs(pages: Iterable[list[str]]) -> Iterator[Paragraph]:
+    """A typeset document's pages (each its lines, in reading order) as one document: lines joined into
+    paragraphs, a paragraph running on across a page break, running heads and page numbers left out.
+
+    A paragraph ends at a short line, before a bulleted line, and at a page's end where its last line ends a
+    sentence (a chapter's last page)."""
+    block: list[str] = []
+    size, width, first = 0, 0, True
+
+    def paragraph() -> Paragraph:
+        nonlocal block, size, first
+        done = Paragraph(_join_typeset(block), first)
+        block, size, first = [], 0, False
+        return done
+
+    for lines in _without_running_heads(pages):
+        width = _full_width(lines, width)
+        for line in lines:
+            if block and line.startswith(BULLETS):
+                yield paragraph()
+            block.append(line)
+            size += len(line) + 1
+            if (len(line) < SHORT_LINE * width and not WORD_HYPHEN_AT_END.search(line)) or size >= MAX_LINE_CHARS:
+                yield paragraph()
+        if block and block[-1].endswith(SENTENCE_ENDS):
+            yield paragraph()
+    if block:
+        yield paragraph()
+
+
+def _full_width(lines: list[str], previous: int) -> int:
+    """The length of a full line of text: the page's 90th percentile, or the last page's where this one has too
+    few lines to say (a title page, a chapter's last lines)."""
+    if len(lines) < 5:
+        return previous or max(map(len, lines), default=0)
+    return sorted(map(len, lines))[int(0.9 * len(lines))]
+
+
+def _without_running_heads(pages: Iterable[list[str]]) -> Iterator[list[str]]:
+    """Each page's lines without the page numbers and running heads (headers and footers) at its edges."""
+    cleaned = ([line.strip() for line in page if line.strip()] for page in pages)
+    before: deque[list[str]] = deque(maxlen=HEAD_NEIGHBOURS)
+    after: deque[list[str]] = deque(itertools.islice(cleaned, HEAD_NEIGHBOURS + 1))
+    while after:
+        page = after.popleft()
+        yield _page_body(page, [*before, *after])
+        before.append(page)
+        after.extend(itertools.islice(cleaned, 1))
+
+
+def _page_body(lines: list[str], neighbours: list[list[str]]) -> list[str]:
+    """A page's lines less the page numbers at its edges and the lines near its top (bottom) that a nearby page
+    repeats near its own top (bottom), page numbers aside: a book's title, a chapter's, a report's footer."""
+    tops = {_head_key(line) for page in neighbours for line in page[:EDGE_LINES]}
+    bottoms = {_head_key(line) for page in neighbours for line in page[-EDGE_LINES:]}
+    start, end = 0, len(lines)
+    while start < min(EDGE_LINES, end) and (PAGE_NUMBER.fullmatch(lines[start]) or _head_key(lines[start]) in tops):
+        start += 1
+    while end > max(start, len(lines) - EDGE_LINES) and (
+        PAGE_NUMBER.fullmatch(lines[end - 1]) or _head_key(lines[end - 1]) in bottoms
+    ):
+        end -= 1
+    return lines[start:end]
+
+
+def _head_key(line: str) -> str:
+    """A running head as it repeats: its page number (any digits) and case aside."""
+    return re.sub(r"\d+", "#", " ".join(line.lower().split()))
+
+
+def _join_typeset(lines: list[str]) -> str:
+    """A paragraph's lines joined by spaces. Typesetting hyphenates words to fill lines: a word cut at a line's end
+    ("manip-" "ulation") is joined without its hyphen where the next line goes on in lower case, and keeps it
+    otherwise ("X-" "Ray")."""
+    parts = [lines[0]]
+    for line in lines[1:]:
+        if WORD_HYPHEN_AT_END.search(parts[-1]):
+            parts[-1] = parts[-1][:-1] if line[:1].islower() else parts[-1]
+            parts.append(line)
+        else:
+            parts.append(" " + line)
+    return "".join(parts)

@@ -66,10 +66,11 @@ FORMATS = {
     ".epub": "epub",
     ".docx": "docx",
     ".odt": "odt",
+    ".pdf": "pdf",
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-DOCUMENTS = ("html", "epub", "docx", "odt")  # laid out as pages and chapters, never as rows
+DOCUMENTS = ("html", "epub", "docx", "odt", "pdf")  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -90,9 +91,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx or odt, from the name with any compression suffix
-    removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its --json
-    output), else text."""
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, odt or pdf, from the name with any compression
+    suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its
+    --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -181,7 +182,13 @@ def read_rows(
         yield from _columnar_rows(path, kind, columns, stats, optional)
         return
     if kind in DOCUMENTS:
-        what = {"html": "an HTML page", "epub": "an e-book", "docx": "a Word document", "odt": "a text document"}[kind]
+        what = {
+            "html": "an HTML page",
+            "epub": "an e-book",
+            "docx": "a Word document",
+            "odt": "a text document",
+            "pdf": "a PDF",
+        }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind == "xlsx":
         yield from _checked(_table_rows(sheet_rows(path), path, columns, kind), path, kind, columns, on_error, stats)
