@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from bertforge.corpus import find_files, read_paragraphs
@@ -11,7 +12,7 @@ from bertforge.errors import UserError
 from bertforge.layouts import typeset_paragraphs
 from bertforge.textfiles import read_rows
 
-from conftest import bertforge, documents_of, one_line_error
+from conftest import bertforge, bertforge_ok, documents_of, one_line_error, save_random_model
 
 pypdf = pytest.importorskip("pypdf")
 
@@ -161,4 +162,21 @@ def test_the_cli_trains_a_tokenizer_on_a_pdf_and_refuses_a_broken_one_in_one_lin
     one_line_error(
         bertforge("tokenizer", "train", tmp_path / "fake.pdf", "--out", tmp_path / "tok2", *flags),
         "fake.pdf: not a readable PDF",
+    )
+
+
+def test_inference_commands_take_a_document_a_paragraph_per_text(tmp_path, wordpiece_tokenizer):
+    """`embed --input report.pdf` embeds its paragraphs, as the same paragraphs a line each; pairs are refused."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    (tmp_path / "report.pdf").write_bytes(pdf_bytes(PAGES))
+    (tmp_path / "report.txt").write_text("\n".join(REPORT) + "\n", encoding="utf-8")
+    for name in ("report.pdf", "report.txt"):
+        bertforge_ok(
+            "embed", model, "--input", tmp_path / name, "--out", tmp_path / f"{name}.npy", "--precision", "fp32"
+        )
+    from_pdf, from_lines = np.load(tmp_path / "report.pdf.npy"), np.load(tmp_path / "report.txt.npy")
+    assert from_pdf.shape == (len(REPORT), 32)
+    np.testing.assert_array_equal(from_pdf, from_lines)
+    one_line_error(
+        bertforge("nsp", model, "--input", tmp_path / "report.pdf"), "report.pdf: a document's paragraphs are single"
     )

@@ -15,6 +15,8 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
 
+`read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each.
+
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
 
@@ -37,7 +39,7 @@ from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
 from .pdfdocs import pdf_paragraphs
-from .textfiles import COMPRESSIONS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
+from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
@@ -253,6 +255,30 @@ def read_lines(path: str | Path) -> list[str]:
     if not lines:
         raise UserError(f"{path}: empty file")
     return lines
+
+
+def read_texts(
+    path: str | Path, text_column: str = "0", pair_column: str | None = None
+) -> tuple[list[str], list[str] | None]:
+    """Texts (and second texts) to run a model on: a line each of a .txt file (TEXT<TAB>PAIR where pairs are
+    asked for), a row each of a table or JSONL file (its columns named), a paragraph each of a document (a PDF,
+    Word, OpenDocument or e-book file, a web page), so a model can search or tag the documents people keep."""
+    path = Path(path)
+    kind = format_of(path)
+    if kind in DOCUMENTS:
+        if pair_column is not None:
+            raise UserError(f"{path}: a document's paragraphs are single texts; give pairs as TEXT<TAB>PAIR lines")
+        return [paragraph.text for paragraph in read_paragraphs([path])], None
+    if kind == "txt" and pair_column is None:
+        return read_lines(path), None
+    if kind == "txt":
+        text_column, pair_column = "0", "1"
+    columns = [text_column] + ([pair_column] if pair_column else [])
+    rows = [row for _, row in read_rows(path, columns)]
+    if not rows:
+        raise UserError(f"{path}: empty file")
+    texts = [str(row[text_column]).strip() for row in rows]
+    return texts, [str(row[pair_column]).strip() for row in rows] if pair_column else None
 
 
 # ---------------------------------------------------------------- cleaning

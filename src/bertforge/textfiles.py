@@ -5,7 +5,6 @@
     read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet;
                                 spreadsheets.py), .jsonl, .parquet or .arrow (a `datasets.save_to_disk` shard),
                                 streaming
-    read_texts(path, ...)       the inputs of an inference command: one text (or pair) per line or row
     class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
 Columns are header names, or indexes ("0", "1") for a file without a header:
@@ -377,28 +376,3 @@ def _separator_hint(header: list[str], kind: str) -> str:
     if kind not in ("csv", "tsv") or not found or found[0] == expected:
         return ""
     return f" (it looks split by {found[0]}, but a .{kind} is read split by {expected}: {fixes[found[0]]})"
-
-
-def read_texts(
-    path: str | Path, text_column: str = "0", pair_column: str | None = None
-) -> tuple[list[str], list[str] | None]:
-    """Texts (and second texts) to run a model on.
-
-    A .txt file holds one text per line, or TEXT<TAB>PAIR per line when pairs are
-    asked for; a table or JSONL file names its columns.
-    """
-    path = Path(path)
-    if format_of(path) == "txt" and pair_column is None:
-        with open_text(path) as f:
-            texts = [line.strip() for line in f if line.strip()]
-        pairs = None
-    else:
-        if format_of(path) == "txt":
-            text_column, pair_column = "0", "1"
-        columns = [text_column] + ([pair_column] if pair_column else [])
-        rows = [row for _, row in read_rows(path, columns)]
-        texts = [str(row[text_column]).strip() for row in rows]
-        pairs = [str(row[pair_column]).strip() for row in rows] if pair_column else None
-    if not texts:
-        raise UserError(f"{path}: empty file")
-    return texts, pairs

@@ -88,7 +88,7 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> None:
     from ..classification import Classifier, write_predictions
-    from ..textfiles import read_texts
+    from ..corpus import read_texts
 
     _check_answers_out(args, "predictions")
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
@@ -127,8 +127,8 @@ def _check_answers_out(args: argparse.Namespace, what: str) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
+    from ..corpus import read_texts
     from ..tagging import Tagger, write_entities
-    from ..textfiles import read_texts
 
     _check_answers_out(args, "entities")
     tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
@@ -317,7 +317,11 @@ def register(verbs) -> None:
     model_flags(p)
     p.add_argument("text", nargs="?", help="the text")
     pair_flags(p, positional=False)
-    p.add_argument("--input", help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), or a table")
+    p.add_argument(
+        "--input",
+        help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), a table, or a document (.pdf, "
+        ".docx, .epub, ...: a text per paragraph)",
+    )
     p.add_argument(
         "--out",
         help="with --input: write the predictions to this .csv, .tsv (a row per text: the label and each label's "
@@ -363,7 +367,11 @@ def register(verbs) -> None:
     p = add_verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
     model_flags(p)
     p.add_argument("text", nargs="?", help="the text")
-    p.add_argument("--input", help="file with one text per line, or a table with --text-column")
+    p.add_argument(
+        "--input",
+        help="file with one text per line, a table with --text-column, or a document (.pdf, .docx, .epub, ...: "
+        "a text per paragraph)",
+    )
     p.add_argument(
         "--out",
         help="with --input: write the entities to this .csv or .tsv (a row per entity: the text's number from 1, "

@@ -42,7 +42,7 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
 
 
 def cmd_nsp(args: argparse.Namespace) -> None:
-    from ..textfiles import read_texts
+    from ..corpus import read_texts
 
     bert = _load(args)
     if args.input:
@@ -83,7 +83,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..textfiles import read_texts
+    from ..corpus import read_texts
 
     texts, _ = read_texts(args.input, args.text_column)
     vectors = _load(args).embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
@@ -97,8 +97,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..corpus import read_lines
-    from ..textfiles import read_texts
+    from ..corpus import read_lines, read_texts
 
     if (args.query is None) == (args.queries is None):
         raise UserError("give a query, or --queries FILE with one per line (not both)")
@@ -179,7 +178,12 @@ def register(verbs) -> None:
 
     p = add_verb(verbs, "embed", cmd_embed, "sentence embeddings for each line (or row) of a file")
     model_flags(p)
-    p.add_argument("--input", required=True, help="text file, one sentence per line; or a table with --text-column")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="text file, one sentence per line; a table with --text-column; or a document (.pdf, .docx, .epub, ...: "
+        "a sentence vector per paragraph)",
+    )
     column_flags(p, pair=False)
     p.add_argument("--out", required=True, help="output .npy file")
     p.add_argument(
@@ -204,7 +208,10 @@ def register(verbs) -> None:
     p.add_argument("query", nargs="?", help="the text to search for")
     p.add_argument("--queries", help="instead of a query: a file of them, one per line")
     p.add_argument(
-        "--corpus", required=True, help="the texts to search: a text per line, or a table with --text-column"
+        "--corpus",
+        required=True,
+        help="the texts to search: a text per line, a table with --text-column, or a document "
+        "(.pdf, .docx, .epub, ...: a text per paragraph)",
     )
     column_flags(p, pair=False, file_flag="--corpus")
     p.add_argument(
