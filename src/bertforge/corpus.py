@@ -43,6 +43,8 @@ from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, o
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
+# Documents in a binary package, each read by its own module from the path: (path, stats) -> paragraphs.
+PACKAGED_DOCUMENTS = {"epub": epub_paragraphs, "docx": docx_paragraphs, "odt": odt_paragraphs, "pdf": pdf_paragraphs}
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
 DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
 
@@ -200,14 +202,8 @@ def _read_file(
                     yield from text_paragraphs(f, stats, options.line_breaks)
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
-    elif kind == "epub":
-        yield from epub_paragraphs(path, stats)
-    elif kind == "docx":
-        yield from docx_paragraphs(path, stats)
-    elif kind == "odt":
-        yield from odt_paragraphs(path, stats)
-    elif kind == "pdf":
-        yield from pdf_paragraphs(path, stats)
+    elif kind in PACKAGED_DOCUMENTS:
+        yield from PACKAGED_DOCUMENTS[kind](path, stats)
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:
