@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -180,3 +181,24 @@ def test_inference_commands_take_a_document_a_paragraph_per_text(tmp_path, wordp
     one_line_error(
         bertforge("nsp", model, "--input", tmp_path / "report.pdf"), "report.pdf: a document's paragraphs are single"
     )
+
+
+def test_search_and_embed_take_a_directory_of_documents_and_name_each_hits_file(tmp_path, wordpiece_tokenizer):
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    docs = tmp_path / "docs"
+    (docs / "reports").mkdir(parents=True)
+    (docs / "reports" / "report.pdf").write_bytes(pdf_bytes(PAGES))
+    notes = ["the cat sat on the mat.", "my friend painted a small boat."]
+    (docs / "notes.txt").write_text("\n".join(notes) + "\n", encoding="utf-8")
+    (tmp_path / "all.txt").write_text("\n".join(notes + REPORT) + "\n", encoding="utf-8")  # in the same order
+    for source in ("docs", "all.txt"):
+        bertforge_ok("embed", model, "--input", tmp_path / source, "--out", tmp_path / f"{source}.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "docs.npy"), np.load(tmp_path / "all.txt.npy"))
+
+    done = bertforge_ok("search", model, REPORT[1], "--corpus", docs, "--top-k", "8", "--json")
+    hits = json.loads(done.stdout)[0]["results"]
+    files = ["notes.txt"] * len(notes) + ["reports/report.pdf"] * len(REPORT)
+    assert len(hits) == len(files) and hits[0]["text"] == REPORT[1] and hits[0]["score"] == pytest.approx(1.0)
+    assert all(hit["source"] == files[hit["index"]] and hit["text"] == (notes + REPORT)[hit["index"]] for hit in hits)
+    plain = bertforge_ok("search", model, REPORT[1], "--corpus", docs, "--top-k", "1").stdout.splitlines()
+    assert plain == [REPORT[1], f"  1.000  reports/report.pdf: {REPORT[1]}"]

@@ -15,7 +15,8 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
 
-`read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each.
+`read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
+`read_passages` gives `search` a directory's too, with the file each came from.
 
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
@@ -258,16 +259,16 @@ def read_texts(
 ) -> tuple[list[str], list[str] | None]:
     """Texts (and second texts) to run a model on: a line each of a .txt file (TEXT<TAB>PAIR where pairs are
     asked for), a row each of a table or JSONL file (its columns named), a paragraph each of a document (a PDF,
-    Word, OpenDocument or e-book file, a web page), so a model can search or tag the documents people keep."""
+    Word, OpenDocument or e-book file, a web page) or of every file below a directory, so a model can search or
+    tag the documents people keep."""
     path = Path(path)
-    kind = format_of(path)
-    if kind in DOCUMENTS:
+    if path.is_dir() or format_of(path) in DOCUMENTS:
         if pair_column is not None:
             raise UserError(f"{path}: a document's paragraphs are single texts; give pairs as TEXT<TAB>PAIR lines")
-        return [paragraph.text for paragraph in read_paragraphs([path])], None
-    if kind == "txt" and pair_column is None:
+        return [text for text, _ in _paragraphs_and_files(path, text_column)], None
+    if format_of(path) == "txt" and pair_column is None:
         return read_lines(path), None
-    if kind == "txt":
+    if format_of(path) == "txt":
         text_column, pair_column = "0", "1"
     columns = [text_column] + ([pair_column] if pair_column else [])
     rows = [row for _, row in read_rows(path, columns)]
@@ -275,6 +276,24 @@ def read_texts(
         raise UserError(f"{path}: empty file")
     texts = [str(row[text_column]).strip() for row in rows]
     return texts, [str(row[pair_column]).strip() for row in rows] if pair_column else None
+
+
+def read_passages(path: str | Path, text_column: str = "0") -> tuple[list[str], list[str] | None]:
+    """The texts of a corpus to search (`read_texts`') and, for a directory, the file each came from, relative to
+    the directory (None for a file)."""
+    path = Path(path)
+    if not path.is_dir():
+        return read_texts(path, text_column)[0], None
+    texts, files = zip(*_paragraphs_and_files(path, text_column))
+    return list(texts), list(files)
+
+
+def _paragraphs_and_files(path: Path, text_column: str) -> Iterator[tuple[str, str]]:
+    """Each paragraph of a document or of the files below a directory, as `read_paragraphs` reads them (a
+    document's paragraphs, a .txt file's lines, a table's `text_column`), and its file relative to `path`."""
+    stats = ReadStats()  # its last file is the one being read
+    for paragraph in read_paragraphs([path], CorpusOptions(text_column=text_column), stats):
+        yield paragraph.text, Path(stats.files[-1]).relative_to(path).as_posix() if path.is_dir() else path.name
 
 
 # ---------------------------------------------------------------- cleaning

@@ -320,7 +320,7 @@ def register(verbs) -> None:
     p.add_argument(
         "--input",
         help="file with one text per line (TEXT<TAB>PAIR with --pair-column 1), a table, or a document (.pdf, "
-        ".docx, .epub, ...: a text per paragraph)",
+        ".docx, .epub, ...: a text per paragraph) or a directory of files",
     )
     p.add_argument(
         "--out",
@@ -370,7 +370,7 @@ def register(verbs) -> None:
     p.add_argument(
         "--input",
         help="file with one text per line, a table with --text-column, or a document (.pdf, .docx, .epub, ...: "
-        "a text per paragraph)",
+        "a text per paragraph) or a directory of files",
     )
     p.add_argument(
         "--out",

@@ -97,14 +97,14 @@ def cmd_embed(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..corpus import read_lines, read_texts
+    from ..corpus import read_lines, read_passages
 
     if (args.query is None) == (args.queries is None):
         raise UserError("give a query, or --queries FILE with one per line (not both)")
     if args.top_k < 1:
         raise UserError(f"--top-k must be at least 1, not {args.top_k}")
     queries = [args.query] if args.query is not None else read_lines(args.queries)
-    corpus, _ = read_texts(args.corpus, args.text_column)
+    corpus, sources = read_passages(args.corpus, args.text_column)
     vectors = None
     if args.vectors:
         try:
@@ -112,13 +112,16 @@ def cmd_search(args: argparse.Namespace) -> None:
         except (OSError, ValueError) as e:
             raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
     results = _load(args).search(queries, corpus, args.top_k, vectors)
+    if sources:  # a directory: which file each text is in
+        results = [[{**hit, "source": sources[hit["index"]]} for hit in found] for found in results]
     if args.json:
         print_json([{"query": query, "results": found} for query, found in zip(queries, results)])
         return
     for query, found in zip(queries, results):
         print(query)
         for hit in found:
-            print(f"  {hit['score']:.3f}  {hit['text']}")
+            source = f"{hit['source']}: " if sources else ""
+            print(f"  {hit['score']:.3f}  {source}{hit['text']}")
 
 
 def precision_flag(p: argparse.ArgumentParser, default: str = "fp32") -> None:
@@ -182,7 +185,7 @@ def register(verbs) -> None:
         "--input",
         required=True,
         help="text file, one sentence per line; a table with --text-column; or a document (.pdf, .docx, .epub, ...: "
-        "a sentence vector per paragraph)",
+        "a sentence vector per paragraph) or a directory of files",
     )
     column_flags(p, pair=False)
     p.add_argument("--out", required=True, help="output .npy file")
@@ -210,8 +213,8 @@ def register(verbs) -> None:
     p.add_argument(
         "--corpus",
         required=True,
-        help="the texts to search: a text per line, a table with --text-column, or a document "
-        "(.pdf, .docx, .epub, ...: a text per paragraph)",
+        help="the texts to search: a text per line, a table with --text-column, a document (.pdf, .docx, .epub, "
+        "...: a text per paragraph), or a directory of them (each hit names its file)",
     )
     column_flags(p, pair=False, file_flag="--corpus")
     p.add_argument(
