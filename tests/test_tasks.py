@@ -280,6 +280,10 @@ def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder,
     context, question, gold = items[0]
     ours = json.loads(bertforge_ok("answer", model_dir, "--question", question, "--context", context, "--json").stdout)
     assert ours["answer"] == gold and context[ours["start"] : ours["end"]] == gold
+    (tmp_path / "page.html").write_text(f"<html><body><h1>{question}</h1><p>{context}</p></body></html>")
+    page = bertforge_ok("answer", model_dir, "--question", question, "--context-file", tmp_path / "page.html", "--json")
+    assert json.loads(page.stdout)["answer"] == gold  # read as its paragraphs, a line each: the heading, the context
+    assert json.loads(page.stdout)["start"] == len(question) + 1 + ours["start"]
     # The same logits in transformers, and transformers' own span decoding of them gives the same span and score.
     answerer = Answerer(model_dir)
     encoding = windows(answerer.tokenizer, question, context)[0]

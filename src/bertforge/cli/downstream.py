@@ -166,7 +166,6 @@ def cmd_choose(args: argparse.Namespace) -> None:
 
 def cmd_answer(args: argparse.Namespace) -> None:
     from ..qa import Answerer, read_squad
-    from ..textfiles import open_text
 
     if args.input:
         if args.question or args.context or args.context_file:
@@ -176,10 +175,7 @@ def cmd_answer(args: argparse.Namespace) -> None:
     if args.out and not args.input:
         raise UserError("--out writes the answers to --input's questions")
     questions = read_squad(args.input, training=False) if args.input else None  # bad input stops before the model
-    context = args.context
-    if args.context_file:
-        with open_text(args.context_file) as f:
-            context = f.read()
+    context = _context_of(args.context_file) if args.context_file else args.context
     answerer = Answerer(
         args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
     )
@@ -194,6 +190,18 @@ def cmd_answer(args: argparse.Namespace) -> None:
         print(f"(no answer: the context does not say; score {result['score']:.3f})")
         return
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
+
+
+def _context_of(path: str) -> str:
+    """--context-file's text: a text file as it is; a document (a PDF, Word or e-book file, a web page) its
+    paragraphs, a line each. A long context is read in overlapping windows, so a whole report can be asked."""
+    from ..corpus import read_texts
+    from ..textfiles import DOCUMENTS, format_of, open_text
+
+    if format_of(Path(path)) in DOCUMENTS:
+        return "\n".join(read_texts(path)[0])
+    with open_text(path) as f:
+        return f.read()
 
 
 def _answer_file(answerer, questions: list, args: argparse.Namespace) -> None:
@@ -390,7 +398,9 @@ def register(verbs) -> None:
     model_flags(p)
     p.add_argument("--question", help="the question")
     p.add_argument("--context", help="the text holding the answer")
-    p.add_argument("--context-file", help="read the context from this file")
+    p.add_argument(
+        "--context-file", help="read the context from this file: text, or a document (.pdf, .docx, .epub, .html, ...)"
+    )
     p.add_argument(
         "--input",
         help="many questions: SQuAD v1.1 or v2.0 JSON, or a table with question and context (and answers) per row; "
