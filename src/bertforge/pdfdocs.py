@@ -6,7 +6,8 @@
 
 A PDF holds glyphs placed on pages, not paragraphs: what comes back is the text a PDF viewer lets one copy. A
 scanned PDF holds pictures of pages and no text: it is skipped with a warning (run OCR on it first). Pages are
-read one at a time, so a book of any length passes through bounded memory.
+read one at a time, but pypdf keeps what it has parsed of a file until the file is done: about 13 KB a page
+(measured: 53 MB more for a 4,000-page PDF of 7.9M characters), let go before the next file.
 """
 
 from __future__ import annotations
