@@ -243,11 +243,18 @@ def _wrapped_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
             block, size, new_document = [], 0, False
 
 
-def _join_wrapped(lines: list[str]) -> str:
-    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one."""
+def _join_wrapped(lines: list[str], typeset: bool = False) -> str:
+    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one. Typeset
+    text (a PDF's) hyphenates words to fill lines, so there a word cut at a line's end ("manip-" "ulation") loses
+    its hyphen where the next line goes on in lower case, and keeps it otherwise ("X-" "Ray")."""
     parts = [lines[0]]
     for line in lines[1:]:
-        parts.append(line if WORD_HYPHEN_AT_END.search(parts[-1]) else " " + line)
+        if not WORD_HYPHEN_AT_END.search(parts[-1]):
+            parts.append(" " + line)
+            continue
+        if typeset and line[:1].islower():
+            parts[-1] = parts[-1][:-1]
+        parts.append(line)
     return "".join(parts)
 
 
@@ -293,7 +300,7 @@ def typeset_paragraphs(pages: Iterable[list[str]]) -> Iterator[Paragraph]:
 
     def paragraph() -> Paragraph:
         nonlocal block, size, first
-        done = Paragraph(_join_typeset(block), first)
+        done = Paragraph(_join_wrapped(block, typeset=True), first)
         block, size, first = [], 0, False
         return done
 
@@ -350,17 +357,3 @@ def _page_body(lines: list[str], neighbours: list[list[str]]) -> list[str]:
 def _head_key(line: str) -> str:
     """A running head as it repeats: its page number (any digits) and case aside."""
     return re.sub(r"\d+", "#", " ".join(line.lower().split()))
-
-
-def _join_typeset(lines: list[str]) -> str:
-    """A paragraph's lines joined by spaces. Typesetting hyphenates words to fill lines: a word cut at a line's end
-    ("manip-" "ulation") is joined without its hyphen where the next line goes on in lower case, and keeps it
-    otherwise ("X-" "Ray")."""
-    parts = [lines[0]]
-    for line in lines[1:]:
-        if WORD_HYPHEN_AT_END.search(parts[-1]):
-            parts[-1] = parts[-1][:-1] if line[:1].islower() else parts[-1]
-            parts.append(line)
-        else:
-            parts.append(" " + line)
-    return "".join(parts)
