@@ -30,6 +30,9 @@ _EXPORTS = {
     "Answerer": "qa",
     "Chooser": "multiple_choice",
     "ChoiceColumns": "multiple_choice",
+    # the texts of any input format, as the inference commands and search read them
+    "read_texts": "corpus",
+    "read_passages": "corpus",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
