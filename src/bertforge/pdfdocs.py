@@ -53,7 +53,9 @@ def _page_lines(path: Path, stats: ReadStats) -> Iterator[list[str]]:
             yield text.translate(LIGATURES).splitlines()
     except pypdf.errors.DependencyError as e:  # AES encryption, without the cryptography package
         raise UserError(f"{path}: cannot read this encrypted PDF ({e})") from None
-    except (pypdf.errors.PyPdfError, ValueError, KeyError, IndexError, TypeError) as e:  # a truncated or broken file
+    except UserError:
+        raise
+    except Exception as e:  # a truncated or broken file fails deep in the parser, with any of its errors
         raise UserError(f"{path}: not a readable PDF ({type(e).__name__}: {e})") from None
 
 
