@@ -262,13 +262,14 @@ def read_texts(
     Word, OpenDocument or e-book file, a web page) or of every file below a directory, so a model can search or
     tag the documents people keep."""
     path = Path(path)
-    if path.is_dir() or format_of(path) in DOCUMENTS:
+    kind = None if path.is_dir() else format_of(path)  # format_of may open the file to look: once
+    if kind is None or kind in DOCUMENTS:
         if pair_column is not None:
             raise UserError(f"{path}: a document's paragraphs are single texts; give pairs as TEXT<TAB>PAIR lines")
         return [text for text, _ in _paragraphs_and_files(path, text_column)], None
-    if format_of(path) == "txt" and pair_column is None:
+    if kind == "txt" and pair_column is None:
         return read_lines(path), None
-    if format_of(path) == "txt":
+    if kind == "txt":
         text_column, pair_column = "0", "1"
     columns = [text_column] + ([pair_column] if pair_column else [])
     rows = [row for _, row in read_rows(path, columns)]
@@ -292,8 +293,9 @@ def _paragraphs_and_files(path: Path, text_column: str) -> Iterator[tuple[str, s
     """Each paragraph of a document or of the files below a directory, as `read_paragraphs` reads them (a
     document's paragraphs, a .txt file's lines, a table's `text_column`), and its file relative to `path`."""
     stats = ReadStats()  # its last file is the one being read
+    directory = path.is_dir()
     for paragraph in read_paragraphs([path], CorpusOptions(text_column=text_column), stats):
-        yield paragraph.text, Path(stats.files[-1]).relative_to(path).as_posix() if path.is_dir() else path.name
+        yield paragraph.text, Path(stats.files[-1]).relative_to(path).as_posix() if directory else path.name
 
 
 # ---------------------------------------------------------------- cleaning
