@@ -36,6 +36,24 @@ def test_a_directory_with_a_folder_per_class_reads_a_file_per_example(tmp_path):
     ]
 
 
+def test_a_folder_of_classes_reads_files_below_it_leaves_out_empty_ones_and_refuses_an_empty_class(tmp_path):
+    """Files in folders below a class's folder are its examples too; an empty file is left out with a warning
+    naming it; a class folder without one text in it is an error, not a class that silently has no examples."""
+    (tmp_path / "pos" / "2024").mkdir(parents=True)
+    (tmp_path / "pos" / "2024" / "a.txt").write_text("Loved it.", encoding="utf-8")
+    (tmp_path / "pos" / "empty.txt").write_text(" \n", encoding="utf-8")
+    (tmp_path / "pos" / ".cache").mkdir()
+    (tmp_path / "pos" / ".cache" / "x.txt").write_text("hidden", encoding="utf-8")
+    (tmp_path / "neg").mkdir()
+    (tmp_path / "neg" / "b.html").write_text("<html><body><p>Awful.</p><p>Truly.</p></body></html>", encoding="utf-8")
+    with pytest.warns(UserWarning, match="1 file.* without text left out: empty.txt"):
+        examples = read_examples(tmp_path, Columns())
+    assert examples == [Example("Awful. Truly.", None, "neg"), Example("Loved it.", None, "pos")]  # a page's text
+    (tmp_path / "pos" / "2024" / "a.txt").write_text("", encoding="utf-8")
+    with pytest.warns(UserWarning), pytest.raises(UserError, match="pos: no file with text in it"):
+        read_examples(tmp_path, Columns())
+
+
 @pytest.mark.parametrize(
     "names, labels",
     [

@@ -202,3 +202,34 @@ def test_search_and_embed_take_a_directory_of_documents_and_name_each_hits_file(
     assert all(hit["source"] == files[hit["index"]] and hit["text"] == (notes + REPORT)[hit["index"]] for hit in hits)
     plain = bertforge_ok("search", model, REPORT[1], "--corpus", docs, "--top-k", "1").stdout.splitlines()
     assert plain == [REPORT[1], f"  1.000  reports/report.pdf: {REPORT[1]}"]
+
+
+def test_documents_are_classified_a_file_each_as_a_folder_of_classes_trains_on_them(tmp_path, wordpiece_tokenizer):
+    """A folder per class of PDFs and web pages trains a classifier on a file per example; `classify --per-file`
+    reads a folder of such files the same way, each answer naming its file and equal to classifying its text."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer, max_position_embeddings=64)
+    train, inbox = tmp_path / "train", tmp_path / "inbox"
+    for label, pages in {"report": PAGES, "letter": [["Dear Anna,", "the cat sat on the mat.", "Yours, Bob"]]}.items():
+        (train / label).mkdir(parents=True)
+        for i in range(6):
+            (train / label / f"{i}.pdf").write_bytes(pdf_bytes(pages))
+    (train / "letter" / "4.html").write_text("<p>Dear Bob,</p><p>my friend sat.</p>", encoding="utf-8")
+    (train / "letter" / "scan.pdf").write_bytes(pdf_bytes([[]]))
+    done = bertforge_ok("finetune", model, "--train", train, "--out", tmp_path / "clf", "--epochs", "1", "--quiet")
+    assert "scan.pdf" in done.stderr  # left out, and said so
+    assert json.loads((tmp_path / "clf" / "summary.json").read_text())["train_examples"] == 13 - 2  # a tenth held out
+
+    (inbox / "old").mkdir(parents=True)
+    (inbox / "old" / "report.pdf").write_bytes(pdf_bytes(PAGES))
+    (inbox / "note.txt").write_text("Dear Anna,\nthe cat sat  on the mat.\n", encoding="utf-8")
+    classifier = tmp_path / "clf" / "model"
+    results = json.loads(bertforge_ok("classify", classifier, "--input", inbox, "--per-file", "--json").stdout)
+    assert [r["source"] for r in results] == ["note.txt", "old/report.pdf"] and "text" not in results[0]
+    for r, text in zip(results, ["Dear Anna, the cat sat on the mat.", " ".join(REPORT)]):
+        alone = json.loads(bertforge_ok("classify", classifier, text, "--json").stdout)
+        assert r["label"] == alone["label"] and r["probabilities"] == pytest.approx(alone["probabilities"], abs=1e-6)
+    bertforge_ok("classify", classifier, "--input", inbox, "--per-file", "--out", tmp_path / "p.csv")
+    assert (tmp_path / "p.csv").read_text().splitlines()[0] == "source,label,p_letter,p_report"
+    plain = bertforge_ok("classify", classifier, "--input", inbox / "old" / "report.pdf", "--per-file").stdout
+    assert plain.strip().endswith("report.pdf") and len(plain.strip().splitlines()) == 1
+    one_line_error(bertforge("classify", classifier, "a text", "--per-file"), "--per-file reads --input")

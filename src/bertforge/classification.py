@@ -29,6 +29,7 @@ import torch
 from tokenizers import Tokenizer
 
 from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
+from .corpus import read_documents
 from .errors import UserError
 from .fileio import write_answers
 from .model import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
@@ -166,7 +167,8 @@ def _label_first_lines(path: Path, multi_label: bool) -> list[Example]:
 
 def _class_directory(directory: Path) -> list[Example]:
     """One file per class with an example per line (MR's rt-polarity.pos and .neg), or one folder per class with
-    an example per file (IMDB's pos/ and neg/). Hidden files and README files are skipped."""
+    an example per file (IMDB's pos/ and neg/), a document (PDF, Word, e-book, web page) read whole as
+    `classify --per-file` reads it. Hidden files and README files are skipped."""
     entries = sorted(p for p in directory.iterdir() if not SKIPPED_IN_CLASS_DIRECTORY.match(p.name))
     if len(entries) < 2 or not (all(p.is_file() for p in entries) or all(p.is_dir() for p in entries)):
         raise UserError(
@@ -179,11 +181,7 @@ def _class_directory(directory: Path) -> list[Example]:
                 examples.extend(Example(line.strip(), None, label) for line in f if line.strip())
     else:
         for entry in entries:
-            for file in sorted(p for p in entry.iterdir() if p.is_file() and not p.name.startswith(".")):
-                with open_text(file) as f:
-                    text = " ".join(f.read().split())
-                if text:
-                    examples.append(Example(text, None, entry.name))
+            examples.extend(Example(text, None, entry.name) for text in read_documents(entry)[0])
     return examples
 
 
@@ -355,11 +353,11 @@ class Classifier:
 
 def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
     """`Classifier.classify`'s results as a file: a .jsonl line each as they are, or a .csv/.tsv row each with the
-    text (and pair), the label (a multi-label model's labels joined by ","; a regression model's value) and each
-    label's probability in a column p_LABEL."""
+    text (and pair) or the file (`source`, classified whole), the label (a multi-label model's labels joined by
+    ","; a regression model's value) and each label's probability in a column p_LABEL."""
     rows = [
         {
-            **{k: v for k, v in r.items() if k in ("text", "pair", "label", "value")},
+            **{k: v for k, v in r.items() if k in ("source", "text", "pair", "label", "value")},
             **({"labels": ",".join(r["labels"])} if "labels" in r else {}),
             **{f"p_{label}": f"{p:.6f}" for label, p in r.get("probabilities", {}).items()},
         }

@@ -16,7 +16,8 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
-`read_passages` gives `search` a directory's too, with the file each came from.
+`read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
+one text, and `read_documents` every file of a directory so, for document classification.
 
 How a file lays its text out beyond that (wrapped lines, a Gutenberg book's licence, Wikipedia dumps, web pages)
 is layouts.py's. Tokenizer, data, model and run directories inside a corpus directory are skipped.
@@ -277,6 +278,50 @@ def read_texts(
         raise UserError(f"{path}: empty file")
     texts = [str(row[text_column]).strip() for row in rows]
     return texts, [str(row[pair_column]).strip() for row in rows] if pair_column else None
+
+
+def read_document(path: str | Path) -> str:
+    """A whole file as one text: a text file as it is (decoded, decompressed); a document (a PDF, Word,
+    OpenDocument or e-book file, a web page) its paragraphs, a line each. What a question is asked of, and what
+    a document classifier reads."""
+    path = Path(path)
+    if format_of(path) not in DOCUMENTS:
+        with open_text(path) as f:
+            return f.read()
+    options = CorpusOptions()
+    paragraphs = _read_file(path, options, ReadStats(), options.paragraph_filter())
+    return "\n".join(text for text in (clean_text(p.text) for p in paragraphs) if text)
+
+
+def read_documents(path: str | Path) -> tuple[list[str], list[str]]:
+    """(texts, names): each file as one text, its whitespace made single spaces, and its name: `path` itself, or
+    every file below a directory (hidden ones, and tokenizer, data and model directories, aside), named relative to
+    it. A file without text (empty, or a scanned PDF) is left out, with one warning naming them. Both sides of
+    document classification read files so: a folder of classes to train on, and `classify --per-file`."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    if path.is_dir():
+        files = sorted(
+            p for p in _files_below(path) if not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
+    else:
+        files = [path]
+    texts, names, empty = [], [], []
+    for file in files:
+        name = file.relative_to(path).as_posix() if path.is_dir() else file.name
+        text = " ".join(read_document(file).split())
+        if text:
+            texts.append(text)
+            names.append(name)
+        else:
+            empty.append(name)
+    if empty:
+        listed = ", ".join(empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+        warnings.warn(f"{path}: {len(empty)} file(s) without text left out: {listed}", stacklevel=2)
+    if not texts:
+        raise UserError(f"{path}: no file with text in it")
+    return texts, names
 
 
 def read_passages(path: str | Path, text_column: str = "0") -> tuple[list[str], list[str] | None]:

@@ -88,17 +88,29 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> None:
     from ..classification import Classifier, write_predictions
-    from ..corpus import read_texts
+    from ..corpus import read_documents, read_texts
 
     _check_answers_out(args, "predictions")
-    classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
-    if args.input:
+    if args.per_file and not args.input:
+        raise UserError("--per-file reads --input's files, a text each")
+    if args.per_file and (args.pair_column or args.pairs):
+        raise UserError("--per-file reads each file as a single text; give pairs as TEXT<TAB>PAIR lines")
+    sources = None
+    if args.per_file:
+        texts, sources = read_documents(args.input)
+        pairs = None
+    elif args.input:
         texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
     elif args.text is not None:
         texts, pairs = [args.text], [args.pair] if args.pair is not None else None
     else:
         raise UserError("give a text, or --input FILE")
+    classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
     results = classifier.classify(texts, pairs, args.threshold)
+    if sources:  # a file each: its name, not its whole text
+        results = [
+            {"source": source, **{k: v for k, v in r.items() if k != "text"}} for source, r in zip(sources, results)
+        ]
     if args.out:
         write_predictions(args.out, results)
         print(f"wrote {len(results)} predictions to {args.out}", file=sys.stderr)
@@ -107,13 +119,13 @@ def cmd_classify(args: argparse.Namespace) -> None:
         print_json(results if args.input else results[0])
         return
     for r in results:
-        pair = f" / {r['pair']!r}" if "pair" in r else ""
+        shown = r["source"] if sources else repr(r["text"]) + (f" / {r['pair']!r}" if "pair" in r else "")
         if "value" in r:
-            print(f"{r['value']:10.4f}  {r['text']!r}{pair}")
+            print(f"{r['value']:10.4f}  {shown}")
             continue
         probabilities = "  ".join(f"{label}={p:.3f}" for label, p in r["probabilities"].items())
         answer = r["label"] if "label" in r else ",".join(r["labels"]) or "(none)"
-        print(f"{answer:<12} {probabilities}  {r['text']!r}{pair}")
+        print(f"{answer:<12} {probabilities}  {shown}")
 
 
 def _check_answers_out(args: argparse.Namespace, what: str) -> None:
@@ -165,6 +177,7 @@ def cmd_choose(args: argparse.Namespace) -> None:
 
 
 def cmd_answer(args: argparse.Namespace) -> None:
+    from ..corpus import read_document
     from ..qa import Answerer, read_squad
 
     if args.input:
@@ -175,7 +188,8 @@ def cmd_answer(args: argparse.Namespace) -> None:
     if args.out and not args.input:
         raise UserError("--out writes the answers to --input's questions")
     questions = read_squad(args.input, training=False) if args.input else None  # bad input stops before the model
-    context = _context_of(args.context_file) if args.context_file else args.context
+    # a long context (a whole report: a document's paragraphs, a line each) is read in overlapping windows
+    context = read_document(args.context_file) if args.context_file else args.context
     answerer = Answerer(
         args.model, device=args.device, trust_pickle=args.trust_pickle, seq_len=args.seq_len, stride=args.stride
     )
@@ -190,18 +204,6 @@ def cmd_answer(args: argparse.Namespace) -> None:
         print(f"(no answer: the context does not say; score {result['score']:.3f})")
         return
     print(f"{result['answer']!r}  (score {result['score']:.3f}, characters {result['start']}-{result['end']})")
-
-
-def _context_of(path: str) -> str:
-    """--context-file's text: a text file as it is; a document (a PDF, Word or e-book file, a web page) its
-    paragraphs, a line each. A long context is read in overlapping windows, so a whole report can be asked."""
-    from ..corpus import read_texts
-    from ..textfiles import DOCUMENTS, format_of, open_text
-
-    if format_of(Path(path)) in DOCUMENTS:
-        return "\n".join(read_texts(path)[0])
-    with open_text(path) as f:
-        return f.read()
 
 
 def _answer_file(answerer, questions: list, args: argparse.Namespace) -> None:
@@ -334,6 +336,13 @@ def register(verbs) -> None:
         "--out",
         help="with --input: write the predictions to this .csv, .tsv (a row per text: the label and each label's "
         "probability as p_LABEL) or .jsonl file",
+    )
+    p.add_argument(
+        "--per-file",
+        action="store_true",
+        help="with --input: a text per file, not per line or paragraph: the file (a directory: every file below it) "
+        "read whole, a document's paragraphs joined, as a folder of classes trains; each answer names its file "
+        "(`source`), and a long file is read to the model's length, as in training",
     )
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
