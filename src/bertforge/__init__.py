@@ -30,9 +30,11 @@ _EXPORTS = {
     "Answerer": "qa",
     "Chooser": "multiple_choice",
     "ChoiceColumns": "multiple_choice",
-    # the texts of any input format, as the inference commands and search read them
+    # the texts of any input format, as the inference commands and search read them; a text per file
     "read_texts": "corpus",
     "read_passages": "corpus",
+    "read_document": "corpus",
+    "read_documents": "corpus",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
