@@ -14,6 +14,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
   .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
+  .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
 `read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
@@ -40,13 +41,20 @@ from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
+from .markdowndocs import markdown_paragraphs
 from .pdfdocs import pdf_paragraphs
 from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
-# Documents in a binary package, each read by its own module from the path: (path, stats) -> paragraphs.
-PACKAGED_DOCUMENTS = {"epub": epub_paragraphs, "docx": docx_paragraphs, "odt": odt_paragraphs, "pdf": pdf_paragraphs}
+# Documents each read by its own module from the path: (path, stats) -> paragraphs.
+DOCUMENT_READERS = {
+    "epub": epub_paragraphs,
+    "docx": docx_paragraphs,
+    "odt": odt_paragraphs,
+    "pdf": pdf_paragraphs,
+    "markdown": markdown_paragraphs,
+}
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
 DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
 
@@ -204,8 +212,8 @@ def _read_file(
                     yield from text_paragraphs(f, stats, options.line_breaks)
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
-    elif kind in PACKAGED_DOCUMENTS:
-        yield from PACKAGED_DOCUMENTS[kind](path, stats)
+    elif kind in DOCUMENT_READERS:
+        yield from DOCUMENT_READERS[kind](path, stats)
     elif options.pair_column:
         yield from _read_pairs(path, options, stats, paragraph_filter)
     else:

@@ -66,10 +66,12 @@ FORMATS = {
     ".docx": "docx",
     ".odt": "odt",
     ".pdf": "pdf",
+    ".md": "markdown",
+    ".markdown": "markdown",
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-DOCUMENTS = ("html", "epub", "docx", "odt", "pdf")  # laid out as pages and chapters, never as rows
+DOCUMENTS = ("html", "epub", "docx", "odt", "pdf", "markdown")  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -187,6 +189,7 @@ def read_rows(
             "docx": "a Word document",
             "odt": "a text document",
             "pdf": "a PDF",
+            "markdown": "a Markdown text",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind == "xlsx":
