@@ -16,13 +16,20 @@ from bertforge.model import IGNORE_INDEX, set_explicit_attention
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["sdpa", "explicit"])
-def test_the_flop_count_of_a_training_step_matches_torchs_counter(explicit, monkeypatch):
+@pytest.mark.parametrize("feed_forward", ["mlp", "glu"])
+def test_the_flop_count_of_a_training_step_matches_torchs_counter(explicit, feed_forward, monkeypatch):
     """Forward and backward of one batch, every matmul counted by torch.utils.flop_counter, against the PaLM
     count the trainer's MFU uses. The count's one approximation is the pooler, charged per token though it runs
     on [CLS] only: the two must agree within that."""
     monkeypatch.setattr(bertforge_model, "GATHERED_ROWS_MULTIPLE", 1)  # the head runs on exactly the masked rows
     config = ModelConfig(
-        vocab_size=512, hidden_size=64, num_layers=4, num_heads=4, intermediate_size=256, max_position_embeddings=64
+        vocab_size=512,
+        hidden_size=64,
+        num_layers=4,
+        num_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        feed_forward=feed_forward,
     )
     torch.manual_seed(0)
     model = BertForPreTraining(config)

@@ -223,12 +223,18 @@ def attention_implementations(norm_style: str) -> list[str]:
     return ["sdpa", "eager"] if getattr(family, "_supports_sdpa", False) else ["eager"]
 
 
+# What no transformers class computes, alone and together: (attention_bias, feed_forward).
+VARIANTS = [("alibi", "mlp"), ("none", "glu"), ("alibi", "glu")]
+
+
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-def test_alibi_loads_in_transformers_through_its_own_code_with_the_same_outputs(
-    norm_style, wordpiece_tokenizer, tmp_path
+@pytest.mark.parametrize("attention_bias, feed_forward", VARIANTS)
+def test_variants_load_in_transformers_through_their_own_code_with_the_same_outputs(
+    norm_style, attention_bias, feed_forward, wordpiece_tokenizer, tmp_path
 ):
-    """No `transformers` class has an attention bias: the directory carries modeling_bertforge.py, which
-    transformers runs only when trusted, and which gives our logits and fill-mask answers on padded batches."""
+    """No `transformers` class has an attention bias or a gated feed-forward: the directory carries
+    modeling_bertforge.py, which transformers runs only when trusted, and which gives our logits and fill-mask
+    answers on padded batches."""
     from bertforge.inference import load
 
     vocab = wordpiece_tokenizer.get_vocab_size()
@@ -239,11 +245,12 @@ def test_alibi_loads_in_transformers_through_its_own_code_with_the_same_outputs(
         num_heads=4,
         intermediate_size=64,
         norm_style=norm_style,
-        attention_bias="alibi",
+        attention_bias=attention_bias,
+        feed_forward=feed_forward,
     )
     ours = randomised(BertForPreTraining(config))
     # transformers caches a directory's code under the directory's name, for all test workers: one name per case
-    directory = tmp_path / f"alibi-{norm_style}"
+    directory = tmp_path / f"{attention_bias}-{feed_forward}-{norm_style}"
     save_model(ours, directory, wordpiece_tokenizer)
     assert (directory / "modeling_bertforge.py").is_file()
     # transformers 4.x's pipeline loads a tokenizer for a model type it does not know only where config.json names one
@@ -259,9 +266,9 @@ def test_alibi_loads_in_transformers_through_its_own_code_with_the_same_outputs(
                 directory, trust_remote_code=True, attn_implementation=attn
             ).eval()
             real_positions(expected.mlm_logits, theirs(**inputs).logits, attention_mask)
-        # The bias is what makes them agree: the family's own class, which ignores it, gives other logits.
-        plain = getattr(transformers, FAMILY_MASKED_LM[norm_style]).from_pretrained(directory).eval()
-        assert not torch.allclose(plain(**inputs).logits, theirs(**inputs).logits, atol=1e-2)
+        if feed_forward == "mlp":  # the bias is what makes them agree: the family's own class, without it, differs
+            plain = getattr(transformers, FAMILY_MASKED_LM[norm_style]).from_pretrained(directory).eval()
+            assert not torch.allclose(plain(**inputs).logits, theirs(**inputs).logits, atol=1e-2)
         # The encoder alone (AutoModel) has the bias however it is called: Sentence-Transformers calls its forward
         # directly, which skips forward hooks.
         encoder = transformers.AutoModel.from_pretrained(directory, trust_remote_code=True).eval()
@@ -311,8 +318,8 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
         )
 
 
-def head_config(norm_style: str, attention_bias: str) -> ModelConfig:
-    """A small encoder under a task head, in either family, with or without ALiBi."""
+def head_config(norm_style: str, variant: str) -> ModelConfig:
+    """A small encoder under a task head, in either family: BERT's, with ALiBi, or with a gated feed-forward."""
     return ModelConfig(
         vocab_size=100,
         hidden_size=32,
@@ -320,18 +327,19 @@ def head_config(norm_style: str, attention_bias: str) -> ModelConfig:
         num_heads=2,
         intermediate_size=64,
         norm_style=norm_style,
-        attention_bias=attention_bias,
+        attention_bias="alibi" if variant == "alibi" else "none",
+        feed_forward="glu" if variant == "glu" else "mlp",
     )
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
-def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
+@pytest.mark.parametrize("variant", ["none", "alibi", "glu"])
+def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
     ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
     from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
-    config = head_config(norm_style, attention_bias)
+    config = head_config(norm_style, variant)
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
     cases = [
         (
@@ -348,9 +356,9 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
     ]
     for ours, auto, extra in cases:
         ours = randomised(ours)
-        directory = tmp_path / f"{type(ours).__name__}-{norm_style}-{attention_bias}"  # one code cache name per case
+        directory = tmp_path / f"{type(ours).__name__}-{norm_style}-{variant}"  # one code cache name per case
         save_model(ours, directory, None, extra)
-        theirs = auto.from_pretrained(directory, trust_remote_code=attention_bias != "none").eval()
+        theirs = auto.from_pretrained(directory, trust_remote_code=variant != "none").eval()
         with torch.no_grad():
             ours_logits = ours(input_ids, token_type_ids, attention_mask)[0]
             out = theirs(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask)
@@ -368,18 +376,18 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("attention_bias", ["none", "alibi"])
-def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style, attention_bias, tmp_path):
+@pytest.mark.parametrize("variant", ["none", "alibi", "glu"])
+def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """BertForMultipleChoice (RoBERTa's too scores the pooler's output): (questions, choices, T) in, one logit per
     choice out, padded choices included."""
     from bertforge.model import BertForMultipleChoice
 
-    config = head_config(norm_style, attention_bias)
+    config = head_config(norm_style, variant)
     ours = randomised(BertForMultipleChoice(config))
-    directory = tmp_path / f"choice-{norm_style}-{attention_bias}"  # one code cache name per case
+    directory = tmp_path / f"choice-{norm_style}-{variant}"  # one code cache name per case
     save_model(ours, directory, None)
     theirs = transformers.AutoModelForMultipleChoice.from_pretrained(
-        directory, trust_remote_code=attention_bias != "none"
+        directory, trust_remote_code=variant != "none"
     ).eval()
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)  # 3 rows: one question, 3 choices
     question = [x.view(1, 3, -1) for x in (input_ids, token_type_ids, attention_mask)]

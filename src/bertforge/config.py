@@ -122,6 +122,7 @@ ARCHITECTURE_FIELDS = (
     "norm_style",
     "position_embedding",
     "attention_bias",
+    "feed_forward",
     "tie_word_embeddings",
     "pad_token_id",
     "pad_vocab_multiple",
@@ -161,6 +162,13 @@ class ModelConfig(_DictMixin):
         "stay too, since the penalty cannot tell left from right. No transformers class has it: the model directory "
         "carries its own, loaded with trust_remote_code=True",
         ("none", "alibi"),
+    )
+    feed_forward: str = documented(
+        "mlp",
+        "mlp: down(act(up(x))) (BERT); glu: down(act(gate(x)) * up(x)), a gated linear unit (GEGLU with gelu; "
+        "Shazeer 2020, used by Cramming and ModernBERT), with 1.5x the weights at one intermediate_size: give "
+        "2/3 of it for the same compute. No transformers class has it: the directory carries its own code",
+        ("mlp", "glu"),
     )
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
     pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")

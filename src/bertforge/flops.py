@@ -20,7 +20,8 @@ from .config import ModelConfig, TrainConfig
 def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: float) -> float:
     """Forward + backward FLOPs per input token of BertForPreTraining."""
     H, L, inner = config.hidden_size, config.num_layers, config.intermediate_size
-    per_layer = 4 * H * H + 2 * H * inner  # QKV, attention output, feed-forward (weights only)
+    ffn = (3 if config.feed_forward == "glu" else 2) * H * inner  # a gated unit's up makes gate and value
+    per_layer = 4 * H * H + ffn  # QKV, attention output, feed-forward (weights only)
     body = L * per_layer + H * H  # + pooler (on [CLS] only, a rounding error either way)
     head = (H * H + H * config.vocab_size) * mask_fraction  # transform + decoder, masked positions only
     attention = 12 * L * H * seq_len  # q·kᵀ and p·v, forward and backward (PaLM appendix B)

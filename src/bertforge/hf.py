@@ -5,11 +5,12 @@ Two families cover every variant we train:
   pre-LN            -> `roberta-prelayernorm`: the same architecture (LayerNorm on the embeddings,
                        before each sub-layer and at the top), RobertaPreLayerNormForMaskedLM, ...
 Sinusoidal positions are a fixed table (model.py keeps them in the learned slot, frozen), so
-they travel as an ordinary position table. An ALiBi attention bias has no `transformers` class:
-such a directory keeps the family's weight names, says model_type "bertforge" (which plain
-`transformers` refuses rather than computing a different model) and maps each Auto class to the
-family's class with the bias added, in the modeling_bertforge.py written beside the weights
-(`from_pretrained(directory, trust_remote_code=True)`).
+they travel as an ordinary position table. An ALiBi attention bias and a gated feed-forward
+have no `transformers` class: such a directory keeps the family's weight names (a gated unit's
+`intermediate.dense` is twice as tall: gate rows, then value rows), says model_type "bertforge"
+(which plain `transformers` refuses rather than computing a different model) and maps each Auto
+class to the family's class with the variant added, in the modeling_bertforge.py written beside
+the weights (`from_pretrained(directory, trust_remote_code=True)`).
 
 Pure mappings between dictionaries, with no file access (that is `modeldir.py`)
 and no model classes: a model passes in its config and the architecture name it
@@ -277,13 +278,13 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
 
 def needs_remote_code(config: ModelConfig) -> bool:
     """Whether no `transformers` class computes this model, so that its directory carries REMOTE_CODE."""
-    return config.attention_bias != "none"
+    return config.attention_bias != "none" or config.feed_forward != "mlp"
 
 
 def remote_classes(layout: Layout) -> dict[str, str]:
-    """config.json's auto_map: each Auto class (and AutoConfig) -> REMOTE_CODE's "Alibi" + the family's class."""
+    """config.json's auto_map: each Auto class (and AutoConfig) -> REMOTE_CODE's "Bertforge" + the family's class."""
     return {
-        auto: f"{REMOTE_CODE}.Alibi{family_class}"
+        auto: f"{REMOTE_CODE}.Bertforge{family_class}"
         for auto, family_class in {"AutoConfig": layout.config_class, **layout.auto_classes}.items()
     }
 
@@ -296,7 +297,7 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
     remote = needs_remote_code(config)
     family_architecture = layout.architectures[architecture]
     hf = {
-        "architectures": [f"Alibi{family_architecture}" if remote else family_architecture],
+        "architectures": [f"Bertforge{family_architecture}" if remote else family_architecture],
         "model_type": OWN_MODEL_TYPE if remote else layout.model_type,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
@@ -317,6 +318,7 @@ def config_to_hf(config: ModelConfig, architecture: str, extra: dict[str, Any] |
             "norm_style": config.norm_style,
             "position_embedding": config.position_embedding,
             "attention_bias": config.attention_bias,
+            "feed_forward": config.feed_forward,
             "weight_layout": layout.model_type,
             "pad_vocab_multiple": config.pad_vocab_multiple,
         },
@@ -359,6 +361,7 @@ def config_from_hf(hf: dict[str, Any], source: str = "config.json") -> ModelConf
         norm_style="pre" if model_type == "roberta-prelayernorm" else "post",
         position_embedding=ours.get("position_embedding", "learned"),
         attention_bias=ours.get("attention_bias", "none"),
+        feed_forward=ours.get("feed_forward", "mlp"),
         tie_word_embeddings=hf.get("tie_word_embeddings", True),
         pad_token_id=pad,
         initializer_range=hf.get("initializer_range", 0.02),

@@ -156,16 +156,23 @@ class SelfAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward: H -> intermediate -> H."""
+    """Position-wise feed-forward: H -> intermediate -> H. As a gated linear unit (`feed_forward="glu"`), `up`
+    makes two halves, the gate (activated) and the value, multiplied: each unit decides how much of its value to
+    pass, which trains better per FLOP than the activation alone (Shazeer 2020)."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.gated = config.feed_forward == "glu"
+        inner = config.intermediate_size
+        self.up = nn.Linear(config.hidden_size, 2 * inner if self.gated else inner)  # gate rows, then value rows
+        self.down = nn.Linear(inner, config.hidden_size)
         self.act = activation(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.act(self.up(x)))  # (B, T, H)
+        if not self.gated:
+            return self.down(self.act(self.up(x)))  # (B, T, H)
+        gate, value = self.up(x).chunk(2, dim=-1)  # (B, T, I) each
+        return self.down(self.act(gate) * value)  # (B, T, H)
 
 
 class EncoderLayer(nn.Module):

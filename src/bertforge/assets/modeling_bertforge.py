@@ -1,12 +1,14 @@
-"""bertforge's ALiBi attention bias for `transformers`: `from_pretrained(directory, trust_remote_code=True)`.
+"""bertforge's variants for `transformers`: `from_pretrained(directory, trust_remote_code=True)`.
 
-bertforge writes this file beside the weights of a model trained with
-`--attention-bias alibi` (the `budget` recipe), whose config.json maps every
-Auto class here. Each class is the `transformers` class of the model's family
-(BERT, or RoBERTa-PreLayerNorm for pre-LN), unchanged except that its encoder
-adds ALiBi's distance penalty to the attention scores: the padding mask is
-turned into a (batch, heads, T, T) additive mask, which `transformers` passes
-to every layer's attention as it is. The weights keep the family's names.
+bertforge writes this file beside the weights of a model that no `transformers` class computes: one trained with
+`--attention-bias alibi` (the `budget` recipe) or `--feed-forward glu`. Its config.json maps every Auto class
+here. Each class is the `transformers` class of the model's family (BERT, or RoBERTa-PreLayerNorm for pre-LN),
+unchanged except for what config.json's "bertforge" entry names:
+- ALiBi: the encoder adds ALiBi's distance penalty to the attention scores: the padding mask is turned into a
+  (batch, heads, T, T) additive mask, which `transformers` passes to every layer's attention as it is;
+- a gated feed-forward: each layer's `intermediate.dense` is twice as tall (gate rows, then value rows) and gives
+  act(gate) * value, the layer's own activation then passing it on as it is.
+The weights keep the family's names.
 
 It needs only torch and `transformers` (tested with 4.48, 4.57 and 5.x), not
 bertforge, so the directory works wherever it is copied.
@@ -81,45 +83,72 @@ def _bias_as_it_is(encoder, attention_mask, *args, **kwargs):
     return type(encoder).get_extended_attention_mask(encoder, attention_mask, *args, **kwargs)
 
 
-def _with_alibi(family_class, config_class):
-    """`family_class` whose encoder (its base model, or itself) adds the ALiBi bias."""
+class GatedDense(torch.nn.Linear):
+    """A gated feed-forward's `intermediate.dense`: one matmul makes the gate and the value, and act(gate) * value
+    comes out (bertforge.model.FeedForward, which a test keeps equal)."""
+
+    def __init__(self, in_features: int, inner: int, act):
+        super().__init__(in_features, 2 * inner)
+        self.act = act
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        gate, value = super().forward(hidden).chunk(2, dim=-1)  # (..., I) each
+        return self.act(gate) * value
+
+
+def _with_variants(family_class, config_class):
+    """`family_class` with config.json's variants: ALiBi in its encoder (its base model, or itself), a gated
+    feed-forward in every layer."""
 
     def __init__(self, config, *args, **kwargs):
         family_class.__init__(self, config, *args, **kwargs)
+        variants = getattr(config, "bertforge", {})
         encoder = self.base_model
-        encoder.forward = types.MethodType(_forward_with_alibi, encoder)
-        encoder.get_extended_attention_mask = types.MethodType(_bias_as_it_is, encoder)
+        if variants.get("attention_bias") == "alibi":
+            encoder.forward = types.MethodType(_forward_with_alibi, encoder)
+            encoder.get_extended_attention_mask = types.MethodType(_bias_as_it_is, encoder)
+        if variants.get("feed_forward") == "glu":
+            for layer in encoder.encoder.layer:
+                intermediate = layer.intermediate
+                intermediate.dense = GatedDense(
+                    config.hidden_size, config.intermediate_size, intermediate.intermediate_act_fn
+                )
+                intermediate.intermediate_act_fn = torch.nn.Identity()  # GatedDense has applied it to the gate
 
-    return type(f"Alibi{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class})
+    return type(
+        f"Bertforge{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class}
+    )
 
 
-class AlibiBertConfig(BertConfig):
+class BertforgeBertConfig(BertConfig):
     model_type = "bertforge"
 
 
-class AlibiRobertaPreLayerNormConfig(RobertaPreLayerNormConfig):
+class BertforgeRobertaPreLayerNormConfig(RobertaPreLayerNormConfig):
     model_type = "bertforge"
 
 
-AlibiBertModel = _with_alibi(BertModel, AlibiBertConfig)
-AlibiBertForPreTraining = _with_alibi(BertForPreTraining, AlibiBertConfig)
-AlibiBertForMaskedLM = _with_alibi(BertForMaskedLM, AlibiBertConfig)
-AlibiBertForSequenceClassification = _with_alibi(BertForSequenceClassification, AlibiBertConfig)
-AlibiBertForTokenClassification = _with_alibi(BertForTokenClassification, AlibiBertConfig)
-AlibiBertForQuestionAnswering = _with_alibi(BertForQuestionAnswering, AlibiBertConfig)
-AlibiBertForMultipleChoice = _with_alibi(BertForMultipleChoice, AlibiBertConfig)
+BertforgeBertModel = _with_variants(BertModel, BertforgeBertConfig)
+BertforgeBertForPreTraining = _with_variants(BertForPreTraining, BertforgeBertConfig)
+BertforgeBertForMaskedLM = _with_variants(BertForMaskedLM, BertforgeBertConfig)
+BertforgeBertForSequenceClassification = _with_variants(BertForSequenceClassification, BertforgeBertConfig)
+BertforgeBertForTokenClassification = _with_variants(BertForTokenClassification, BertforgeBertConfig)
+BertforgeBertForQuestionAnswering = _with_variants(BertForQuestionAnswering, BertforgeBertConfig)
+BertforgeBertForMultipleChoice = _with_variants(BertForMultipleChoice, BertforgeBertConfig)
 
-AlibiRobertaPreLayerNormModel = _with_alibi(RobertaPreLayerNormModel, AlibiRobertaPreLayerNormConfig)
-AlibiRobertaPreLayerNormForMaskedLM = _with_alibi(RobertaPreLayerNormForMaskedLM, AlibiRobertaPreLayerNormConfig)
-AlibiRobertaPreLayerNormForSequenceClassification = _with_alibi(
-    RobertaPreLayerNormForSequenceClassification, AlibiRobertaPreLayerNormConfig
+BertforgeRobertaPreLayerNormModel = _with_variants(RobertaPreLayerNormModel, BertforgeRobertaPreLayerNormConfig)
+BertforgeRobertaPreLayerNormForMaskedLM = _with_variants(
+    RobertaPreLayerNormForMaskedLM, BertforgeRobertaPreLayerNormConfig
 )
-AlibiRobertaPreLayerNormForTokenClassification = _with_alibi(
-    RobertaPreLayerNormForTokenClassification, AlibiRobertaPreLayerNormConfig
+BertforgeRobertaPreLayerNormForSequenceClassification = _with_variants(
+    RobertaPreLayerNormForSequenceClassification, BertforgeRobertaPreLayerNormConfig
 )
-AlibiRobertaPreLayerNormForQuestionAnswering = _with_alibi(
-    RobertaPreLayerNormForQuestionAnswering, AlibiRobertaPreLayerNormConfig
+BertforgeRobertaPreLayerNormForTokenClassification = _with_variants(
+    RobertaPreLayerNormForTokenClassification, BertforgeRobertaPreLayerNormConfig
 )
-AlibiRobertaPreLayerNormForMultipleChoice = _with_alibi(
-    RobertaPreLayerNormForMultipleChoice, AlibiRobertaPreLayerNormConfig
+BertforgeRobertaPreLayerNormForQuestionAnswering = _with_variants(
+    RobertaPreLayerNormForQuestionAnswering, BertforgeRobertaPreLayerNormConfig
+)
+BertforgeRobertaPreLayerNormForMultipleChoice = _with_variants(
+    RobertaPreLayerNormForMultipleChoice, BertforgeRobertaPreLayerNormConfig
 )

@@ -81,11 +81,17 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             f"model in {run / 'model'}",
             file=sys.stderr,
         )
+    unloadable = []  # (what no transformers class computes, the flag that trains a model without it)
     if model_config.attention_bias != "none":
+        unloadable.append((f"the {model_config.attention_bias} attention bias", "--attention-bias none"))
+    if model_config.feed_forward != "mlp":
+        unloadable.append(("the gated feed-forward", "--feed-forward mlp"))
+    if unloadable:
+        names, flags = zip(*unloadable)
         print(
-            f"note: the {model_config.attention_bias} attention bias has no transformers class: the model directory "
-            "carries its own (modeling_bertforge.py), which transformers runs only with trust_remote_code=True "
-            "(train with --attention-bias none for a model plain transformers loads)",
+            f"note: {' and '.join(names)} {'have' if len(names) > 1 else 'has'} no transformers class: the model "
+            "directory carries its own (modeling_bertforge.py), which transformers runs only with "
+            f"trust_remote_code=True (train with {' '.join(flags)} for a model plain transformers loads)",
             file=sys.stderr,
         )
     return 0
