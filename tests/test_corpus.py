@@ -10,7 +10,10 @@ import json
 import textwrap
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from bertforge import textfiles
 from bertforge.corpus import (
     CorpusOptions,
     ReadStats,
@@ -55,6 +58,48 @@ def test_jsonl_broken_lines_fail_with_the_line_number_or_are_skipped(tmp_path):
     stats = ReadStats()
     texts = [p.text for p in read_paragraphs([path], CorpusOptions(on_error="skip"), stats)]
     assert texts == ["fine", "also fine"] and stats.skipped_lines == 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12), max_size=6),
+    indent=st.sampled_from([None, 0, 2]),
+    piece=st.integers(1, 9),
+)
+def test_a_json_array_of_records_reads_as_its_rows_wherever_the_pieces_are_cut(
+    texts, indent, piece, tmp_path, monkeypatch
+):
+    """A .json file holding one array of objects (not JSON lines) gives its objects, each numbered by the line it
+    starts on, however the pieces it is read in cut it: in a number, a string, an escape, between elements."""
+    monkeypatch.setattr(textfiles, "JSON_PIECE", piece)
+    rows = [{"text": t, "n": 10**i + 0.5, "more": [i, None, {"x": True}]} for i, t in enumerate(texts)]
+    path = tmp_path / "a.json"
+    path.write_text("\n " + json.dumps(rows, indent=indent) + " \n", encoding="utf-8")
+    read = list(read_rows(path, ["text", "n", "more"]))
+    assert [row for _, row in read] == rows
+    lines = path.read_text(encoding="utf-8").split("\n")
+    assert all(lines[number - 1].lstrip(" [").startswith("{") for number, _ in read)
+
+
+def test_a_json_array_that_is_broken_or_cut_short_names_its_line_and_one_that_is_not_objects_is_refused(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text('[\n  {"text": "fine"},\n  {"text": broken},\n  {"text": "never read"}\n]', encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.json:3: not JSON \(Expecting value\); an array is not read past it"):
+        list(read_rows(path, ["text"], on_error="skip"))
+    path.write_text('[{"text": "fine"},\n{"text": "cut', encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.json:2: not JSON"):
+        list(read_rows(path, ["text"]))
+    path.write_text('[{"text": "fine"},\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.json:2: the JSON array is not closed with '\]'"):
+        list(read_rows(path, ["text"]))
+    path.write_text('[{"text": "fine"}, "a string", {"other": 1}, {"text": "also fine"}]', encoding="utf-8")
+    with pytest.raises(UserError, match=r"a\.json:1: not a JSON object"):
+        list(read_rows(path, ["text"]))
+    stats = ReadStats()
+    texts = [p.text for p in read_paragraphs([path], CorpusOptions(on_error="skip"), stats)]
+    assert texts == ["fine", "also fine"] and stats.skipped_lines == 2
+    path.write_text(" [ ] ", encoding="utf-8")
+    assert list(read_rows(path, ["text"])) == []
 
 
 def test_csv_and_tsv_columns_and_gzip(tmp_path):

@@ -323,6 +323,8 @@ def test_squad_v2_json_and_datasets_tables_read_the_same_questions(tmp_path):
     assert [q.answers for q in expected] == [[a] for _, _, a in items[:3]] + [[], []]
     assert read_squad(tmp_path / "rows.jsonl", training=True) == expected
     assert read_squad(tmp_path / "to_json.json", training=True) == expected
+    (tmp_path / "array.json").write_text(json.dumps(rows, indent=2))  # to_json(lines=False): one array of rows
+    assert read_squad(tmp_path / "array.json", training=True) == expected
     pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "validation.parquet")  # answers: a struct of two lists
     assert read_squad(tmp_path / "validation.parquet", training=True) == expected

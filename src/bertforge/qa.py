@@ -64,9 +64,9 @@ class Question:
 
 def read_squad(path: str | Path, training: bool) -> list[Question]:
     """Questions of a SQuAD JSON file (v1.1, or v2.0 with unanswerable ones), or of a table with a question per
-    row (JSONL, Parquet, Arrow), as `datasets` keeps squad and squad_v2. A question without answers (none given,
-    or none at all) is one the context does not answer. In a training file every answer_start must point at its
-    answer."""
+    row (JSONL or a JSON array, Parquet, Arrow), as `datasets` keeps squad and squad_v2. A question without
+    answers (none given, or none at all) is one the context does not answer. In a training file every
+    answer_start must point at its answer."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
@@ -92,8 +92,8 @@ def _squad_document(path: Path) -> dict | None:
         if e.msg == "Extra data":  # a .json file of JSON lines, as `datasets`' to_json writes it
             return None
         raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if isinstance(document, dict) and "question" in document:  # one line of JSON lines
-        return None
+    if isinstance(document, list) or (isinstance(document, dict) and "question" in document):
+        return None  # a JSON array of rows, or one line of JSON lines: a table
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise UserError(f"{path}: not SQuAD JSON (no top-level 'data' list)")
     return document

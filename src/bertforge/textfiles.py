@@ -3,8 +3,8 @@
     open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
                                 or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
     read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet;
-                                spreadsheets.py), .jsonl, .parquet or .arrow (a `datasets.save_to_disk` shard),
-                                streaming
+                                spreadsheets.py), .jsonl (or a .json array of records), .parquet or .arrow (a
+                                `datasets.save_to_disk` shard), streaming
     class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
 Columns are header names, or indexes ("0", "1") for a file without a header:
@@ -20,6 +20,7 @@ import csv
 import gzip
 import importlib
 import io
+import itertools
 import json
 import lzma
 import sys
@@ -198,7 +199,7 @@ def read_rows(
     try:
         with open_text(path, stats) as f:
             rows = (
-                _jsonl_rows(f, stats)
+                _jsonl_rows(f, path, stats)
                 if kind == "jsonl"
                 else _table_rows(_delimited(f, kind, stats), path, columns, kind)
             )
@@ -233,9 +234,16 @@ def _checked(
         stats.skipped_lines += 1
 
 
-def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """(line number, the object) per non-empty line, or (line number, what is wrong with it)."""
-    for number, line in enumerate(f, start=1):
+def _jsonl_rows(f: IO[str], path: Path, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """(line number, the object) per non-empty line, or (line number, what is wrong with it); a file that opens
+    with '[' holds one JSON array of records instead (Alpaca's data, `to_json(lines=False)`, many exports)."""
+    head = f.read(JSON_PIECE)
+    while head.isspace() and (more := f.read(JSON_PIECE)):  # to the first character that says which
+        head += more
+    if head.lstrip().startswith("["):
+        yield from _json_array_rows(f, head, path, stats)
+        return
+    for number, line in enumerate(itertools.chain(io.StringIO(head + f.readline()), f), start=1):
         stats.bytes_read += len(line)
         if not line.strip():
             continue
@@ -245,6 +253,53 @@ def _jsonl_rows(f: IO[str], stats: ReadStats) -> Iterator[tuple[int, dict[str, A
             yield number, f"not JSON ({e.msg})"
             continue
         yield number, row if isinstance(row, dict) else "not a JSON object"
+
+
+JSON_PIECE = 1 << 16  # characters read at a time from a JSON array: it streams, a record at a time
+
+
+def _json_array_rows(f: IO[str], text: str, path: Path, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """(the line it starts on, the object) for each element of the JSON array that `text`, then the rest of `f`,
+    holds: read a piece at a time, so an array of any length passes through the memory of one element. An element
+    that is broken stops the reading (nothing after it can be trusted to be where it seems), naming its line."""
+    decoder = json.JSONDecoder()
+    stats.bytes_read += len(text)
+    at = text.index("[") + 1
+    line = 1 + text.count("\n", 0, at)
+    done = False  # the file has been read to its end
+    while True:
+        while True:  # past blanks and the comma between elements, reading on while the piece ends in them
+            stripped = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+            line += text.count("\n", at, stripped)
+            at = stripped
+            if at < len(text) or done:
+                break
+            text, at, done = _read_on(f, text, at, stats)
+        if at == len(text):
+            raise UserError(f"{path}:{line}: the JSON array is not closed with ']' (a file cut short?)")
+        if text[at] == "]":
+            return
+        try:
+            row, end = decoder.raw_decode(text, at)
+            complete = end < len(text) or done  # a number at a piece's end may go on in the next one
+        except json.JSONDecodeError as e:
+            if done:
+                where = line + text.count("\n", at, e.pos)
+                raise UserError(f"{path}:{where}: not JSON ({e.msg}); an array is not read past it") from None
+            complete = False
+        if not complete:
+            text, at, done = _read_on(f, text, at, stats)
+            continue
+        yield line, row if isinstance(row, dict) else "not a JSON object"
+        line += text.count("\n", at, end)
+        at = end
+
+
+def _read_on(f: IO[str], text: str, at: int, stats: ReadStats) -> tuple[str, int, bool]:
+    """The unread part of `text` and the next piece of `f`; whether `f` is done."""
+    piece = f.read(JSON_PIECE)
+    stats.bytes_read += len(piece)
+    return text[at:] + piece, 0, not piece
 
 
 def _columnar_rows(
