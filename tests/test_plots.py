@@ -13,10 +13,10 @@ from matplotlib.image import imread
 
 from bertforge import load
 from bertforge.cli import main
-from bertforge.plots import embedding_parts, subplots
+from bertforge.plots import embedding_parts, subplots, word_map_points
 from bertforge.sweep import draw_band
 
-from conftest import bertforge_ok, make_documents, save_random_model, write_corpus
+from conftest import bertforge, bertforge_ok, make_documents, one_line_error, save_random_model, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +85,56 @@ def test_figure_commands_write_images_that_depend_on_their_input(model_dir, tmp_
     assert (tmp_path / "vector.svg").read_text().lstrip().startswith("<?xml")
     assert main(["attention", str(model_dir), "the cat sat.", "--layer", "7", "--out", str(tmp_path / "x.png")]) == 2
     assert "out of range" in capsys.readouterr().err
+
+
+def planted(model_dir, rows: dict[str, torch.Tensor]):
+    """The model loaded, with these words' rows of its token embedding table set."""
+    bert = load(model_dir)
+    with torch.no_grad():
+        for word, row in rows.items():
+            bert.model.bert.embeddings.token.weight[bert.tokenizer.token_to_id(word)] = row
+    return bert
+
+
+def test_neighbours_are_the_nearest_whole_words_by_cosine_and_a_split_word_is_its_pieces_mean(model_dir, tmp_path):
+    cat = torch.randn(32, generator=torch.Generator().manual_seed(1))
+    bert = planted(model_dir, {"cat": cat, "dog": 3 * cat + 0.01, "mat": -cat})
+    [result] = bert.neighbours(["cat"], top_k=1000)
+    found = [n["token"] for n in result["neighbours"]]
+    assert found[0] == "dog" and result["neighbours"][0]["score"] == pytest.approx(1.0, abs=1e-3)
+    assert found[-1] == "mat" and result["neighbours"][-1]["score"] == pytest.approx(-1.0, abs=1e-6)
+    scores = [n["score"] for n in result["neighbours"]]
+    assert scores == sorted(scores, reverse=True)
+    excluded = {"cat", "[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]"}
+    assert not excluded & set(found) and not any(t.startswith("##") for t in found)
+    assert len(found) == sum(1 for t in bert.tokenizer.get_vocab() if not t.startswith("##")) - len(excluded)
+    table = bert.model.bert.embeddings.token.weight.detach().numpy()
+    pieces = bert.tokenizer.encode("cats", add_special_tokens=False).ids
+    assert len(pieces) == 2  # cat + ##s
+    np.testing.assert_allclose(bert.word_vectors(["cats"])[0], table[pieces].mean(0), rtol=1e-6)
+    assert [n["token"] for n in bert.neighbours(["cats"], top_k=3)[0]["neighbours"]][0] != "cat"  # its own piece
+
+    done = bertforge_ok("neighbours", model_dir, "cat", "money", "--top-k", "3", "--json")
+    answers = json.loads(done.stdout)
+    assert [a["word"] for a in answers] == ["cat", "money"] and all(len(a["neighbours"]) == 3 for a in answers)
+    assert answers == load(model_dir).neighbours(["cat", "money"], top_k=3)  # JSON keeps a float exactly
+    one_line_error(bertforge("neighbours", model_dir, "cat", "☃"), "'☃' is not a word this tokenizer can write")
+
+
+def test_the_word_map_puts_planted_groups_apart_on_its_first_direction(model_dir, tmp_path):
+    generator = torch.Generator().manual_seed(2)
+    a, b = torch.randn(32, generator=generator), torch.randn(32, generator=generator)
+    groups = [["cat", "dog", "mat"], ["money", "river", "bank", "sat"]]
+    rows = {
+        w: base + 0.05 * torch.randn(32, generator=generator) for base, g in ((a, groups[0]), (b, groups[1])) for w in g
+    }
+    points = word_map_points(planted(model_dir, rows), groups)
+    x = points["xy"][:, 0]
+    assert points["xy"].shape == (7, 2) and points["variance"][0] > 0.9 > points["variance"][1]
+    assert max(x[:3]) < min(x[3:]) or min(x[:3]) > max(x[3:])  # the groups do not mix along it
+    cli_ok("plot-words", model_dir, "cat,dog,mat", "money,river", "--out", tmp_path / "words.png")
+    assert png(tmp_path / "words.png").shape[0] > 300
+    one_line_error(bertforge("plot-words", model_dir, "cat,dog", "--out", tmp_path / "two.png"), "at least 3 words")
 
 
 def test_attention_grid_has_one_panel_per_head(model_dir, tmp_path):

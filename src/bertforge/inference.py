@@ -6,6 +6,7 @@ bert.fill_mask("the cat sat on the [MASK].")
 bert.nsp("The cat sat down.", "It purred.")   # {"is_next_prob": ..., "label": "IsNext"}
 bert.embed(["a sentence", "another"])         # (2, H) numpy array
 bert.search(["a query"], corpus_texts)        # the nearest texts by cosine (a sentence-similarity model)
+bert.neighbours(["monday"])                   # the words nearest in the embedding table: what it learned of words
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from .batching import TextBatcher, length_buckets
@@ -205,6 +207,47 @@ class Bert:
             ]
             for row, cosines in zip(indices, scores)
         ]
+
+    @torch.inference_mode()
+    def word_vectors(self, words: list[str]) -> np.ndarray:
+        """Each word's row of the token embedding table, (len(words), H), or the mean of its pieces' rows where
+        WordPiece splits it: what the model learned of a word before it reads any context."""
+        table = self.model.bert.embeddings.token.weight.float()  # (padded V, H)
+        return torch.stack([table[self._word_pieces(word)].mean(0) for word in words]).cpu().numpy()
+
+    def _word_pieces(self, word: str) -> list[int]:
+        pieces = self.tokenizer.encode(word, add_special_tokens=False).ids
+        if not pieces or self.ids.unk in pieces:
+            raise UserError(f"{word!r} is not a word this tokenizer can write without [UNK]")
+        return pieces
+
+    @torch.inference_mode()
+    def neighbours(self, words: list[str], top_k: int = 10) -> list[dict[str, Any]]:
+        """For each word, the whole-word tokens nearest to it in the embedding table by cosine, {word, neighbours:
+        [{token, score}]}: the words the model has learned to treat alike (after pre-training, "monday" comes to
+        lie near "tuesday"). Special tokens, "##" continuation pieces and the word's own pieces are left out."""
+        vectors = torch.from_numpy(self.word_vectors(words))  # (W, H)
+        table = self.model.bert.embeddings.token.weight[: len(self._whole_words)].float().cpu()  # (V, H)
+        cosines = F.normalize(vectors, dim=-1) @ F.normalize(table, dim=-1).T  # (W, V)
+        results = []
+        for word, row in zip(words, cosines):  # row: (V,)
+            row = row.masked_fill(~self._whole_words, float("-inf"))
+            row[self._word_pieces(word)] = float("-inf")
+            scores, ids = row.topk(min(top_k, len(row)))
+            found = [
+                {"token": self.tokenizer.id_to_token(i), "score": s} for i, s in zip(ids.tolist(), scores.tolist())
+            ]
+            results.append({"word": word, "neighbours": [n for n in found if n["score"] > float("-inf")]})
+        return results
+
+    @cached_property
+    def _whole_words(self) -> torch.Tensor:
+        """(V,) bool: the tokens a neighbour may be, neither special nor a "##" continuation piece."""
+        tokens = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
+        special = set(self.ids.all)
+        return torch.tensor(
+            [t is not None and not t.startswith("##") and i not in special for i, t in enumerate(tokens)]
+        )
 
     @torch.inference_mode()
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], torch.Tensor]:

@@ -133,6 +133,50 @@ def embedding_heatmaps(bert, sentence_a: str, sentence_b: str | None = None) -> 
     return fig
 
 
+# ---------------------------------------------------------------- words
+
+
+def word_map_points(bert, groups: list[list[str]]) -> dict:
+    """The data behind the word map: every word's embedding-table vector (`Bert.word_vectors`) projected on the
+    two directions along which the words' vectors vary most (principal components, by SVD of the centred
+    vectors), and the share of their variance each direction holds."""
+    import numpy as np
+
+    words = [word for group in groups for word in group]
+    if len(words) < 3:
+        raise UserError("a word map needs at least 3 words")
+    vectors = bert.word_vectors(words)  # (W, H)
+    centred = vectors - vectors.mean(axis=0)
+    left, singular, _ = np.linalg.svd(centred, full_matrices=False)  # left: (W, r), singular: (r,)
+    variance = singular**2 / max(float((singular**2).sum()), 1e-30)
+    return {"words": words, "xy": left[:, :2] * singular[:2], "variance": variance[:2]}  # xy: (W, 2)
+
+
+def word_map(bert, groups: list[list[str]], title: str = "") -> Figure:
+    """Words as points where the embedding table puts them, seen from its two main directions, a colour per group:
+    after pre-training, days of the week gather apart from colours and numbers; from random weights they do not."""
+    points = word_map_points(bert, groups)
+    fig, ax = subplots(figsize=(8, 6.5))
+    start = 0
+    for i, group in enumerate(groups):
+        xy = points["xy"][start : start + len(group)]
+        ax.scatter(
+            xy[:, 0], xy[:, 1], color=f"C{i % 10}", label=", ".join(group[:3]) + (", ..." if len(group) > 3 else "")
+        )
+        for word, (x, y) in zip(group, xy):
+            ax.annotate(word, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=9, color=f"C{i % 10}")
+        start += len(group)
+    first, second = points["variance"]
+    ax.set_xlabel(f"first principal component ({first:.0%} of the variance)")
+    ax.set_ylabel(f"second principal component ({second:.0%})")
+    ax.grid(alpha=0.3)
+    if len(groups) > 1:
+        ax.legend(fontsize=8)
+    ax.set_title(title or "Token embeddings of the words, projected on their two main directions")
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------- attention
 
 

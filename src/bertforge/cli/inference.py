@@ -1,4 +1,5 @@
-"""Verbs that question a pre-trained model: `fill-mask`, `nsp`, `embed`, `attention`, `plot-embeddings`."""
+"""Verbs that question a pre-trained model: `fill-mask`, `nsp`, `embed`, `search`, `neighbours`, `attention`,
+`plot-embeddings`, `plot-words`."""
 
 from __future__ import annotations
 
@@ -77,6 +78,23 @@ def cmd_attention(args: argparse.Namespace) -> None:
     tokens, attention = _load(args).attention(args.text, args.pair)
     title = "Self-attention: " + args.text + (f"  /  {args.pair}" if args.pair else "")
     figure = attention_maps(tokens, attention, args.layer, args.head, shorten(title, 110))
+    print(save_figure(figure, with_format(args.out, args.format)))
+
+
+def cmd_neighbours(args: argparse.Namespace) -> None:
+    results = _load(args).neighbours(args.words, args.top_k)
+    if args.json:
+        print_json(results)
+        return
+    for r in results:
+        print(f"{r['word']}: " + ", ".join(f"{n['token']} {n['score']:.2f}" for n in r["neighbours"]))
+
+
+def cmd_plot_words(args: argparse.Namespace) -> None:
+    from ..plots import save_figure, word_map
+
+    groups = [[word.strip() for word in group.split(",") if word.strip()] for group in args.groups]
+    figure = word_map(_load(args), [group for group in groups if group])
     print(save_figure(figure, with_format(args.out, args.format)))
 
 
@@ -169,6 +187,26 @@ def register(verbs) -> None:
     model_flags(p)
     p.add_argument("sentence_a", help="sentence A")
     pair_flags(p, positional=True)
+    image_flags(p)
+
+    p = add_verb(
+        verbs, "neighbours", cmd_neighbours, "the words nearest to each word in the model's token embedding table"
+    )
+    model_flags(p)
+    p.add_argument("words", nargs="+", help="words (one split by WordPiece is the mean of its pieces)")
+    p.add_argument("--top-k", type=int, default=10, help="neighbours per word")
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs,
+        "plot-words",
+        cmd_plot_words,
+        "a map of words where the token embedding table puts them (its two principal components), a colour per group",
+    )
+    model_flags(p)
+    p.add_argument(
+        "groups", nargs="+", help="comma-separated words, a group (and a colour) each: monday,friday red,green,blue"
+    )
     image_flags(p)
 
     p = add_verb(verbs, "attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
