@@ -93,9 +93,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, odt or pdf, from the name with any compression
-    suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with '{' (its
-    --json output), else text."""
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, odt, pdf or markdown, from the name with any
+    compression suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with
+    '{' (its --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
