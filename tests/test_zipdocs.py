@@ -129,6 +129,104 @@ def write_odt(path, content=CONTENT):
         z.writestr("styles.xml", f"<office:document-styles {TEXT_NS}/>")
 
 
+PML = (
+    'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+    'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+)
+PACKAGE_RELS = 'xmlns="http://schemas.openxmlformats.org/package/2006/relationships"'
+OFFICE_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def shapes(*paragraphs: str) -> str:
+    """A slide or notes page of one text box holding these DrawingML paragraphs."""
+    body = "".join(f"<a:p>{p}</a:p>" for p in paragraphs)
+    return f"<p:sld {PML}><p:cSld><p:spTree><p:sp><p:txBody>{body}</p:txBody></p:sp></p:spTree></p:cSld></p:sld>"
+
+
+def write_pptx(path):
+    """Two slides listed in the other order than their file names; the first has a title, runs, a line break, a
+    slide number field and speaker notes; the second a table. The master's placeholder text is in no slide."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr(
+            "ppt/presentation.xml",
+            f'<p:presentation {PML}><p:sldIdLst><p:sldId id="257" r:id="rId3"/><p:sldId id="256" r:id="rId2"/>'
+            "</p:sldIdLst></p:presentation>",
+        )
+        z.writestr(
+            "ppt/_rels/presentation.xml.rels",
+            f'<Relationships {PACKAGE_RELS}><Relationship Id="rId1" Type="{OFFICE_REL}/slideMaster" '
+            f'Target="slideMasters/slideMaster1.xml"/><Relationship Id="rId2" Type="{OFFICE_REL}/slide" '
+            f'Target="slides/slide1.xml"/><Relationship Id="rId3" Type="{OFFICE_REL}/slide" '
+            'Target="/ppt/slides/slide2.xml"/></Relationships>',
+        )
+        z.writestr(
+            "ppt/slideMasters/slideMaster1.xml", shapes("<a:r><a:t>Click to edit Master title style</a:t></a:r>")
+        )
+        z.writestr(
+            "ppt/slides/slide2.xml",
+            shapes(
+                "<a:r><a:t>Quarterly results</a:t></a:r>",
+                "<a:r><a:t>Sales grew by </a:t></a:r><a:r><a:t>12%</a:t></a:r><a:br/><a:r><a:t>this year</a:t></a:r>",
+                '<a:fld id="{1}" type="slidenum"><a:t>1</a:t></a:fld>',
+            ),
+        )
+        z.writestr(
+            "ppt/slides/_rels/slide2.xml.rels",
+            f'<Relationships {PACKAGE_RELS}><Relationship Id="rId1" Type="{OFFICE_REL}/notesSlide" '
+            f'Target="../notesSlides/notesSlide2.xml"/><Relationship Id="rId2" Type="{OFFICE_REL}/hyperlink" '
+            'Target="https://example.org" TargetMode="External"/></Relationships>',
+        )
+        z.writestr(
+            "ppt/notesSlides/notesSlide2.xml",
+            shapes("<a:r><a:t>Mention the new office.</a:t></a:r>", '<a:fld type="slidenum"><a:t>1</a:t></a:fld>'),
+        )
+        table = "".join(
+            f"<a:tc><a:txBody><a:p><a:r><a:t>{cell}</a:t></a:r></a:p></a:txBody></a:tc>"
+            for cell in ("Cell A", "Cell B")
+        )
+        z.writestr(
+            "ppt/slides/slide1.xml",
+            f"<p:sld {PML}><p:cSld><p:spTree><p:graphicFrame><a:graphic><a:graphicData><a:tbl><a:tr>{table}"
+            "</a:tr></a:tbl></a:graphicData></a:graphic></p:graphicFrame></p:spTree></p:cSld></p:sld>",
+        )
+
+
+PRESENTATION = f"""<?xml version="1.0" encoding="UTF-8"?>
+<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" {TEXT_NS}
+ xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0"
+ xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"><office:body><office:presentation>
+<draw:page draw:name="page1"><draw:frame><draw:text-box><text:p>Quarterly results</text:p></draw:text-box></draw:frame>
+<presentation:notes><draw:frame><draw:text-box><text:p>Mention the new office.</text:p></draw:text-box></draw:frame>
+</presentation:notes></draw:page>
+<draw:page draw:name="page2"><draw:frame><draw:text-box><text:list><text:list-item><text:p>Sales grew</text:p>
+</text:list-item></text:list></draw:text-box></draw:frame></draw:page>
+</office:presentation></office:body></office:document-content>"""
+
+
+def test_presentations_are_one_document_slide_by_slide_with_their_notes(tmp_path):
+    """PowerPoint: the slides in the presentation's order (not their files'), runs joined, a line break a space,
+    each slide's speaker notes after it, table cells as paragraphs; slide numbers (fields) and the master's
+    placeholder text left out. OpenDocument's presentations read as its texts do, page by page."""
+    write_pptx(tmp_path / "deck.pptx")
+    assert documents_of(read_paragraphs([tmp_path / "deck.pptx"])) == [
+        ["Quarterly results", "Sales grew by 12% this year", "Mention the new office.", "Cell A", "Cell B"]
+    ]
+    write_odt(tmp_path / "deck.odp", PRESENTATION)
+    assert documents_of(read_paragraphs([tmp_path / "deck.odp"])) == [
+        ["Quarterly results", "Mention the new office.", "Sales grew"]
+    ]
+    with zipfile.ZipFile(tmp_path / "deck.pptx") as z, zipfile.ZipFile(tmp_path / "bare.pptx", "w") as bare:
+        for name in z.namelist():
+            if name != "ppt/presentation.xml":
+                bare.writestr(name, z.read(name))
+    with pytest.raises(UserError, match="bare.pptx: it holds no ppt/presentation.xml: not a .pptx"):
+        list(read_paragraphs([tmp_path / "bare.pptx"]))
+    with pytest.raises(UserError, match="deck.pptx: a PowerPoint presentation holds no rows or lines to read"):
+        list(read_rows(tmp_path / "deck.pptx", ["0"]))
+
+
 def test_an_epub_is_read_chapter_by_chapter_in_spine_order_without_boilerplate(tmp_path):
     """A chapter per document, in the spine's order (not the names'); the cover outside the reading order, the
     table of contents, styles, and Project Gutenberg's header and licence (ids pg-header, pg-footer, with

@@ -13,6 +13,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .html / .htm   a page per document, a paragraph per block element
   .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
   .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
+  .pptx / .odp   a PowerPoint or OpenDocument presentation: one document, slide by slide, notes too (zipdocs.py)
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
   .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
 
@@ -44,13 +45,14 @@ from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragr
 from .markdowndocs import markdown_paragraphs
 from .pdfdocs import pdf_paragraphs
 from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
-from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs
+from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
 # Documents each read by its own module from the path: (path, stats) -> paragraphs.
 DOCUMENT_READERS = {
     "epub": epub_paragraphs,
     "docx": docx_paragraphs,
+    "pptx": pptx_paragraphs,
     "odt": odt_paragraphs,
     "pdf": pdf_paragraphs,
     "markdown": markdown_paragraphs,

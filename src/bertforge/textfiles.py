@@ -66,13 +66,15 @@ FORMATS = {
     ".epub": "epub",
     ".docx": "docx",
     ".odt": "odt",
+    ".odp": "odt",  # an OpenDocument presentation: its pages' text is paragraphs of the same kind
+    ".pptx": "pptx",
     ".pdf": "pdf",
     ".md": "markdown",
     ".markdown": "markdown",
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-DOCUMENTS = ("html", "epub", "docx", "odt", "pdf", "markdown")  # laid out as pages and chapters, never as rows
+DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown")  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -93,7 +95,7 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, odt, pdf or markdown, from the name with any
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf or markdown, from the name with any
     compression suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with
     '{' (its --json output), else text."""
     name = path.name.lower()
@@ -188,7 +190,8 @@ def read_rows(
             "html": "an HTML page",
             "epub": "an e-book",
             "docx": "a Word document",
-            "odt": "a text document",
+            "pptx": "a PowerPoint presentation",
+            "odt": "an OpenDocument file",
             "pdf": "a PDF",
             "markdown": "a Markdown text",
         }[kind]

@@ -1,14 +1,19 @@
-"""Text inside zip packages: EPUB e-books, Word documents and OpenDocument texts.
+"""Text inside zip packages: EPUB e-books, Word documents, PowerPoint presentations and OpenDocument files.
 
     epub_paragraphs(path, stats)   an e-book: a document per chapter, in its reading order (the spine), a
                                    paragraph per block element; the table of contents, Project Gutenberg's
                                    header and licence, and the pages outside the reading order left out
     docx_paragraphs(path, stats)   a Word (.docx) document as one document, a paragraph per Word paragraph;
                                    deleted text (tracked changes), headers, footers and comments left out
-    odt_paragraphs(path, stats)    an OpenDocument text (.odt: LibreOffice, Google Docs' export) the same way
+    pptx_paragraphs(path, stats)   a PowerPoint (.pptx) presentation as one document: each slide's paragraphs in
+                                   slide order, then its speaker notes'; slide numbers and dates left out
+    odt_paragraphs(path, stats)    an OpenDocument text (.odt: LibreOffice, Google Docs' export) the same way as
+                                   Word's, and an OpenDocument presentation (.odp), whose pages hold the same
+                                   paragraphs
 
-BookCorpus, half of BERT's pre-training text, was e-books; people keep their own writing in Word. Each member
-is read as a stream: a chapter or document of any size passes through bounded memory.
+BookCorpus, half of BERT's pre-training text, was e-books; people keep their own writing in Word, and much of
+what an organisation knows in slides. Each member is read as a stream: a chapter or document of any size passes
+through bounded memory.
 """
 
 from __future__ import annotations
@@ -29,6 +34,11 @@ EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the 
 CHAPTER_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 WORD_BODY = "word/document.xml"
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
+SLIDE_LIST = "ppt/presentation.xml"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"  # DrawingML: the text of shapes, on slides and notes
+P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 ODF_BODY = "content.xml"
 ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 ODF_PARAGRAPHS = frozenset({f"{ODF_TEXT}p", f"{ODF_TEXT}h"})
@@ -74,10 +84,74 @@ def docx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
                 raise UserError(f"{path}: {WORD_BODY} is not well-formed XML ({e})") from None
 
 
+def pptx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
+    """A presentation's slides in the order it shows them, each slide's shapes' paragraphs (tables' cells too),
+    then its speaker notes' paragraphs; one document. Fields (slide numbers, dates) are left out."""
+    with _package(path, "a PowerPoint presentation") as package:
+        first = True
+        for slide in _slide_order(package, path):
+            for name in (slide, *_relationships(package, slide, path, "/notesSlide").values()):
+                stats.bytes_read += _info(package, name, path, f"it lists {name}, which it does not hold").compress_size
+                for text in _drawing_paragraphs(package, name, path):
+                    yield Paragraph(text, first)
+                    first = False
+
+
+def _slide_order(package: zipfile.ZipFile, path: Path) -> list[str]:
+    """The slide members in the order the presentation lists them (their names' numbers need not be that order)."""
+    listed = [e.get(RELATIONSHIP_ID) for e in _xml(package, SLIDE_LIST, path, "a .pptx").iter(f"{P}sldId")]
+    targets = _relationships(package, SLIDE_LIST, path)
+    return [targets[r] for r in listed if r in targets]
+
+
+def _relationships(package: zipfile.ZipFile, member: str, path: Path, kind: str = "") -> dict[str, str]:
+    """{relationship id: member name} from `member`'s .rels part (none where it has none); `kind` keeps only
+    relationships whose Type ends so, and links out of the package are left out."""
+    folder, name = posixpath.split(member)
+    rels = posixpath.join(folder, "_rels", f"{name}.rels")
+    if rels not in package.namelist():
+        return {}
+    return {
+        r.get("Id"): _member_name(folder, unquote(r.get("Target", "")))
+        for r in _xml(package, rels, path, "an Office file").iter(f"{RELATIONSHIPS}Relationship")
+        if (r.get("Type") or "").endswith(kind) and r.get("TargetMode") != "External"
+    }
+
+
+def _member_name(folder: str, target: str) -> str:
+    """A relationship's target as a member name: "/ppt/slides/slide1.xml" from the package's root, anything else
+    from the folder of the part it belongs to."""
+    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
+
+
+def _drawing_paragraphs(package: zipfile.ZipFile, name: str, path: Path) -> Iterator[str]:
+    """The text of each DrawingML paragraph of a slide or notes page, runs joined, line breaks as spaces."""
+    parts: list[str] = []
+    in_field = 0  # inside a field (a slide number, a date): its text is the program's, not the author's
+    with _member(package, name, path) as part:
+        try:
+            for event, element in ElementTree.iterparse(part, events=("start", "end")):
+                if element.tag == f"{A}fld":
+                    in_field += 1 if event == "start" else -1
+                elif event == "end" and element.tag == f"{A}t" and not in_field:
+                    parts.append(element.text or "")
+                elif event == "end" and element.tag == f"{A}br":
+                    parts.append(" ")
+                elif event == "end" and element.tag == f"{A}p":
+                    text = " ".join("".join(parts).split())
+                    parts = []
+                    element.clear()  # what is read is let go: bounded memory
+                    if text:
+                        yield text
+        except ElementTree.ParseError as e:
+            raise UserError(f"{path}: {name} is not well-formed XML ({e})") from None
+
+
 def odt_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     """An OpenDocument text's body (LibreOffice's .odt): its paragraphs and headings (lists' and table cells'
-    too), in order; one document. Footnotes and the deleted text of tracked changes are left out."""
-    with _package(path, "an OpenDocument text") as package:
+    too), in order; one document. Footnotes and the deleted text of tracked changes are left out. A presentation
+    (.odp) keeps its pages' and speaker notes' text in the same paragraphs, page by page."""
+    with _package(path, "an OpenDocument file") as package:
         stats.bytes_read += _info(package, ODF_BODY, path, f"it holds no {ODF_BODY}: not an .odt").compress_size
         aside = 0  # how many notes or change records we are inside
         first = True
@@ -146,9 +220,9 @@ def _reading_order(package: zipfile.ZipFile, path: Path) -> list[str]:
     return order
 
 
-def _xml(package: zipfile.ZipFile, name: str, path: Path) -> ElementTree.Element:
-    """A small member (the container, the package file) parsed whole."""
-    _info(package, name, path, f"it holds no {name}: not an EPUB")
+def _xml(package: zipfile.ZipFile, name: str, path: Path, what: str = "an EPUB") -> ElementTree.Element:
+    """A small member (the container, the package file, a list of slides or relationships) parsed whole."""
+    _info(package, name, path, f"it holds no {name}: not {what}")
     try:
         return ElementTree.fromstring(package.read(name))
     except ElementTree.ParseError as e:
