@@ -91,6 +91,34 @@ def test_a_directory_reads_markdown_beside_text_compressed_too(tmp_path):
     ]
 
 
+def test_a_notebook_is_one_document_of_its_markdown_cells(tmp_path):
+    """Markdown cells read as Markdown files are, their source a string or a list of lines; code, its outputs and
+    raw cells are not prose."""
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# A *notebook*\n", "\n", "Some `prose`\n", "wrapped."]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 1,
+            "source": "print('code is not prose')",
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["code is not prose\n"]}],
+        },
+        {"cell_type": "raw", "metadata": {}, "source": "raw text"},
+        {"cell_type": "markdown", "metadata": {}, "source": "- one item\n- [x] two"},
+    ]
+    notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "analysis.ipynb").write_text(json.dumps(notebook, indent=1), encoding="utf-8")
+    assert documents_of(read_paragraphs([tmp_path / "analysis.ipynb"])) == [
+        ["A notebook", "Some prose wrapped.", "one item", "two"]
+    ]
+    (tmp_path / "torn.ipynb").write_text('{"cells": [', encoding="utf-8")
+    with pytest.raises(UserError, match="torn.ipynb:1: not a Jupyter notebook \\(not JSON"):
+        list(read_paragraphs([tmp_path / "torn.ipynb"]))
+    (tmp_path / "other.ipynb").write_text('{"worksheets": []}', encoding="utf-8")
+    with pytest.raises(UserError, match="other.ipynb: not a Jupyter notebook \\(no list of cells"):
+        list(read_paragraphs([tmp_path / "other.ipynb"]))
+
+
 def test_markdown_is_refused_as_a_table_and_names_the_extra_it_needs(tmp_path, monkeypatch):
     (tmp_path / "guide.md").write_text(PAGE, encoding="utf-8")
     with pytest.raises(UserError, match="guide.md: a Markdown text holds no rows or lines to read"):

@@ -16,6 +16,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .pptx / .odp   a PowerPoint or OpenDocument presentation: one document, slide by slide, notes too (zipdocs.py)
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
   .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
+  .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdowndocs.py)
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
 `read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
@@ -42,7 +43,7 @@ from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
-from .markdowndocs import markdown_paragraphs
+from .markdowndocs import markdown_paragraphs, notebook_paragraphs
 from .pdfdocs import pdf_paragraphs
 from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
@@ -56,6 +57,7 @@ DOCUMENT_READERS = {
     "odt": odt_paragraphs,
     "pdf": pdf_paragraphs,
     "markdown": markdown_paragraphs,
+    "notebook": notebook_paragraphs,
 }
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
 DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")

@@ -1,8 +1,10 @@
 """Markdown files: documentation, READMEs, wikis and notes as people keep them, read with markdown-it-py (the
-`formats` extra) as CommonMark with GitHub's tables and strikethrough.
+`formats` extra) as CommonMark with GitHub's tables and strikethrough; and Jupyter notebooks' Markdown cells.
 
     markdown_paragraphs(path, stats)   a Markdown file as one document: a paragraph per paragraph, heading, list
                                        item, block quote's paragraph and table cell, its text without the markup
+    notebook_paragraphs(path, stats)   a Jupyter notebook (.ipynb) as one document: its Markdown cells read so, in
+                                       order; code, its outputs and raw cells left out
 
 What is not prose is left out: code blocks (fenced and indented), YAML or TOML front matter, images (a badge's
 alt text is not the document's), bare links (<https://...>; a link's own text stays, its target goes), inline
@@ -13,6 +15,7 @@ file whole, so a Markdown file takes memory in proportion to its size (documenta
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,9 +39,45 @@ def markdown_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     except read_errors() as e:  # e.g. a truncated compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
     stats.bytes_read += len(source)
-    tokens = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).parse(FRONT_MATTER.sub("", source))
+    tokens = _parser(markdown_it).parse(FRONT_MATTER.sub("", source))
     for i, text in enumerate(_block_texts(tokens)):
         yield Paragraph(text, i == 0)
+
+
+def notebook_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
+    """The notebook's Markdown cells as one document, a paragraph at a time."""
+    markdown_it = optional_module("markdown_it", path)
+    try:
+        with open_text(path, stats) as f:
+            source = f.read()
+        notebook = json.loads(source)
+    except read_errors() as e:
+        raise UserError(f"{path}: cannot read ({e})") from None
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}:{e.lineno}: not a Jupyter notebook (not JSON: {e.msg})") from None
+    stats.bytes_read += len(source)
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list):
+        raise UserError(f"{path}: not a Jupyter notebook (no list of cells; nbformat 4 keeps one)")
+    parser = _parser(markdown_it)
+    texts = (
+        text
+        for cell in cells
+        if isinstance(cell, dict) and cell.get("cell_type") == "markdown"
+        for text in _block_texts(parser.parse(_cell_source(cell.get("source", ""))))
+    )
+    for i, text in enumerate(texts):
+        yield Paragraph(text, i == 0)
+
+
+def _cell_source(source: str | list) -> str:
+    """A cell's text: nbformat keeps it as a string, or as its lines."""
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _parser(markdown_it):
+    """CommonMark with GitHub's tables and strikethrough."""
+    return markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
 def _block_texts(tokens: Iterable) -> Iterator[str]:

@@ -71,10 +71,20 @@ FORMATS = {
     ".pdf": "pdf",
     ".md": "markdown",
     ".markdown": "markdown",
+    ".ipynb": "notebook",
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown")  # laid out as pages and chapters, never as rows
+DOCUMENTS = (
+    "html",
+    "epub",
+    "docx",
+    "pptx",
+    "odt",
+    "pdf",
+    "markdown",
+    "notebook",
+)  # laid out as pages and chapters, never as rows
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -95,9 +105,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf or markdown, from the name with any
-    compression suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the file starts with
-    '{' (its --json output), else text."""
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown or notebook, from
+    the name with any compression suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the
+    file starts with '{' (its --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -194,6 +204,7 @@ def read_rows(
             "odt": "an OpenDocument file",
             "pdf": "a PDF",
             "markdown": "a Markdown text",
+            "notebook": "a Jupyter notebook",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind == "xlsx":
