@@ -313,6 +313,16 @@ def test_a_corpus_directory_skips_the_tokenizer_data_and_runs_written_into_it(tm
     assert find_files([tok]) == [tok / "tokenizer.json", tok / "vocab.txt"]  # named itself: read as asked
 
 
+def test_hidden_files_and_directories_in_a_corpus_directory_are_not_the_corpus(tmp_path):
+    """A repository's .git, Jupyter's .ipynb_checkpoints (a copy of each notebook), an editor's .notes.txt."""
+    (tmp_path / "notes.txt").write_text("The text.\n", encoding="utf-8")
+    (tmp_path / ".notes.txt").write_text("A hidden copy.\n", encoding="utf-8")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "notes-checkpoint.txt").write_text("An older copy.\n", encoding="utf-8")
+    assert find_files([tmp_path]) == [tmp_path / "notes.txt"]
+    assert find_files([tmp_path / ".notes.txt"]) == [tmp_path / ".notes.txt"]  # named itself: read as asked
+
+
 def test_invalid_utf8_is_replaced_and_counted_with_one_warning(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"caf\xe9 ok.\n\xff\xfe broken.\n")

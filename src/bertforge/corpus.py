@@ -133,13 +133,16 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
 
 def _files_below(directory: Path) -> Iterator[Path]:
     """Every file below `directory`, but not in the tokenizer, data, model and run directories below it: a
-    tokenizer trained into the corpus directory would otherwise be read as text (its vocab.txt, its JSON)."""
+    tokenizer trained into the corpus directory would otherwise be read as text (its vocab.txt, its JSON). Hidden
+    files and directories are not the corpus either (.git, Jupyter's .ipynb_checkpoints copies)."""
     for root, subdirectories, files in os.walk(directory):
         for name in list(subdirectories):
-            if _is_output_directory(Path(root) / name):
+            if name.startswith("."):
+                subdirectories.remove(name)
+            elif _is_output_directory(Path(root) / name):
                 subdirectories.remove(name)
                 warnings.warn(f"{Path(root) / name}: skipped, a tokenizer, data, model or run directory", stacklevel=2)
-        yield from (Path(root) / name for name in files)
+        yield from (Path(root) / name for name in files if not name.startswith("."))
 
 
 def _is_output_directory(directory: Path) -> bool:
@@ -313,12 +316,7 @@ def read_documents(path: str | Path) -> tuple[list[str], list[str]]:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
-    if path.is_dir():
-        files = sorted(
-            p for p in _files_below(path) if not any(part.startswith(".") for part in p.relative_to(path).parts)
-        )
-    else:
-        files = [path]
+    files = sorted(_files_below(path)) if path.is_dir() else [path]
     texts, names, empty = [], [], []
     for file in files:
         name = file.relative_to(path).as_posix() if path.is_dir() else file.name
