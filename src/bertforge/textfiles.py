@@ -23,6 +23,7 @@ import io
 import itertools
 import json
 import lzma
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -75,16 +76,8 @@ FORMATS = {
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-DOCUMENTS = (
-    "html",
-    "epub",
-    "docx",
-    "pptx",
-    "odt",
-    "pdf",
-    "markdown",
-    "notebook",
-)  # laid out as pages and chapters, never as rows
+# Laid out as pages, chapters, slides or cells, never as rows.
+DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook")
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -270,6 +263,7 @@ def _jsonl_rows(f: IO[str], path: Path, stats: ReadStats) -> Iterator[tuple[int,
 
 
 JSON_PIECE = 1 << 16  # characters read at a time from a JSON array: it streams, a record at a time
+BETWEEN_ELEMENTS = re.compile(r"[ \t\r\n,]*")  # matched in place: a slice of the piece per element would copy it
 
 
 def _json_array_rows(f: IO[str], text: str, path: Path, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any] | str]]:
@@ -283,7 +277,7 @@ def _json_array_rows(f: IO[str], text: str, path: Path, stats: ReadStats) -> Ite
     done = False  # the file has been read to its end
     while True:
         while True:  # past blanks and the comma between elements, reading on while the piece ends in them
-            stripped = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+            stripped = BETWEEN_ELEMENTS.match(text, at).end()
             line += text.count("\n", at, stripped)
             at = stripped
             if at < len(text) or done:
