@@ -313,6 +313,58 @@ def test_a_corpus_directory_skips_the_tokenizer_data_and_runs_written_into_it(tm
     assert find_files([tok]) == [tok / "tokenizer.json", tok / "vocab.txt"]  # named itself: read as asked
 
 
+SRT = """1
+00:00:01,000 --> 00:00:03,500
+<i>Where were you</i>
+last night?
+
+2
+00:00:04,000 --> 00:00:06,000
+- At the station.
+- {\\an8}Alone?
+
+3
+00:00:06,500 --> 00:00:09,000
+[DOOR SLAMS]
+MAN: No, with my brother.
+
+4
+00:00:10,000 --> 00:00:12,000
+♪ la la la ♪
+"""
+VTT = """WEBVTT
+Kind: captions
+
+NOTE written by hand
+
+STYLE
+::cue { color: yellow }
+
+intro
+00:01.000 --> 00:03.500 align:start
+<v Anna>Where were you
+last night?
+
+00:04.000 --> 00:06.000
+- At the station.
+- <c.yellow>Alone?</c>
+
+00:06.500 --> 00:09.000
+(sighs) No, with my <00:07.000>brother.
+"""
+
+
+def test_subtitles_are_one_document_of_turns_without_timings_tags_or_sound_descriptions(tmp_path):
+    """A sentence split over two lines or cues is one turn; a dash starts another speaker's; numbers, timings,
+    styling tags, [SOUNDS] and (sighs), speaker labels and music notes are not dialogue. SubRip and WebVTT (its
+    header, NOTE and STYLE blocks and cue names aside) read the same."""
+    turns = ["Where were you last night?", "At the station.", "Alone?", "No, with my brother.", "la la la"]
+    (tmp_path / "film.srt").write_text(SRT, encoding="utf-8")
+    (tmp_path / "talk.vtt").write_text(VTT, encoding="utf-8")
+    assert documents_of(read_paragraphs([tmp_path / "film.srt"])) == [turns]
+    assert documents_of(read_paragraphs([tmp_path / "talk.vtt"])) == [turns[:4]]
+
+
 def test_hidden_files_and_directories_in_a_corpus_directory_are_not_the_corpus(tmp_path):
     """A repository's .git, Jupyter's .ipynb_checkpoints (a copy of each notebook), an editor's .notes.txt."""
     (tmp_path / "notes.txt").write_text("The text.\n", encoding="utf-8")

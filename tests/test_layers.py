@@ -19,7 +19,7 @@ LAYERS = [
     ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
     ["spreadsheets"],  # 1 Excel workbooks read as tables
     ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
-    ["layouts"],  # 2 how a text lays out documents and paragraphs: wrapped lines, Wikipedia dumps, web pages
+    ["layouts"],  # 2 how a text lays out documents and paragraphs: wrapped lines, Wikipedia, web pages, subtitles
     ["zipdocs", "pdfdocs", "markdowndocs"],  # 2 documents: EPUB, Office, OpenDocument (zip packages); PDF; Markdown
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
     ["prepare"],  # 2 the streaming pipeline from corpus to data directory

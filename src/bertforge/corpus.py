@@ -17,6 +17,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
   .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
   .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdowndocs.py)
+  .srt / .vtt    subtitles: a film's or talk's dialogue as one document, a paragraph per turn (layouts.py)
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
 `read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
@@ -42,13 +43,22 @@ from pathlib import Path
 from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
-from .layouts import WIKIEXTRACTOR_FILE, Paragraph, html_paragraphs, text_paragraphs, wikipedia_articles
+from .layouts import (
+    WIKIEXTRACTOR_FILE,
+    Paragraph,
+    html_paragraphs,
+    subtitle_paragraphs,
+    text_paragraphs,
+    wikipedia_articles,
+)
 from .markdowndocs import markdown_paragraphs, notebook_paragraphs
 from .pdfdocs import pdf_paragraphs
 from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
+# Text files laid out other than as lines of text, each read from its stream: (f, stats) -> paragraphs.
+TEXT_LAYOUTS = {"html": html_paragraphs, "subtitles": subtitle_paragraphs}
 # Documents each read by its own module from the path: (path, stats) -> paragraphs.
 DOCUMENT_READERS = {
     "epub": epub_paragraphs,
@@ -210,13 +220,13 @@ def _read_file(
     path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
 ) -> Iterator[Paragraph]:
     kind = format_of(path)
-    if kind in ("txt", "html"):
+    if kind == "txt" or kind in TEXT_LAYOUTS:
         try:
             with open_text(path, stats) as f:
-                if kind == "html":
-                    yield from html_paragraphs(f, stats)
-                else:
+                if kind == "txt":
                     yield from text_paragraphs(f, stats, options.line_breaks)
+                else:
+                    yield from TEXT_LAYOUTS[kind](f, stats)
         except read_errors() as e:  # e.g. a truncated compressed file
             raise UserError(f"{path}: cannot read ({e})") from None
     elif kind in DOCUMENT_READERS:

@@ -1,5 +1,5 @@
 """How a text file lays out its documents and paragraphs, beyond a line per paragraph: hard-wrapped prose, a
-Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch material, and saved web pages.
+Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch material, saved web pages, subtitles.
 
     text_paragraphs(f, stats, line_breaks)   a .txt stream: a paragraph per line or wrapped lines joined, a
                                              Gutenberg book without its licence, Wikipedia as articles
@@ -9,6 +9,9 @@ Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch mater
                                              zipdocs.py); Project Gutenberg's header and licence left out
     typeset_paragraphs(pages)                a typeset document's lines, page by page (a PDF's, pdfdocs.py):
                                              paragraphs rebuilt, running heads and page numbers left out
+    subtitle_paragraphs(f, stats)            subtitles (.srt, .vtt): a film's or a talk's dialogue as one
+                                             document, a paragraph per speaker's turn across cues; timings,
+                                             tags and sound descriptions left out
 
 Each reads a stream once: a file of any size passes through bounded memory.
 """
@@ -357,3 +360,53 @@ def _page_body(lines: list[str], neighbours: list[list[str]]) -> list[str]:
 def _head_key(line: str) -> str:
     """A running head as it repeats: its page number (any digits) and case aside."""
     return re.sub(r"\d+", "#", " ".join(line.lower().split()))
+
+
+# ---------------------------------------------------------------- subtitles
+
+# SubRip (.srt) and WebVTT (.vtt): blocks between blank lines, each a cue's number or name, its timing line
+# ("00:00:01,000 --> 00:00:04,000"), then its text; VTT also has a header and NOTE, STYLE and REGION blocks.
+CUE_TIMING = re.compile(r"^(\d+:)?\d+:\d+[.,]\d+\s+-->\s+(\d+:)?\d+:\d+[.,]\d+")
+VTT_NON_CUE = re.compile(r"^(WEBVTT|NOTE|STYLE|REGION)\b")
+CUE_MARKUP = re.compile(r"<[^>]*>|\{\\[^}]*\}")  # <i>, <font ...>, <c.yellow>, <00:01.000>; {\an8}
+SOUND_DESCRIPTION = re.compile(r"\[[^\]]*\]|\([^)]*\)|♪")  # [DOOR SLAMS], (sighs): for the deaf, not dialogue
+SPEAKER_LABEL = re.compile(r"^[A-Z][A-Z0-9 .'-]*:\s+")  # "MAN: Hello." in subtitles for the deaf
+TURN_ENDS = (".", "!", "?", "…", '"', "”", "’")
+
+
+def subtitle_paragraphs(f: IO[str], stats: ReadStats) -> Iterator[Paragraph]:
+    """Subtitles as one document: the cues' text in order, a paragraph per turn. A line that opens with a dash
+    is a new speaker's turn; otherwise a cue that does not end a sentence goes on in the next, as a sentence
+    split over two cues does. Read a block at a time: bounded memory."""
+    turn: list[str] = []
+    first = True
+    for block in _blocks(_lines(f, stats)):
+        timing = next((i for i, line in enumerate(block) if CUE_TIMING.match(line)), None)
+        if timing is None or VTT_NON_CUE.match(block[0]):
+            continue  # a header, a note, a style: not dialogue
+        for line in block[timing + 1 :]:
+            line = SPEAKER_LABEL.sub("", SOUND_DESCRIPTION.sub(" ", CUE_MARKUP.sub("", line))).strip()
+            if line.startswith("-") and turn:  # another speaker: the turn before is over
+                yield Paragraph(" ".join(turn), first)
+                turn, first = [], False
+            line = line.lstrip("-– ").strip()
+            if line:
+                turn.append(line)
+        if turn and turn[-1].endswith(TURN_ENDS):
+            yield Paragraph(" ".join(turn), first)
+            turn, first = [], False
+    if turn:
+        yield Paragraph(" ".join(turn), first)
+
+
+def _blocks(lines: Iterable[str]) -> Iterator[list[str]]:
+    """Runs of non-blank lines."""
+    block: list[str] = []
+    for line in lines:
+        if line:
+            block.append(line)
+        elif block:
+            yield block
+            block = []
+    if block:
+        yield block

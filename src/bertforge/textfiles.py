@@ -73,11 +73,13 @@ FORMATS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".ipynb": "notebook",
+    ".srt": "subtitles",
+    ".vtt": "subtitles",
     ".xlsx": "xlsx",
 }
 TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
-# Laid out as pages, chapters, slides or cells, never as rows.
-DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook")
+# Laid out as pages, chapters, slides, cells or cues, never as rows.
+DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles")
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -98,9 +100,9 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown or notebook, from
-    the name with any compression suffix removed. A name without a suffix (WikiExtractor's wiki_00) is JSONL if the
-    file starts with '{' (its --json output), else text."""
+    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook or
+    subtitles, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
+    wiki_00) is JSONL if the file starts with '{' (its --json output), else text."""
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
@@ -198,6 +200,7 @@ def read_rows(
             "pdf": "a PDF",
             "markdown": "a Markdown text",
             "notebook": "a Jupyter notebook",
+            "subtitles": "a subtitle file",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind == "xlsx":
