@@ -18,6 +18,7 @@ from bertforge.corpus import (
     CorpusOptions,
     ReadStats,
     clean_text,
+    describe_files,
     find_files,
     read_paragraphs,
     split_sentences,
@@ -363,6 +364,11 @@ def test_subtitles_are_one_document_of_turns_without_timings_tags_or_sound_descr
     (tmp_path / "talk.vtt").write_text(VTT, encoding="utf-8")
     assert documents_of(read_paragraphs([tmp_path / "film.srt"])) == [turns]
     assert documents_of(read_paragraphs([tmp_path / "talk.vtt"])) == [turns[:4]]
+
+
+def test_what_a_corpus_was_read_from_is_told_by_kind():
+    assert describe_files(["a/b.txt"]) == "1 .txt file"
+    assert describe_files(["x.pdf", "y.PDF", "notes.md.gz", "wiki_00"]) == "4 files (2 .pdf, 1 .md.gz, 1 no suffix)"
 
 
 def test_hidden_files_and_directories_in_a_corpus_directory_are_not_the_corpus(tmp_path):

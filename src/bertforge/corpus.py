@@ -141,6 +141,22 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
+def describe_files(files: Iterable[str | Path]) -> str:
+    """ "3 files (2 .pdf, 1 .md.gz)", or "1 .txt file": what a corpus was read from, by kind, so that a user sees
+    which of a folder's files were taken (and that the PDFs were among them)."""
+    kinds: dict[str, int] = {}
+    for file in map(Path, files):
+        suffixes = file.suffixes[-2:] if file.suffix.lower() in COMPRESSIONS else file.suffixes[-1:]
+        kind = "".join(suffixes).lower() or "no suffix"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    count = sum(kinds.values())
+    plural = "s" if count != 1 else ""
+    if len(kinds) == 1:
+        return f"{count} {next(iter(kinds))} file{plural}"
+    listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+    return f"{count} file{plural} ({listed})"
+
+
 def _files_below(directory: Path) -> Iterator[Path]:
     """Every file below `directory`, but not in the tokenizer, data, model and run directories below it: a
     tokenizer trained into the corpus directory would otherwise be read as text (its vocab.txt, its JSON). Hidden

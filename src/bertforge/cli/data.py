@@ -13,16 +13,17 @@ SMALL_CORPUS_WORDS = 50_000_000  # below this, a 30k vocabulary costs step time 
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
-    from ..corpus import read_paragraphs
+    from ..corpus import ReadStats, describe_files, read_paragraphs
     from ..tokenizer import save_tokenizer, train_tokenizer
 
     options = _corpus_options(args)
     paragraph_filter = options.paragraph_filter()
+    stats = ReadStats()
     words = 0
 
     def texts():
         nonlocal words
-        for paragraph in read_paragraphs(args.corpus, options, paragraph_filter=paragraph_filter):
+        for paragraph in read_paragraphs(args.corpus, options, stats, paragraph_filter):
             words += len(paragraph.text.split())
             yield paragraph.text
 
@@ -44,7 +45,7 @@ def cmd_tokenizer_train(args: argparse.Namespace) -> None:
     elif not args.quiet:
         print(
             f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens on {words:,} words "
-            f"-> {args.out}",
+            f"from {describe_files(stats.files)} -> {args.out}",
             file=sys.stderr,
         )
         if args.kind == "wordpiece" and words < SMALL_CORPUS_WORDS and tokenizer.get_vocab_size() > 16384:
@@ -69,6 +70,7 @@ def _corpus_options(args: argparse.Namespace) -> CorpusOptions:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
+    from ..corpus import describe_files
     from ..filters import describe_filters
     from ..prepare import prepare
 
@@ -94,7 +96,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         f"prepared {splits['train']['tokens']:,} train and {splits['valid']['tokens']:,} held-out tokens "
         f"({splits['valid']['tokens'] / max(total, 1):.1%}; "
         f"{splits['train']['documents']:,} + {splits['valid']['documents']:,} "
-        f"documents) -> {args.out}",
+        f"documents) from {describe_files(meta['sources'])} -> {args.out}",
         file=sys.stderr,
     )
 
