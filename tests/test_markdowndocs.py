@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 
 import pytest
 
@@ -13,8 +12,6 @@ from bertforge.errors import UserError
 from bertforge.textfiles import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, one_line_error, save_random_model
-
-pytest.importorskip("markdown_it")
 
 # A project's documentation page: front matter, both kinds of heading, a paragraph wrapped over lines, a list
 # with a task box and a continuation line, a quote, code in a fence, indented and inline, a table, links, an
@@ -119,15 +116,12 @@ def test_a_notebook_is_one_document_of_its_markdown_cells(tmp_path):
         list(read_paragraphs([tmp_path / "other.ipynb"]))
 
 
-def test_markdown_is_refused_as_a_table_and_names_the_extra_it_needs(tmp_path, monkeypatch):
+def test_markdown_is_refused_as_a_table_and_as_pairs(tmp_path):
     (tmp_path / "guide.md").write_text(PAGE, encoding="utf-8")
     with pytest.raises(UserError, match="guide.md: a Markdown text holds no rows or lines to read"):
         list(read_rows(tmp_path / "guide.md", ["0"]))
     with pytest.raises(UserError, match="guide.md: a document's paragraphs are single texts"):
         read_texts(tmp_path / "guide.md", pair_column="1")
-    monkeypatch.setitem(sys.modules, "markdown_it", None)  # as without the `formats` extra
-    with pytest.raises(UserError, match=r"guide.md: reading this format needs markdown_it: pip install 'bertforge\["):
-        list(read_paragraphs([tmp_path / "guide.md"]))
 
 
 def test_search_over_a_folder_of_markdown_names_each_hits_file(tmp_path, wordpiece_tokenizer):

@@ -1,5 +1,5 @@
-"""Markdown files: documentation, READMEs, wikis and notes as people keep them, read with markdown-it-py (the
-`formats` extra) as CommonMark with GitHub's tables and strikethrough; and Jupyter notebooks' Markdown cells.
+"""Markdown files: documentation, READMEs, wikis and notes as people keep them, read with markdown-it-py as
+CommonMark with GitHub's tables and strikethrough; and Jupyter notebooks' Markdown cells.
 
     markdown_paragraphs(path, stats)   a Markdown file as one document: a paragraph per paragraph, heading, list
                                        item, block quote's paragraph and table cell, its text without the markup
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .errors import UserError
 from .layouts import Paragraph, html_paragraphs
-from .textfiles import ReadStats, open_text, optional_module, read_errors
+from .textfiles import ReadStats, open_text, read_errors
 
 # Jekyll's, Hugo's and Obsidian's metadata block at a file's very start: --- YAML --- or +++ TOML +++.
 FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\r?\n.*?^\1[ \t]*\r?$\n?", re.DOTALL | re.MULTILINE)
@@ -32,21 +32,19 @@ TASK_BOX = re.compile(r"\[[ xX]\]\s+")  # "- [x] done": GitHub's task list item
 
 def markdown_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     """The file's text as one document, a paragraph at a time."""
-    markdown_it = optional_module("markdown_it", path)
     try:
         with open_text(path, stats) as f:
             source = f.read()
     except read_errors() as e:  # e.g. a truncated compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
     stats.bytes_read += len(source)
-    tokens = _parser(markdown_it).parse(FRONT_MATTER.sub("", source))
+    tokens = _parser().parse(FRONT_MATTER.sub("", source))
     for i, text in enumerate(_block_texts(tokens)):
         yield Paragraph(text, i == 0)
 
 
 def notebook_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     """The notebook's Markdown cells as one document, a paragraph at a time."""
-    markdown_it = optional_module("markdown_it", path)
     try:
         with open_text(path, stats) as f:
             source = f.read()
@@ -59,7 +57,7 @@ def notebook_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
         raise UserError(f"{path}: not a Jupyter notebook (no list of cells; nbformat 4 keeps one)")
-    parser = _parser(markdown_it)
+    parser = _parser()
     texts = (
         text
         for cell in cells
@@ -75,9 +73,12 @@ def _cell_source(source: str | list) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
-def _parser(markdown_it):
-    """CommonMark with GitHub's tables and strikethrough."""
-    return markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"])
+def _parser():
+    """CommonMark with GitHub's tables and strikethrough. Imported here, where a Markdown file is read: the
+    package's import stays light."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 
 def _block_texts(tokens: Iterable) -> Iterator[str]:
