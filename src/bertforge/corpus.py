@@ -342,10 +342,11 @@ def read_documents(path: str | Path) -> tuple[list[str], list[str]]:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
-    files = sorted(_files_below(path)) if path.is_dir() else [path]
+    directory = path.is_dir()
+    files = sorted(_files_below(path)) if directory else [path]
     texts, names, empty = [], [], []
     for file in files:
-        name = file.relative_to(path).as_posix() if path.is_dir() else file.name
+        name = file.relative_to(path).as_posix() if directory else file.name
         text = " ".join(read_document(file).split())
         if text:
             texts.append(text)

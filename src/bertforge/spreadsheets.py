@@ -60,10 +60,16 @@ def _first_sheet(book: zipfile.ZipFile, path: Path) -> str:
     )  # fmt: skip
     if not target:
         raise UserError(f"{path}: the workbook does not say where its sheet {sheet.get('name')!r} is")
-    name = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join("xl", target))
+    name = relationship_target("xl", target)
     if name not in book.namelist():
         raise UserError(f"{path}: the workbook lists {name}, which it does not hold")
     return name
+
+
+def relationship_target(folder: str, target: str) -> str:
+    """An Office Open XML relationship's target as a zip member name: "/xl/worksheets/sheet1.xml" from the
+    package's root, anything else from the folder of the part the relationship belongs to."""
+    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
 
 
 def _shared_strings(book: zipfile.ZipFile, path: Path) -> list[str]:

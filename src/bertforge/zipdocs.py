@@ -28,6 +28,7 @@ from xml.etree import ElementTree
 
 from .errors import UserError
 from .layouts import Paragraph, html_paragraphs
+from .spreadsheets import relationship_target
 from .textfiles import ReadStats, compression_of, read_errors, text_stream
 
 EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the manifest and the spine
@@ -112,16 +113,10 @@ def _relationships(package: zipfile.ZipFile, member: str, path: Path, kind: str 
     if rels not in package.namelist():
         return {}
     return {
-        r.get("Id"): _member_name(folder, unquote(r.get("Target", "")))
+        r.get("Id"): relationship_target(folder, unquote(r.get("Target", "")))
         for r in _xml(package, rels, path, "an Office file").iter(f"{RELATIONSHIPS}Relationship")
         if (r.get("Type") or "").endswith(kind) and r.get("TargetMode") != "External"
     }
-
-
-def _member_name(folder: str, target: str) -> str:
-    """A relationship's target as a member name: "/ppt/slides/slide1.xml" from the package's root, anything else
-    from the folder of the part it belongs to."""
-    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
 
 
 def _drawing_paragraphs(package: zipfile.ZipFile, name: str, path: Path) -> Iterator[str]:
