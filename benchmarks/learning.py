@@ -91,6 +91,13 @@ ARMS: dict[str, tuple[int, list[str]]] = {
         8192,
         ["--recipe", "budget", "--preset", "tiny", "--feed-forward", "glu", "--intermediate-size", "344"],
     ),
+    # and on mini, at the same FLOPs: 2/3 of mini's 1024 inner units (3·256·680 ≈ 2·256·1024)
+    "alibi-8k-glu": (8192, ["--recipe", "budget", "--feed-forward", "glu", "--intermediate-size", "680"]),
+    # rotary positions (RoPE, as ModernBERT) in place of ALiBi and the learned table
+    "rope-tiny-8k": (
+        8192,
+        ["--recipe", "budget", "--preset", "tiny", "--attention-bias", "none", "--position-embedding", "rotary"],
+    ),
     # both of BERT's objectives on today's recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, ["--recipe", "budget", "--preset", "tiny", "--pair-objective", "nsp"]),
 }

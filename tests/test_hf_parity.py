@@ -223,18 +223,24 @@ def attention_implementations(norm_style: str) -> list[str]:
     return ["sdpa", "eager"] if getattr(family, "_supports_sdpa", False) else ["eager"]
 
 
-# What no transformers class computes, alone and together: (attention_bias, feed_forward).
-VARIANTS = [("alibi", "mlp"), ("none", "glu"), ("alibi", "glu")]
+# What no transformers class computes, alone and together: an attention bias, a gated feed-forward, rotary positions.
+REMOTE_VARIANTS = {
+    "alibi": {"attention_bias": "alibi"},
+    "glu": {"feed_forward": "glu"},
+    "alibi-glu": {"attention_bias": "alibi", "feed_forward": "glu"},
+    "rotary": {"position_embedding": "rotary"},
+    "rotary-glu": {"position_embedding": "rotary", "feed_forward": "glu"},
+}
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("attention_bias, feed_forward", VARIANTS)
+@pytest.mark.parametrize("variant", REMOTE_VARIANTS)
 def test_variants_load_in_transformers_through_their_own_code_with_the_same_outputs(
-    norm_style, attention_bias, feed_forward, wordpiece_tokenizer, tmp_path
+    norm_style, variant, wordpiece_tokenizer, tmp_path
 ):
-    """No `transformers` class has an attention bias or a gated feed-forward: the directory carries
-    modeling_bertforge.py, which transformers runs only when trusted, and which gives our logits and fill-mask
-    answers on padded batches."""
+    """No `transformers` class has an attention bias, a gated feed-forward or rotary positions: the directory
+    carries modeling_bertforge.py, which transformers runs only when trusted, and which gives our logits and
+    fill-mask answers on padded batches."""
     from bertforge.inference import load
 
     vocab = wordpiece_tokenizer.get_vocab_size()
@@ -245,12 +251,11 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
         num_heads=4,
         intermediate_size=64,
         norm_style=norm_style,
-        attention_bias=attention_bias,
-        feed_forward=feed_forward,
+        **REMOTE_VARIANTS[variant],
     )
     ours = randomised(BertForPreTraining(config))
     # transformers caches a directory's code under the directory's name, for all test workers: one name per case
-    directory = tmp_path / f"{attention_bias}-{feed_forward}-{norm_style}"
+    directory = tmp_path / f"{variant}-{norm_style}"
     save_model(ours, directory, wordpiece_tokenizer)
     assert (directory / "modeling_bertforge.py").is_file()
     # transformers 4.x's pipeline loads a tokenizer for a model type it does not know only where config.json names one
@@ -266,9 +271,10 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
                 directory, trust_remote_code=True, attn_implementation=attn
             ).eval()
             real_positions(expected.mlm_logits, theirs(**inputs).logits, attention_mask)
-        if feed_forward == "mlp":  # the bias is what makes them agree: the family's own class, without it, differs
+        if config.feed_forward == "mlp":  # the variant is what makes them agree: the family's own class differs,
+            # by far more than the 1e-5 they agree to (rotary's turn moves these small random scores least)
             plain = getattr(transformers, FAMILY_MASKED_LM[norm_style]).from_pretrained(directory).eval()
-            assert not torch.allclose(plain(**inputs).logits, theirs(**inputs).logits, atol=1e-2)
+            assert (plain(**inputs).logits - theirs(**inputs).logits).abs().max() > 1e-4
         # The encoder alone (AutoModel) has the bias however it is called: Sentence-Transformers calls its forward
         # directly, which skips forward hooks.
         encoder = transformers.AutoModel.from_pretrained(directory, trust_remote_code=True).eval()
@@ -293,12 +299,13 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
 
 
 def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
-    """It travels with the model to machines without bertforge, and repeats model.alibi_bias, which must agree."""
+    """It travels with the model to machines without bertforge, and repeats model.alibi_bias, rotary_angles and
+    rotate, which must agree."""
     import ast
     import importlib.util
 
     from bertforge.fileio import asset_path
-    from bertforge.model import alibi_bias
+    from bertforge.model import alibi_bias, rotary_angles, rotate
 
     path = asset_path("modeling_bertforge.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -316,10 +323,15 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
         torch.testing.assert_close(
             module.alibi_bias(num_heads, seq_len), alibi_bias(num_heads, seq_len), rtol=0, atol=0
         )
+    for seq_len, head_size in [(1, 2), (9, 16), (128, 64)]:
+        cos, sin = rotary_angles(seq_len, head_size)
+        torch.testing.assert_close(module.rotary_angles(seq_len, head_size), (cos, sin), rtol=0, atol=0)
+        x = torch.randn(3, seq_len, head_size)
+        torch.testing.assert_close(module.rotate(x, cos, sin), rotate(x, cos, sin), rtol=0, atol=0)
 
 
 def head_config(norm_style: str, variant: str) -> ModelConfig:
-    """A small encoder under a task head, in either family: BERT's, with ALiBi, or with a gated feed-forward."""
+    """A small encoder under a task head, in either family: BERT's ("none"), or one of REMOTE_VARIANTS."""
     return ModelConfig(
         vocab_size=100,
         hidden_size=32,
@@ -327,13 +339,12 @@ def head_config(norm_style: str, variant: str) -> ModelConfig:
         num_heads=2,
         intermediate_size=64,
         norm_style=norm_style,
-        attention_bias="alibi" if variant == "alibi" else "none",
-        feed_forward="glu" if variant == "glu" else "mlp",
+        **REMOTE_VARIANTS.get(variant, {}),
     )
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("variant", ["none", "alibi", "glu"])
+@pytest.mark.parametrize("variant", ["none", "alibi", "glu", "rotary"])
 def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
     ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
@@ -376,7 +387,7 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
 
 
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("variant", ["none", "alibi", "glu"])
+@pytest.mark.parametrize("variant", ["none", "alibi", "glu", "rotary"])
 def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """BertForMultipleChoice (RoBERTa's too scores the pooler's output): (questions, choices, T) in, one logit per
     choice out, padded choices included."""

@@ -7,6 +7,7 @@ import torch
 
 import bertforge.model as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
+from bertforge.errors import UserError
 from bertforge.model import IGNORE_INDEX, PreTrainingOutput
 
 
@@ -215,6 +216,7 @@ def test_attention_probabilities_sum_to_one_and_skip_padding():
         {"position_embedding": "sinusoidal"},
         {"hidden_act": "relu"},
         {"attention_bias": "alibi"},
+        {"position_embedding": "rotary"},
     ],
 )
 def test_overfits_one_batch_and_variants_round_trip(variant, tmp_path):
@@ -320,6 +322,72 @@ def test_alibi_attention_looks_near_and_skips_padding(explicit):
     )
     unpadded = model.bert(ids[:1, :8], types[:1, :8]).sequence_output
     torch.testing.assert_close(encoded.sequence_output[:1, :8], unpadded, rtol=1e-5, atol=1e-5)
+
+
+def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
+    """RoPE turns a query at t and a key at s so that their dot product depends on what they hold and on t - s:
+    moving both by the same amount changes no score, and a turn keeps every vector's length."""
+    from bertforge.model import rotary_angles, rotate
+
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 16)  # one query and one key, head size 16
+    cos, sin = rotary_angles(seq_len=40, head_size=16)  # (T, hs) each
+    turned_q = rotate(q.expand(40, 16), cos, sin)  # (T, hs): q at every position
+    turned_k = rotate(k.expand(40, 16), cos, sin)
+    scores = turned_q @ turned_k.T  # (T, T): q at t against k at s
+    for offset in (-7, 0, 3, 20):
+        diagonal = scores.diagonal(offset)  # every (t, t + offset)
+        torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal), rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(scores.diagonal(0)[0], scores.diagonal(3)[0], atol=1e-3)  # the offset matters
+    torch.testing.assert_close(turned_q.norm(dim=-1), q.norm().expand(40))
+    torch.testing.assert_close(rotate(q[None], *rotary_angles(1, 16)), q[None])  # position 0 is not turned
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
+    """With rotary positions the table stays zero and frozen, yet the model tells word order apart; the explicit
+    path and SDPA agree, padding changes no real position, and bf16 autocast runs (q and k stay bf16)."""
+    from bertforge.model import SelfAttention, set_explicit_attention
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config(position_embedding="rotary")).eval()
+    with torch.no_grad():  # scores far from zero, so that attention is far from uniform
+        for layer in model.bert.layers:
+            layer.attention.qkv.weight.normal_(0.0, 0.3)
+    set_explicit_attention(model, explicit)
+    table = model.bert.embeddings.position.weight
+    assert not table.requires_grad and torch.all(table == 0)
+    ids, types, _, _ = random_batch(B=2, T=12)
+    swapped = ids.clone()
+    swapped[:, [3, 4]] = ids[:, [4, 3]]
+
+    def cls_changes() -> torch.Tensor:  # how much [CLS] moves when two words trade places
+        return (
+            (model.bert(ids, types).sequence_output[:, 0] - model.bert(swapped, types).sequence_output[:, 0])
+            .abs()
+            .max()
+        )
+
+    assert cls_changes() > 1e-2
+    for attention in (m for m in model.modules() if isinstance(m, SelfAttention)):
+        attention.rotary = False  # without the turn, nothing tells positions apart: a bag of words
+    assert cls_changes() < 1e-5
+    for attention in (m for m in model.modules() if isinstance(m, SelfAttention)):
+        attention.rotary = True
+    mask = torch.ones_like(ids)
+    mask[0, 8:] = 0
+    padded = model.bert(ids, types, mask, output_attentions=explicit).sequence_output
+    unpadded = model.bert(ids[:1, :8], types[:1, :8]).sequence_output
+    torch.testing.assert_close(padded[:1, :8], unpadded, rtol=1e-5, atol=1e-5)
+    set_explicit_attention(model, not explicit)
+    torch.testing.assert_close(model.bert(ids, types, mask).sequence_output, padded, rtol=1e-5, atol=1e-5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.isfinite(model.bert(ids, types, mask).sequence_output).all()
+
+
+def test_rotary_positions_need_an_even_head_size():
+    with pytest.raises(UserError, match="head size 5 .* must be even"):
+        small_config(position_embedding="rotary", hidden_size=20, num_heads=4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

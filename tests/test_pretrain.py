@@ -465,15 +465,18 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     assert unknown.returncode == 2 and "invalid choice: 'fast'" in unknown.stderr
 
 
-def test_a_gated_feed_forward_trains_saves_twice_the_up_rows_and_says_how_transformers_loads_it(workdir):
+def test_a_gated_feed_forward_with_rotary_positions_trains_and_says_how_transformers_loads_it(workdir):
     run = workdir / "glu"
     done = bertforge_ok(
         "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--feed-forward", "glu",
-        "--max-steps", "3", "--eval-every", "0", "--save-every", "0",
+        "--position-embedding", "rotary", "--max-steps", "3", "--eval-every", "0", "--save-every", "0",
     )  # fmt: skip
-    assert "note: the gated feed-forward has no transformers class" in done.stderr
-    assert "train with --feed-forward mlp for a model plain transformers loads" in done.stderr
+    assert "note: the gated feed-forward and rotary positions have no transformers class" in done.stderr
+    assert "train with --feed-forward mlp --position-embedding learned for a model plain transformers loads" in (
+        done.stderr
+    )
     with safe_open(run / "model" / "model.safetensors", "pt") as weights:
         assert weights.get_slice("bert.encoder.layer.0.intermediate.dense.weight").get_shape() == [2 * 64, 32]
+        assert not weights.get_tensor("bert.embeddings.position_embeddings.weight").any()  # the slot, all zeros
     answer = json.loads(bertforge_ok("fill-mask", run / "model", "the cat [MASK] on the mat.", "--json").stdout)
     assert len(answer["masks"][0]["predictions"]) == 5

@@ -152,8 +152,10 @@ class ModelConfig(_DictMixin):
     )
     position_embedding: str = documented(
         "learned",
-        "learned (BERT) or sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size)",
-        ("learned", "sinusoidal"),
+        "learned (BERT); sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size); or "
+        "rotary (RoPE, Su et al. 2021, as in ModernBERT: queries and keys turned by their position's angle, so "
+        "attention sees relative positions; no table, and the directory carries its own code for transformers)",
+        ("learned", "sinusoidal", "rotary"),
     )
     attention_bias: str = documented(
         "none",
@@ -183,6 +185,11 @@ class ModelConfig(_DictMixin):
                     f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
                 ),
                 *_check_choices(self),
+                (
+                    self.position_embedding != "rotary" or self.hidden_size // self.num_heads % 2 == 0,
+                    f"rotary positions turn pairs of dims: the head size {self.hidden_size // self.num_heads} "
+                    "(hidden_size / num_heads) must be even",
+                ),
                 (
                     self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0,
                     "vocab_size, num_layers and pad_vocab_multiple must be positive",

@@ -278,7 +278,7 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
 
 def needs_remote_code(config: ModelConfig) -> bool:
     """Whether no `transformers` class computes this model, so that its directory carries REMOTE_CODE."""
-    return config.attention_bias != "none" or config.feed_forward != "mlp"
+    return config.attention_bias != "none" or config.feed_forward != "mlp" or config.position_embedding == "rotary"
 
 
 def remote_classes(layout: Layout) -> dict[str, str]:

@@ -58,6 +58,25 @@ def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None =
     return -slopes[:, None, None] * distance  # (nh, T, T)
 
 
+def rotary_angles(seq_len: int, head_size: int, device: torch.device | str | None = None):
+    """RoPE's angles (Su et al. 2021): position t turns the pair of dims (i, i + hs/2) by t·θ_i, θ_i = 10000^(-2i/hs).
+
+    Returns cos and sin, each (T, hs), every angle written twice (once for each dim of its pair).
+    """
+    inv_freq = 10000.0 ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=device) / head_size)  # (hs/2,)
+    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # (T, hs/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (..., T, hs) with each pair (x_i, x_{i+hs/2}) turned by its position's angle: a query at t and a key at s
+    then score q·k by what they hold and by t - s alone, which makes position relative."""
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, hs): each pair a quarter turn on
+    return x * cos + turned * sin
+
+
 def additive_mask(attn_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A mask as a bias to add to the scores: a float one as it is, a bool one (True = a real key) as 0 / -inf.
 
@@ -86,6 +105,8 @@ class Embeddings(nn.Module):
                 sinusoidal_table(config.max_position_embeddings, config.hidden_size, config.initializer_range),
                 requires_grad=False,
             )
+        elif config.position_embedding == "rotary":  # positions enter in attention; the slot stays, frozen at zero
+            self.position.weight = nn.Parameter(torch.zeros_like(self.position.weight), requires_grad=False)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout)
 
@@ -125,6 +146,7 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
         self.out = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout_p = config.attention_dropout
+        self.rotary = config.position_embedding == "rotary"
         self.explicit = False  # compute attention in the explicit form even when no probabilities are asked for
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
@@ -139,6 +161,9 @@ class SelfAttention(nn.Module):
         q = q.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
+        if self.rotary:
+            cos, sin = (a.to(q.dtype) for a in rotary_angles(T, self.head_size, x.device))  # (T, hs) each
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # (B, nh, T, hs) each
         dropout_p = self.dropout_p if self.training else 0.0
         if attn_mask is not None and attn_mask.is_floating_point():
             attn_mask = attn_mask.to(q.dtype)  # SDPA wants the bias in the query's dtype (bf16 under autocast)

@@ -1,13 +1,15 @@
 """bertforge's variants for `transformers`: `from_pretrained(directory, trust_remote_code=True)`.
 
 bertforge writes this file beside the weights of a model that no `transformers` class computes: one trained with
-`--attention-bias alibi` (the `budget` recipe) or `--feed-forward glu`. Its config.json maps every Auto class
-here. Each class is the `transformers` class of the model's family (BERT, or RoBERTa-PreLayerNorm for pre-LN),
-unchanged except for what config.json's "bertforge" entry names:
+`--attention-bias alibi` (the `budget` recipe), `--feed-forward glu` or `--position-embedding rotary`. Its
+config.json maps every Auto class here. Each class is the `transformers` class of the model's family (BERT, or
+RoBERTa-PreLayerNorm for pre-LN), unchanged except for what config.json's "bertforge" entry names:
 - ALiBi: the encoder adds ALiBi's distance penalty to the attention scores: the padding mask is turned into a
   (batch, heads, T, T) additive mask, which `transformers` passes to every layer's attention as it is;
 - a gated feed-forward: each layer's `intermediate.dense` is twice as tall (gate rows, then value rows) and gives
-  act(gate) * value, the layer's own activation then passing it on as it is.
+  act(gate) * value, the layer's own activation then passing it on as it is;
+- rotary positions: each layer's `query` and `key` turn their output, head by head, by the angle of its position
+  in the sequence (the position table, all zeros, adds nothing).
 The weights keep the family's names.
 
 It needs only torch and `transformers` (tested with 4.48, 4.57 and 5.x), not
@@ -45,6 +47,21 @@ def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None =
     position = torch.arange(seq_len, dtype=torch.float32, device=device)
     distance = (position[:, None] - position[None, :]).abs()  # (T, T)
     return -slopes[:, None, None] * distance  # (nh, T, T)
+
+
+def rotary_angles(seq_len: int, head_size: int, device: torch.device | str | None = None):
+    """cos and sin of RoPE's angles, each (T, hs): bertforge.model.rotary_angles, which a test keeps equal."""
+    inv_freq = 10000.0 ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=device) / head_size)  # (hs/2,)
+    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # (T, hs/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (..., T, hs), each pair (x_i, x_{i+hs/2}) turned by its position's angle: bertforge.model.rotate."""
+    half = x.shape[-1] // 2
+    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, hs)
+    return x * cos + turned * sin
 
 
 def _alibi_attention_mask(encoder, forward, args, kwargs):
@@ -96,9 +113,25 @@ class GatedDense(torch.nn.Linear):
         return self.act(gate) * value
 
 
+class RotaryDense(torch.nn.Linear):
+    """A layer's `query` or `key` with rotary positions: the projection (B, T, H), each head's slice turned by the
+    angle of its position 0..T-1 (bertforge.model.SelfAttention does the same to q and k)."""
+
+    def __init__(self, size: int, num_heads: int):
+        super().__init__(size, size)
+        self.num_heads = num_heads
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        projected = super().forward(hidden)  # (B, T, H)
+        *batch, seq_len, size = projected.shape
+        heads = projected.view(*batch, seq_len, self.num_heads, size // self.num_heads).transpose(-3, -2)
+        cos, sin = (a.to(heads.dtype) for a in rotary_angles(seq_len, size // self.num_heads, heads.device))
+        return rotate(heads, cos, sin).transpose(-3, -2).reshape(projected.shape)  # (B, nh, T, hs) -> (B, T, H)
+
+
 def _with_variants(family_class, config_class):
     """`family_class` with config.json's variants: ALiBi in its encoder (its base model, or itself), a gated
-    feed-forward in every layer."""
+    feed-forward and rotary queries and keys in every layer."""
 
     def __init__(self, config, *args, **kwargs):
         family_class.__init__(self, config, *args, **kwargs)
@@ -114,6 +147,11 @@ def _with_variants(family_class, config_class):
                     config.hidden_size, config.intermediate_size, intermediate.intermediate_act_fn
                 )
                 intermediate.intermediate_act_fn = torch.nn.Identity()  # GatedDense has applied it to the gate
+        if variants.get("position_embedding") == "rotary":
+            for layer in encoder.encoder.layer:
+                attention = layer.attention.self
+                attention.query = RotaryDense(config.hidden_size, config.num_attention_heads)
+                attention.key = RotaryDense(config.hidden_size, config.num_attention_heads)
 
     return type(
         f"Bertforge{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class}

@@ -86,6 +86,8 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
         unloadable.append((f"the {model_config.attention_bias} attention bias", "--attention-bias none"))
     if model_config.feed_forward != "mlp":
         unloadable.append(("the gated feed-forward", "--feed-forward mlp"))
+    if model_config.position_embedding == "rotary":
+        unloadable.append(("rotary positions", "--position-embedding learned"))
     if unloadable:
         names, flags = zip(*unloadable)
         print(
