@@ -17,6 +17,7 @@ SUBPACKAGES = {"cli"}
 LAYERS = [
     ["errors", "labels", "display"],
     ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
+    ["packages"],  # 1 zip packages of XML parts (Office, OpenDocument, EPUB): parts by name, relationships
     ["spreadsheets"],  # 1 Excel workbooks read as tables
     ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
     ["layouts"],  # 2 how a text lays out documents and paragraphs: wrapped lines, Wikipedia, web pages, subtitles

@@ -13,7 +13,6 @@ texts, which Excel caps with its rows).
 
 from __future__ import annotations
 
-import posixpath
 import re
 import zipfile
 from collections.abc import Iterator
@@ -21,10 +20,10 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from .errors import UserError
+from .packages import RELATIONSHIP_ID, member_info, member_xml, relationships
 
 MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
-OFFICE_RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+WORKBOOK = "xl/workbook.xml"
 CELL_REFERENCE = re.compile(r"([A-Z]+)(\d+)")
 BOOLEANS = {"0": "FALSE", "1": "TRUE"}
 
@@ -48,28 +47,14 @@ def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
 
 def _first_sheet(book: zipfile.ZipFile, path: Path) -> str:
     """The member holding the workbook's first sheet: xl/workbook.xml names it, its relationships locate it."""
-    workbook = _xml(book, "xl/workbook.xml", path)
-    sheet = next(workbook.iter(f"{MAIN}sheet"), None)
+    sheet = next(member_xml(book, WORKBOOK, path, "an Excel .xlsx workbook").iter(f"{MAIN}sheet"), None)
     if sheet is None:
         raise UserError(f"{path}: the workbook has no sheets")
-    relationships = _xml(book, "xl/_rels/workbook.xml.rels", path)
-    target = next(
-        (r.get("Target") for r in relationships.iter(f"{RELATIONSHIPS}Relationship")
-         if r.get("Id") == sheet.get(OFFICE_RELATIONSHIP_ID)),
-        None,
-    )  # fmt: skip
-    if not target:
+    name = relationships(book, WORKBOOK, path).get(sheet.get(RELATIONSHIP_ID))
+    if not name:
         raise UserError(f"{path}: the workbook does not say where its sheet {sheet.get('name')!r} is")
-    name = relationship_target("xl", target)
-    if name not in book.namelist():
-        raise UserError(f"{path}: the workbook lists {name}, which it does not hold")
+    member_info(book, name, path, f"the workbook lists {name}, which it does not hold")
     return name
-
-
-def relationship_target(folder: str, target: str) -> str:
-    """An Office Open XML relationship's target as a zip member name: "/xl/worksheets/sheet1.xml" from the
-    package's root, anything else from the folder of the part the relationship belongs to."""
-    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
 
 
 def _shared_strings(book: zipfile.ZipFile, path: Path) -> list[str]:
@@ -128,9 +113,3 @@ def _column_index(letters: str) -> int:
     for letter in letters:
         index = index * 26 + ord(letter) - ord("A") + 1
     return index - 1
-
-
-def _xml(book: zipfile.ZipFile, name: str, path: Path) -> ElementTree.Element:
-    if name not in book.namelist():
-        raise UserError(f"{path}: it holds no {name}: not an Excel .xlsx workbook")
-    return ElementTree.fromstring(book.read(name))

@@ -23,12 +23,11 @@ import posixpath
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import unquote
 from xml.etree import ElementTree
 
 from .errors import UserError
 from .layouts import Paragraph, html_paragraphs
-from .spreadsheets import relationship_target
+from .packages import RELATIONSHIP_ID, member_info, member_xml, part_name, relationships
 from .textfiles import ReadStats, compression_of, read_errors, text_stream
 
 EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the manifest and the spine
@@ -38,8 +37,6 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # Wordproc
 SLIDE_LIST = "ppt/presentation.xml"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"  # DrawingML: the text of shapes, on slides and notes
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
-RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
-RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 ODF_BODY = "content.xml"
 ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 ODF_PARAGRAPHS = frozenset({f"{ODF_TEXT}p", f"{ODF_TEXT}h"})
@@ -50,7 +47,7 @@ def epub_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     """An EPUB's chapters in spine order, each a document (`html_paragraphs` starts one per page)."""
     with _package(path, "an EPUB e-book") as package:
         for name in _reading_order(package, path):
-            stats.bytes_read += _info(
+            stats.bytes_read += member_info(
                 package, name, path, f"its spine lists {name}, which it does not hold"
             ).compress_size
             with text_stream(_member(package, name, path), f"{path}:{name}", stats) as f:
@@ -60,7 +57,7 @@ def epub_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
 def docx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     """A Word document's body: its paragraphs (table cells' too), runs joined, in order; one document."""
     with _package(path, "a Word document") as package:
-        body_size = _info(package, WORD_BODY, path, f"it holds no {WORD_BODY}: not a Word .docx").compress_size
+        body_size = member_info(package, WORD_BODY, path, f"it holds no {WORD_BODY}: not a Word .docx").compress_size
         stats.bytes_read += body_size  # the file's own (compressed) bytes, as the progress bar counts them
         open_paragraphs: list[list[str]] = []  # a text box's paragraphs sit inside a paragraph
         first = True
@@ -91,8 +88,10 @@ def pptx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     with _package(path, "a PowerPoint presentation") as package:
         first = True
         for slide in _slide_order(package, path):
-            for name in (slide, *_relationships(package, slide, path, "/notesSlide").values()):
-                stats.bytes_read += _info(package, name, path, f"it lists {name}, which it does not hold").compress_size
+            for name in (slide, *relationships(package, slide, path, "/notesSlide").values()):
+                stats.bytes_read += member_info(
+                    package, name, path, f"it lists {name}, which it does not hold"
+                ).compress_size
                 for text in _drawing_paragraphs(package, name, path):
                     yield Paragraph(text, first)
                     first = False
@@ -100,23 +99,9 @@ def pptx_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
 
 def _slide_order(package: zipfile.ZipFile, path: Path) -> list[str]:
     """The slide members in the order the presentation lists them (their names' numbers need not be that order)."""
-    listed = [e.get(RELATIONSHIP_ID) for e in _xml(package, SLIDE_LIST, path, "a .pptx").iter(f"{P}sldId")]
-    targets = _relationships(package, SLIDE_LIST, path)
+    listed = [e.get(RELATIONSHIP_ID) for e in member_xml(package, SLIDE_LIST, path, "a .pptx").iter(f"{P}sldId")]
+    targets = relationships(package, SLIDE_LIST, path)
     return [targets[r] for r in listed if r in targets]
-
-
-def _relationships(package: zipfile.ZipFile, member: str, path: Path, kind: str = "") -> dict[str, str]:
-    """{relationship id: member name} from `member`'s .rels part (none where it has none); `kind` keeps only
-    relationships whose Type ends so, and links out of the package are left out."""
-    folder, name = posixpath.split(member)
-    rels = posixpath.join(folder, "_rels", f"{name}.rels")
-    if rels not in package.namelist():
-        return {}
-    return {
-        r.get("Id"): relationship_target(folder, unquote(r.get("Target", "")))
-        for r in _xml(package, rels, path, "an Office file").iter(f"{RELATIONSHIPS}Relationship")
-        if (r.get("Type") or "").endswith(kind) and r.get("TargetMode") != "External"
-    }
 
 
 def _drawing_paragraphs(package: zipfile.ZipFile, name: str, path: Path) -> Iterator[str]:
@@ -147,7 +132,7 @@ def odt_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
     too), in order; one document. Footnotes and the deleted text of tracked changes are left out. A presentation
     (.odp) keeps its pages' and speaker notes' text in the same paragraphs, page by page."""
     with _package(path, "an OpenDocument file") as package:
-        stats.bytes_read += _info(package, ODF_BODY, path, f"it holds no {ODF_BODY}: not an .odt").compress_size
+        stats.bytes_read += member_info(package, ODF_BODY, path, f"it holds no {ODF_BODY}: not an .odt").compress_size
         aside = 0  # how many notes or change records we are inside
         first = True
         with _member(package, ODF_BODY, path) as body:
@@ -197,11 +182,16 @@ def _reading_order(package: zipfile.ZipFile, path: Path) -> list[str]:
     """The members of the spine, in order: the chapters a reader pages through (the `nav` table of contents and
     items marked linear="no", such as a cover, are not among them)."""
     rootfile = next(
-        (e.get("full-path") for e in _xml(package, EPUB_CONTAINER, path).iter() if _local(e.tag) == "rootfile"), None
+        (
+            e.get("full-path")
+            for e in member_xml(package, EPUB_CONTAINER, path, "an EPUB").iter()
+            if _local(e.tag) == "rootfile"
+        ),
+        None,
     )
     if not rootfile:
         raise UserError(f"{path}: its {EPUB_CONTAINER} names no package file (.opf): not an EPUB")
-    opf = _xml(package, rootfile, path)
+    opf = member_xml(package, rootfile, path, "an EPUB")
     items = {e.get("id"): e for e in opf.iter() if _local(e.tag) == "item"}
     order = []
     for ref in (e for e in opf.iter() if _local(e.tag) == "itemref"):
@@ -209,26 +199,10 @@ def _reading_order(package: zipfile.ZipFile, path: Path) -> list[str]:
         if item is None or ref.get("linear") == "no" or item.get("media-type") not in CHAPTER_TYPES:
             continue
         if "nav" not in (item.get("properties") or "").split():
-            order.append(posixpath.normpath(posixpath.join(posixpath.dirname(rootfile), unquote(item.get("href", "")))))
+            order.append(part_name(posixpath.dirname(rootfile), item.get("href", "")))
     if not order:
         raise UserError(f"{path}: its spine ({rootfile}) lists no chapters")
     return order
-
-
-def _xml(package: zipfile.ZipFile, name: str, path: Path, what: str = "an EPUB") -> ElementTree.Element:
-    """A small member (the container, the package file, a list of slides or relationships) parsed whole."""
-    _info(package, name, path, f"it holds no {name}: not {what}")
-    try:
-        return ElementTree.fromstring(package.read(name))
-    except ElementTree.ParseError as e:
-        raise UserError(f"{path}: {name} is not well-formed XML ({e})") from None
-
-
-def _info(package: zipfile.ZipFile, name: str, path: Path, missing: str) -> zipfile.ZipInfo:
-    try:
-        return package.getinfo(name)
-    except KeyError:
-        raise UserError(f"{path}: {missing}") from None
 
 
 def _member(package: zipfile.ZipFile, name: str, path: Path):

@@ -1,0 +1,64 @@
+"""Zip packages of XML parts: what the Excel, Word, PowerPoint, OpenDocument and EPUB readers share.
+
+Office Open XML (ECMA-376) keeps a document as parts in a zip, linked by relationships: a part's `_rels/NAME.rels`
+lists the ids it uses and the parts they point to (a workbook's sheets, a presentation's slides, a slide's notes).
+OpenDocument and EPUB are zips of XML parts too. Each reader asks for parts by name and gets a clear error naming
+the file where a part is missing or broken, never a traceback.
+
+    member_info(package, name, path, missing)     the part's zip entry, or UserError(missing)
+    member_xml(package, name, path, what)         a small part parsed whole
+    relationships(package, member, path, kind)    {relationship id: part name} of a part's .rels
+    part_name(folder, target)                     a link's target as a part name
+"""
+
+from __future__ import annotations
+
+import posixpath
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote
+from xml.etree import ElementTree
+
+from .errors import UserError
+
+RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
+RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"  # r:id on a part's refs
+
+
+def member_info(package: zipfile.ZipFile, name: str, path: Path, missing: str) -> zipfile.ZipInfo:
+    """The zip entry of part `name`; a package without it is refused with `missing`."""
+    try:
+        return package.getinfo(name)
+    except KeyError:
+        raise UserError(f"{path}: {missing}") from None
+
+
+def member_xml(package: zipfile.ZipFile, name: str, path: Path, what: str) -> ElementTree.Element:
+    """A small part (a workbook, a container, a package file, a list of slides or relationships) parsed whole;
+    a package without it is "not `what`"."""
+    member_info(package, name, path, f"it holds no {name}: not {what}")
+    try:
+        return ElementTree.fromstring(package.read(name))
+    except ElementTree.ParseError as e:
+        raise UserError(f"{path}: {name} is not well-formed XML ({e})") from None
+
+
+def relationships(package: zipfile.ZipFile, member: str, path: Path, kind: str = "") -> dict[str, str]:
+    """{relationship id: part name} from `member`'s .rels part (none where it has none); `kind` keeps only
+    relationships whose Type ends so, and links out of the package are left out."""
+    folder, name = posixpath.split(member)
+    rels = posixpath.join(folder, "_rels", f"{name}.rels")
+    if rels not in package.namelist():
+        return {}
+    return {
+        r.get("Id"): part_name(folder, r.get("Target", ""))
+        for r in member_xml(package, rels, path, "an Office file").iter(f"{RELATIONSHIPS}Relationship")
+        if (r.get("Type") or "").endswith(kind) and r.get("TargetMode") != "External"
+    }
+
+
+def part_name(folder: str, target: str) -> str:
+    """A link's target (a relationship's, an EPUB item's href; %-escaped as URLs are) as a part name:
+    "/xl/worksheets/sheet1.xml" from the package's root, anything else from the folder of the part that links."""
+    target = unquote(target)
+    return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
