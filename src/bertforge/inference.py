@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 from .batching import TextBatcher, length_buckets
 from .display import Record, markdown_table
 from .errors import UserError
-from .model import BertForPreTraining
+from .model import BertForPreTraining, mean_pool
 from .modeldir import load_model_and_tokenizer, pretraining_info, resolve_model_dir, sentence_embedding_pooling
 from .runtime import autocast, resolve_device, resolve_precision
 from .similarity import nearest
@@ -176,11 +176,7 @@ class Bert:
                 result = self.model.bert(**batch, output_hidden_states=layer != -1)
             hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
             hidden = hidden.float()
-            if pooling == "cls":
-                vectors = hidden[:, 0]  # (b, H)
-            else:
-                weights = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (b, T, 1)
-                vectors = (hidden * weights).sum(1) / weights.sum(1)  # (b, H)
+            vectors = hidden[:, 0] if pooling == "cls" else mean_pool(hidden, batch["attention_mask"])  # (b, H)
             out[indices] = vectors.cpu().numpy()
         return out
 

@@ -492,6 +492,14 @@ class BertForMultipleChoice(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
 
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """hidden (B, T, H) -> (B, H): each text's mean token vector, padding (attention_mask 0) left out."""
+    if attention_mask is None:
+        return hidden.mean(1)
+    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, H)
+
+
 class BertForSentenceEmbedding(nn.Module):
     """Sentence embeddings (Sentence-BERT, Reimers & Gurevych 2019): the mean of a text's token vectors, trained
     so that texts which mean the same lie close by cosine. It has no head: what it saves is the encoder.
@@ -512,11 +520,7 @@ class BertForSentenceEmbedding(nn.Module):
 
     def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
         """(B, T) -> (B, H): the mean of each text's token vectors, padding left out."""
-        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
-        if attention_mask is None:
-            return hidden.mean(1)
-        weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-        return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, H)
+        return mean_pool(self.bert(input_ids, token_type_ids, attention_mask).sequence_output, attention_mask)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """input_ids etc. (2B, T): B first texts, then their B partners in the same order. labels (B,): each pair's
