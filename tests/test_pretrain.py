@@ -471,7 +471,7 @@ def test_a_gated_feed_forward_with_rotary_positions_trains_and_says_how_transfor
         "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--feed-forward", "glu",
         "--position-embedding", "rotary", "--max-steps", "3", "--eval-every", "0", "--save-every", "0",
     )  # fmt: skip
-    assert "note: the gated feed-forward and rotary positions have no transformers class" in done.stderr
+    assert "note: the gated feed-forward and the rotary position encoding have no transformers class" in done.stderr
     assert "train with --feed-forward mlp --position-embedding learned for a model plain transformers loads" in (
         done.stderr
     )

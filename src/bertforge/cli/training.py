@@ -87,7 +87,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if model_config.feed_forward != "mlp":
         unloadable.append(("the gated feed-forward", "--feed-forward mlp"))
     if model_config.position_embedding == "rotary":
-        unloadable.append(("rotary positions", "--position-embedding learned"))
+        unloadable.append(("the rotary position encoding", "--position-embedding learned"))
     if unloadable:
         names, flags = zip(*unloadable)
         print(
