@@ -206,7 +206,7 @@ def test_search_and_embed_take_a_directory_of_documents_and_name_each_hits_file(
 
 def test_documents_are_classified_a_file_each_as_a_folder_of_classes_trains_on_them(tmp_path, wordpiece_tokenizer):
     """A folder per class of PDFs and web pages trains a classifier on a file per example; `classify --per-file`
-    reads a folder of such files the same way, each answer naming its file and equal to classifying its text."""
+    reads a folder of such files whole, each answer naming its file and equal to classifying its text whole."""
     model = save_random_model(tmp_path / "model", wordpiece_tokenizer, max_position_embeddings=64)
     train, inbox = tmp_path / "train", tmp_path / "inbox"
     for label, pages in {"report": PAGES, "letter": [["Dear Anna,", "the cat sat on the mat.", "Yours, Bob"]]}.items():
@@ -226,10 +226,12 @@ def test_documents_are_classified_a_file_each_as_a_folder_of_classes_trains_on_t
     results = json.loads(bertforge_ok("classify", classifier, "--input", inbox, "--per-file", "--json").stdout)
     assert [r["source"] for r in results] == ["note.txt", "old/report.pdf"] and "text" not in results[0]
     for r, text in zip(results, ["Dear Anna, the cat sat on the mat.", " ".join(REPORT)]):
-        alone = json.loads(bertforge_ok("classify", classifier, text, "--json").stdout)
+        alone = json.loads(bertforge_ok("classify", classifier, text, "--whole", "--json").stdout)
         assert r["label"] == alone["label"] and r["probabilities"] == pytest.approx(alone["probabilities"], abs=1e-6)
+        assert r["windows"] == alone["windows"]
+    assert results[1]["windows"] > 1  # the report is longer than the model's 64 positions: read whole
     bertforge_ok("classify", classifier, "--input", inbox, "--per-file", "--out", tmp_path / "p.csv")
-    assert (tmp_path / "p.csv").read_text().splitlines()[0] == "source,label,p_letter,p_report"
+    assert (tmp_path / "p.csv").read_text().splitlines()[0] == "source,label,windows,p_letter,p_report"
     plain = bertforge_ok("classify", classifier, "--input", inbox / "old" / "report.pdf", "--per-file").stdout
-    assert plain.strip().endswith("report.pdf") and len(plain.strip().splitlines()) == 1
+    assert plain.strip().endswith("report.pdf  (5 windows)") and len(plain.strip().splitlines()) == 1
     one_line_error(bertforge("classify", classifier, "a text", "--per-file"), "--per-file reads --input")

@@ -13,6 +13,7 @@ import tokenizers
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge.batching import windowing_tokenizer, windows
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
@@ -32,8 +33,6 @@ from bertforge.qa import (
     span_probabilities,
     span_text,
     squad_scores,
-    windowing_tokenizer,
-    windows,
 )
 from bertforge.tagging import Tagger, encode_sentences, entities, entity_scores
 from bertforge.targets import regression_metrics
@@ -251,7 +250,7 @@ def test_answer_offsets_recover_the_answer_across_windows(tokenizer):
     context = " ".join(f"{rng.choice(NAMES)} {rng.choice(FILLER)} {rng.choice(PLACES)} ." for _ in range(30))
     start = context.index("cairo") if "cairo" in context else context.index("rome")
     answer = context[start : start + (5 if context[start] == "c" else 4)]
-    windowed = windowing_tokenizer(tokenizer, seq_len=32, stride=8)
+    windowed = windowing_tokenizer(tokenizer, seq_len=32, stride=8, strategy="only_second")
     encodings = windows(windowed, "where ?", context)
     assert len(encodings) > 3
     holding = 0
@@ -266,7 +265,7 @@ def test_answer_offsets_recover_the_answer_across_windows(tokenizer):
 def test_a_tokenizers_release_that_cuts_windows_short_is_refused(tokenizer, monkeypatch):
     monkeypatch.setattr(tokenizers, "__version__", "0.23.2")
     with pytest.raises(UserError, match=r"tokenizers 0.23.2 drops the windows.*tokenizers>=0.23.3"):
-        windowing_tokenizer(tokenizer, seq_len=32, stride=8)
+        windowing_tokenizer(tokenizer, seq_len=32, stride=8, strategy="only_second")
 
 
 def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder, tmp_path):
@@ -596,3 +595,38 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
     assert json.loads(bertforge_ok(*flags, "--json").stdout) == first  # a second call reuses every finished run
     assert stamps == {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}
     one_line_error(bertforge("score", encoder, "--out", tmp_path / "x", "--tasks", "sst2=/nonexistent"), "train.tsv")
+
+
+def test_a_long_text_is_classified_whole_as_the_mean_over_its_windows(tokenizer, tmp_path):
+    """With `whole`, a text past the position table is read in windows of its length overlapping by a quarter,
+    every word in one: the probabilities are the mean of each window's own, and without it the text is cut."""
+    from bertforge.model import BertForSequenceClassification
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+        max_position_embeddings=16,
+    )  # fmt: skip
+    model = BertForSequenceClassification(config, num_labels=3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)  # windows that differ get answers that differ
+    labels = {"id2label": {"0": "a", "1": "b", "2": "c"}, "label2id": {"a": 0, "b": 1, "c": 2}}
+    save_model(model, tmp_path / "clf", tokenizer, labels)
+    classifier = Classifier(tmp_path / "clf")
+    rng = random.Random(0)
+    words = [rng.choice(NAMES + PLACES + FILLER) for _ in range(40)]  # a token each; windows hold 14 of them
+    whole, cut = classifier.classify([" ".join(words)], whole=True)[0], classifier.classify([" ".join(words)])[0]
+    # Windows of 16 = [CLS] + 14 words + [SEP], each after the first repeating the last 4 words before it.
+    starts = [0, 10, 20, 30]
+    assert whole["windows"] == len(starts) and "windows" not in cut
+    alone = classifier.classify([" ".join(words[s : s + 14]) for s in starts])
+    mean = {label: np.mean([r["probabilities"][label] for r in alone]) for label in "abc"}
+    assert whole["probabilities"] == pytest.approx(mean, abs=1e-6)
+    assert whole["label"] == max(mean, key=mean.get)
+    assert cut["probabilities"] == pytest.approx(alone[0]["probabilities"], abs=1e-6)
+    assert len({round(r["probabilities"]["a"], 6) for r in alone}) == len(starts)  # the windows did differ
+    short = classifier.classify(["alice walked"], whole=True)[0]
+    assert short["windows"] == 1 and short["probabilities"] == classifier.classify(["alice walked"])[0]["probabilities"]
+    with pytest.raises(UserError, match="only single texts are read whole"):
+        classifier.classify(["alice"], ["bob"], whole=True)

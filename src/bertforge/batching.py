@@ -9,12 +9,44 @@ little padding.
 from __future__ import annotations
 
 import numpy as np
+import tokenizers
 import torch
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
 
+from .errors import UserError
 from .tokenizer import special_ids
 
 Encoded = list[tuple[list[int], list[int]]]  # (token ids, segment ids) per text
+
+# Releases whose truncation stops tokenizing at the window's end, so `Encoding.overflowing` comes back short or empty:
+# on 0.23.2 a 30-sentence context gave 2 windows where 0.23.3 gives 8 (tests/test_tasks.py, on a lent GPU machine).
+CUT_SHORT_OVERFLOW = ("0.23.1", "0.23.2")
+
+
+def windowing_tokenizer(tokenizer: Tokenizer, seq_len: int, stride: int, strategy: str = "longest_first") -> Tokenizer:
+    """A copy that cuts a long text into windows of `seq_len` tokens, special tokens in each, every window after
+    the first repeating the last `stride` tokens of the one before. `strategy="only_second"` windows the second
+    text of a pair and keeps the first whole (a question over a long context).
+
+    The overlap is kept under half a window, so that short windows (a model with a
+    small position table) still advance.
+    """
+    if tokenizers.__version__ in CUT_SHORT_OVERFLOW:
+        raise UserError(
+            f"tokenizers {tokenizers.__version__} drops the windows of a long text after the first "
+            "(huggingface/tokenizers#2091), which loses what they hold: reading long texts in windows needs another "
+            "version, e.g. pip install 'tokenizers>=0.23.3'"
+        )
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.enable_truncation(seq_len, stride=min(stride, seq_len // 2), strategy=strategy)
+    copy.no_padding()
+    return copy
+
+
+def windows(tokenizer: Tokenizer, *texts: str) -> list[Encoding]:
+    """The encodings of every window of a text (or a pair) that `tokenizer` (a windowing_tokenizer) cuts."""
+    first = tokenizer.encode(*texts)
+    return [first, *first.overflowing]
 
 
 class TextBatcher:
@@ -31,6 +63,17 @@ class TextBatcher:
         else:
             encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)))
         return [(e.ids, e.type_ids) for e in encodings]
+
+    def encode_windows(self, texts: list[str], stride: int) -> tuple[Encoded, np.ndarray]:
+        """Every text whole, in windows of the batcher's length overlapping by `stride` tokens: the windows of all
+        texts, in order, and (windows,) the index of the text each belongs to."""
+        windowing = windowing_tokenizer(self.tokenizer, self.tokenizer.truncation["max_length"], stride)
+        encoded, owners = [], []
+        for i, text in enumerate(texts):
+            for window in windows(windowing, text):
+                encoded.append((window.ids, window.type_ids))
+                owners.append(i)
+        return encoded, np.array(owners, dtype=np.int64)
 
     def batch(self, encoded: Encoded, indices: list[int]) -> dict[str, torch.Tensor]:
         """input_ids, token_type_ids and attention_mask, each (len(indices), longest), padded on the right."""

@@ -323,21 +323,37 @@ class Classifier:
         self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
 
     def classify(
-        self, texts: list[str], pairs: list[str] | None = None, threshold: float | None = None
+        self,
+        texts: list[str],
+        pairs: list[str] | None = None,
+        threshold: float | None = None,
+        whole: bool = False,
     ) -> list[dict[str, Any]]:
         """One result per text: the label (for multi-label, the labels at probability `threshold` or above, perhaps
         none; by default each label's own threshold, fitted by `finetune --tune-thresholds`, else 0.5) and every
-        label's probability; for regression the value. A higher threshold trades recall for precision."""
+        label's probability; for regression the value. A higher threshold trades recall for precision.
+
+        A text longer than the model's position table is cut to it, or with `whole` read in windows of that
+        length overlapping by a quarter, its probabilities (or value) the mean over them and `windows` their number.
+        """
         if threshold is not None and self.problem_type != MULTI_LABEL:
             raise UserError("a threshold picks the labels of a multi-label model; this model gives one label")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise UserError(f"a threshold is a probability, from 0 to 1, not {threshold:g}")
+        if whole and pairs:
+            raise UserError("a text pair is read as one sequence; only single texts are read whole, in windows")
         thresholds = self.thresholds if threshold is None else [threshold] * len(self.labels)
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
-        outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
+        windows = None
+        if whole:
+            outputs, windows = self._whole(texts)
+        else:
+            outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
         results = []
-        for e, out in zip(examples, outputs):
+        for i, (e, out) in enumerate(zip(examples, outputs)):
             result: dict[str, Any] = {"text": e.text, **({"pair": e.pair} if e.pair is not None else {})}
+            if windows is not None:
+                result["windows"] = int(windows[i])
             if self.problem_type == REGRESSION:
                 result["value"] = float(out[0])
                 results.append(result)
@@ -350,15 +366,27 @@ class Classifier:
             results.append(result)
         return results
 
+    def _whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(n, outputs) each text's mean over its windows, and (n,) how many windows each has."""
+        length = self.model.config.max_position_embeddings
+        encoded, owners = self.batcher.encode_windows(texts, stride=length // 4)
+        per_window = predict(self.model, self.batcher, encoded, self.precision)  # (windows, outputs)
+        counts = np.bincount(owners, minlength=len(texts))  # (n,): every text has at least one window
+        sums = np.zeros((len(texts), per_window.shape[1]), dtype=np.float64)
+        np.add.at(sums, owners, per_window)
+        return (sums / counts[:, None]).astype(np.float32), counts
+
 
 def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
     """`Classifier.classify`'s results as a file: a .jsonl line each as they are, or a .csv/.tsv row each with the
     text (and pair) or the file (`source`, classified whole), the label (a multi-label model's labels joined by
-    ","; a regression model's value) and each label's probability in a column p_LABEL."""
+    ","; a regression model's value), the windows a text read whole took, and each label's probability in a column
+    p_LABEL."""
     rows = [
         {
-            **{k: v for k, v in r.items() if k in ("source", "text", "pair", "label", "value")},
+            **{k: r[k] for k in ("source", "text", "pair", "label", "value") if k in r},
             **({"labels": ",".join(r["labels"])} if "labels" in r else {}),
+            **({"windows": r["windows"]} if "windows" in r else {}),
             **{f"p_{label}": f"{p:.6f}" for label, p in r.get("probabilities", {}).items()},
         }
         for r in results

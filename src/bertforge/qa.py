@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tokenizers
 import torch
 from tokenizers import Encoding, Tokenizer
 
+from .batching import windowing_tokenizer, windows
 from .cuts import best_cut
 from .errors import UserError
 from .model import BertForQuestionAnswering
@@ -154,35 +154,6 @@ def _check_answer_start(question: Question, path: Path) -> None:
 
 
 # ---------------------------------------------------------------- windows and labels
-
-
-# Releases whose truncation stops tokenizing at the window's end, so `Encoding.overflowing` comes back short or empty:
-# on 0.23.2 a 30-sentence context gave 2 windows where 0.23.3 gives 8 (tests/test_tasks.py, on a lent GPU machine).
-CUT_SHORT_OVERFLOW = ("0.23.1", "0.23.2")
-
-
-def windows(tokenizer: Tokenizer, question: str, context: str) -> list[Encoding]:
-    """[CLS] question [SEP] context-window [SEP] encodings covering the whole context (`tokenizer` truncates)."""
-    first = tokenizer.encode(question, context)
-    return [first, *first.overflowing]
-
-
-def windowing_tokenizer(tokenizer: Tokenizer, seq_len: int, stride: int) -> Tokenizer:
-    """A copy that cuts the context into overlapping windows of `seq_len` tokens (question kept whole).
-
-    The overlap is kept under half a window, so that short windows (a model with a
-    small position table) still advance.
-    """
-    if tokenizers.__version__ in CUT_SHORT_OVERFLOW:
-        raise UserError(
-            f"tokenizers {tokenizers.__version__} drops the windows of a long context after the first "
-            "(huggingface/tokenizers#2091), which loses answers: question answering needs another version, "
-            "e.g. pip install 'tokenizers>=0.23.3'"
-        )
-    copy = Tokenizer.from_str(tokenizer.to_str())
-    copy.enable_truncation(seq_len, stride=min(stride, seq_len // 2), strategy="only_second")
-    copy.no_padding()
-    return copy
 
 
 def answer_tokens(encoding: Encoding, start_char: int, end_char: int) -> tuple[int, int]:
@@ -401,7 +372,7 @@ class QuestionAnsweringTask:
     ):
         self.max_answer_length = max_answer_length
         self.pad = special_ids(tokenizer).pad
-        self.tokenizer = windowing_tokenizer(tokenizer, seq_len, stride)
+        self.tokenizer = windowing_tokenizer(tokenizer, seq_len, stride, "only_second")
         train, self.dev = read_squad(train_path, training=True), read_squad(dev_path, training=False)
         self.allow_no_answer = any(not q.answers for q in train)
         if not self.allow_no_answer and any(not q.answers for q in self.dev):
@@ -485,7 +456,9 @@ class Answerer:
         _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForQuestionAnswering, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
-        self.tokenizer = windowing_tokenizer(tokenizer, min(seq_len, self.model.config.max_position_embeddings), stride)
+        self.tokenizer = windowing_tokenizer(
+            tokenizer, min(seq_len, self.model.config.max_position_embeddings), stride, "only_second"
+        )
 
     def answer(self, question: str, context: str, max_answer_length: int = 15) -> dict[str, Any]:
         """{answer, score, start, end}: the answer text and its character offsets in `context`; "" for none."""

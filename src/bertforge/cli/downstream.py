@@ -106,7 +106,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
     else:
         raise UserError("give a text, or --input FILE")
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
-    results = classifier.classify(texts, pairs, args.threshold)
+    results = classifier.classify(texts, pairs, args.threshold, whole=args.per_file or args.whole)
     if sources:  # a file each: its name, not its whole text
         results = [
             {"source": source, **{k: v for k, v in r.items() if k != "text"}} for source, r in zip(sources, results)
@@ -120,6 +120,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
         return
     for r in results:
         shown = r["source"] if sources else repr(r["text"]) + (f" / {r['pair']!r}" if "pair" in r else "")
+        shown += f"  ({r['windows']} windows)" if r.get("windows", 1) > 1 else ""
         if "value" in r:
             print(f"{r['value']:10.4f}  {shown}")
             continue
@@ -342,7 +343,13 @@ def register(verbs) -> None:
         action="store_true",
         help="with --input: a text per file, not per line or paragraph: the file (a directory: every file below it) "
         "read whole, a document's paragraphs joined, as a folder of classes trains; each answer names its file "
-        "(`source`), and a long file is read to the model's length, as in training",
+        "(`source`); a file longer than the model's position table is read whole, as --whole reads a text",
+    )
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="read a text longer than the model's position table whole, in windows of that length overlapping by "
+        "a quarter, and give the mean of their probabilities (without it, such a text is cut at that length)",
     )
     column_flags(p)
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
