@@ -465,6 +465,16 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     assert unknown.returncode == 2 and "invalid choice: 'fast'" in unknown.stderr
 
 
+def test_the_position_table_is_as_long_as_the_training_sequences_unless_given():
+    """Rows past the training length would keep their random start for inference to reach; a longer table is
+    asked for (BERT's second phase at 512 tokens)."""
+    for recipe in RECIPES:
+        model, train = recipe_configs(recipe, "tiny", {}, {"seq_len": 96})
+        assert model.max_position_embeddings == train.seq_len == 96
+    model, train = recipe_configs("bert", None, {"max_position_embeddings": 512}, {"seq_len": 128})
+    assert (model.max_position_embeddings, train.seq_len) == (512, 128)
+
+
 def test_a_gated_feed_forward_with_rotary_positions_trains_and_says_how_transformers_loads_it(workdir):
     run = workdir / "glu"
     done = bertforge_ok(

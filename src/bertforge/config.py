@@ -138,7 +138,11 @@ class ModelConfig(_DictMixin):
     num_layers: int = documented(4, "number of Transformer encoder layers L")
     num_heads: int = documented(4, "attention heads A per layer; must divide hidden_size")
     intermediate_size: int = documented(1024, "width of the feed-forward inner layer (4H in BERT)")
-    max_position_embeddings: int = documented(512, "longest sequence the position table covers")
+    max_position_embeddings: int = documented(
+        512,
+        "longest sequence the position table covers; pretrain makes it --seq-len unless given (a longer table "
+        "lets a later run, --init-from, train on longer sequences, as BERT's 128 then 512)",
+    )
     type_vocab_size: int = documented(2, "number of segments (A and B)")
     hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
     attention_dropout: float = documented(0.1, "dropout on attention probabilities")
@@ -519,9 +523,17 @@ DEFAULT_RECIPE = "bert"
 def recipe_configs(
     recipe: str, preset: str | None, model_values: dict[str, Any], train_values: dict[str, Any]
 ) -> tuple[ModelConfig, TrainConfig]:
-    """The recipe's defaults, its (or the given) preset's size on top, then the explicitly given values."""
+    """The recipe's defaults, its (or the given) preset's size on top, then the explicitly given values.
+
+    Unless given, the position table is as long as the training sequences: rows past them would keep their
+    random start, and a longer text would reach them at inference (the hour's mini, trained at 128 with a table of
+    512: held-out MLM accuracy 0.408 on 128-token sequences, 0.300 on 256). Give --max-position-embeddings to train
+    in two phases as BERT did (128, then 512 tokens with --init-from).
+    """
     if recipe not in RECIPES:
         raise UserError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     chosen = RECIPES[recipe]
-    model = ModelConfig.preset(preset or chosen.preset, **{**chosen.model, **model_values})
-    return model, TrainConfig(**{**chosen.train, **train_values})
+    train = TrainConfig(**{**chosen.train, **train_values})
+    trained_length = {"max_position_embeddings": train.seq_len}
+    model = ModelConfig.preset(preset or chosen.preset, **{**chosen.model, **trained_length, **model_values})
+    return model, train
