@@ -53,6 +53,27 @@ def test_a_continued_run_has_the_starting_models_architecture_weights_and_the_re
         assert torch.equal(ours[name], value), name
 
 
+def test_longer_sequences_than_the_starting_table_grow_it_keeping_the_learned_rows(workdir, tmp_path):
+    """BERT's second phase: a run on longer sequences than the starting model's 64 positions gets a table of its
+    length, the first 64 rows the starting model's and the rest new, and it says so."""
+    start = load_model(BertForPreTraining, workdir / "start" / "model")
+    run = tmp_path / "longer"
+    done = bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, "--init-from", workdir / "start",
+        *[flag if flag != "64" else "96" for flag in RUN], "--max-steps", "2", "--eval-every", "0",
+        "--save-every", "0", "--lr", "0",
+    )  # fmt: skip
+    assert "positions 64 to 95 are new to the model: it learns them here, on 96-token sequences" in done.stderr
+    grown = load_model(BertForPreTraining, run / "model")
+    assert grown.config.max_position_embeddings == 96
+    table, started = grown.bert.embeddings.position.weight, start.bert.embeddings.position.weight
+    assert table.shape == (96, 32)
+    torch.testing.assert_close(table[:64], started)  # lr 0: the learned rows are kept as they were
+    assert table[64:].std() > 0.01  # the new rows start random, at the init's scale
+    config, _ = continued_configs("bert", str(workdir / "start"), {}, {"seq_len": 32})
+    assert config.max_position_embeddings == 64  # shorter sequences keep the table
+
+
 def test_a_continued_run_resumes_exactly_without_its_starting_model(workdir, tmp_path):
     start = tmp_path / "start"
     shutil.copytree(workdir / "start", start)

@@ -140,8 +140,8 @@ class ModelConfig(_DictMixin):
     intermediate_size: int = documented(1024, "width of the feed-forward inner layer (4H in BERT)")
     max_position_embeddings: int = documented(
         512,
-        "longest sequence the position table covers; pretrain makes it --seq-len unless given (a longer table "
-        "lets a later run, --init-from, train on longer sequences, as BERT's 128 then 512)",
+        "longest sequence the position table covers; pretrain makes it --seq-len unless given, and a run that "
+        "continues (--init-from) on longer sequences grows it, as BERT's second phase at 512 tokens",
     )
     type_vocab_size: int = documented(2, "number of segments (A and B)")
     hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
@@ -527,8 +527,8 @@ def recipe_configs(
 
     Unless given, the position table is as long as the training sequences: rows past them would keep their
     random start, and a longer text would reach them at inference (the hour's mini, trained at 128 with a table of
-    512: held-out MLM accuracy 0.408 on 128-token sequences, 0.300 on 256). Give --max-position-embeddings to train
-    in two phases as BERT did (128, then 512 tokens with --init-from).
+    512: held-out MLM accuracy 0.408 on 128-token sequences, 0.300 on 256). A later --init-from run on longer
+    sequences grows the table (BERT's second phase, at 512 tokens).
     """
     if recipe not in RECIPES:
         raise UserError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")

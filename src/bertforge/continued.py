@@ -5,7 +5,8 @@
 The starting model (a bertforge run or model directory, or a `transformers` BERT
 directory) fixes the architecture; the recipe and the flags say how the run
 trains, dropout included. Its tokenizer must be the one the data was prepared
-with, or every token id would mean a different word.
+with, or every token id would mean a different word. A `--seq-len` longer than its
+position table grows the table, as BERT's second phase went on at 512 tokens.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def continued_configs(
             )
     how_to_train = {name: value for name, value in model_values.items() if name not in ARCHITECTURE_FIELDS}
     recipe_model, train = recipe_configs(recipe, None, how_to_train, {**train_values, "init_from": init_from})
-    return ModelConfig(**{**recipe_model.to_dict(), **start.architecture()}), train
+    # Longer sequences than the starting model's table grow it (BERT's second phase): the new rows learn here.
+    positions = {"max_position_embeddings": max(start.max_position_embeddings, train.seq_len)}
+    return ModelConfig(**{**recipe_model.to_dict(), **start.architecture(), **positions}), train
 
 
 def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> Path:
@@ -62,7 +65,8 @@ def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Token
             f"--init-from {init_from}: the data was prepared with another tokenizer than this model's; "
             f"prepare your text with the model's: bertforge prepare TEXT --tokenizer {directory} --out DATA"
         )
-    changes = architecture_changes(start.to_dict(), model_config.to_dict())
+    grown = {"max_position_embeddings": max(start.max_position_embeddings, model_config.max_position_embeddings)}
+    changes = architecture_changes({**start.to_dict(), **grown}, model_config.to_dict())  # a longer table may grow
     if changes:
         raise UserError(
             f"--init-from {init_from}: a continued run keeps the starting model's architecture, "

@@ -27,6 +27,7 @@ from .errors import UserError
 from .fileio import asset_path, atomic_directory, write_json
 from .hf import (
     HEAD_PREFIXES,
+    POSITIONS,
     REMOTE_CODE,
     config_from_hf,
     config_to_hf,
@@ -126,15 +127,23 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     return model.eval()
 
 
-def load_weights(model, directory: Path, trust_pickle: bool = False, keep_heads: bool = True) -> None:
+def load_weights(
+    model, directory: Path, trust_pickle: bool = False, keep_heads: bool = True, longer_positions: bool = False
+) -> None:
     """A model directory's weights into `model`, whose architecture they must fit.
 
     Heads may differ between directory and model (a BertForMaskedLM directory has
     no NSP head; a pre-trained model has no classifier): missing ones start
     fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
     every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
+    `longer_positions` lets `model`'s position table be the longer one: its rows past the directory's keep
+    their own start (BERT's second phase, on longer sequences, learned them so).
     """
     state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), model.config)
+    own_positions = model.state_dict().get(POSITIONS)
+    if longer_positions and POSITIONS in state and own_positions is not None:
+        saved_rows = state[POSITIONS].shape[0]
+        state[POSITIONS] = torch.cat([state[POSITIONS], own_positions[saved_rows:]])  # (model's rows, H)
     if not keep_heads:
         state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIXES) or k.startswith("bert.pooler.")}
     expected = set(model.state_dict())

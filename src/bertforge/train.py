@@ -38,7 +38,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
-from .continued import check_start
+from .continued import check_start, starting_config
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .electra import pretraining_model
@@ -133,8 +133,14 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = pretraining_model(model_config, cfg)
         if start is not None:
-            load_weights(self.model, start)
+            load_weights(self.model, start, longer_positions=True)
             self._say(f"starting from the weights of {start}")
+            known = starting_config(start)[1].max_position_embeddings
+            if known < model_config.max_position_embeddings:
+                self._say(
+                    f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
+                    f"it learns them here, on {cfg.seq_len}-token sequences"
+                )
         self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
         if self.device == "cpu":
