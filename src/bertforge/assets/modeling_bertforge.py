@@ -58,10 +58,11 @@ def rotary_angles(seq_len: int, head_size: int, device: torch.device | str | Non
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., T, hs), each pair (x_i, x_{i+hs/2}) turned by its position's angle: bertforge.model.rotate."""
+    """x (..., hs), each pair (x_i, x_{i+hs/2}) turned by its position's angle: bertforge.model.rotate."""
     half = x.shape[-1] // 2
-    turned = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (..., T, hs)
-    return x * cos + turned * sin
+    sign = torch.ones(x.shape[-1], dtype=sin.dtype, device=sin.device)
+    sign[:half] = -1
+    return x * cos + x.roll(half, dims=-1) * (sin * sign)
 
 
 def _alibi_attention_mask(encoder, forward, args, kwargs):
