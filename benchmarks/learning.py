@@ -98,6 +98,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
         8192,
         ["--recipe", "budget", "--preset", "tiny", "--attention-bias", "none", "--position-embedding", "rotary"],
     ),
+    "rope-8k": (8192, ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary"]),
     # both of BERT's objectives on today's recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, ["--recipe", "budget", "--preset", "tiny", "--pair-objective", "nsp"]),
 }
