@@ -54,6 +54,7 @@ class TextBatcher:
 
     def __init__(self, tokenizer: Tokenizer, max_seq_len: int):
         self.tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: truncation is set on it
+        self.max_seq_len = max_seq_len
         self.tokenizer.enable_truncation(max_seq_len)
         self.pad = special_ids(tokenizer).pad
 
@@ -67,7 +68,7 @@ class TextBatcher:
     def encode_windows(self, texts: list[str], stride: int) -> tuple[Encoded, np.ndarray]:
         """Every text whole, in windows of the batcher's length overlapping by `stride` tokens: the windows of all
         texts, in order, and (windows,) the index of the text each belongs to."""
-        windowing = windowing_tokenizer(self.tokenizer, self.tokenizer.truncation["max_length"], stride)
+        windowing = windowing_tokenizer(self.tokenizer, self.max_seq_len, stride)
         encoded, owners = [], []
         for i, text in enumerate(texts):
             for window in windows(windowing, text):

@@ -368,8 +368,7 @@ class Classifier:
 
     def _whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(n, outputs) each text's mean over its windows, and (n,) how many windows each has."""
-        length = self.model.config.max_position_embeddings
-        encoded, owners = self.batcher.encode_windows(texts, stride=length // 4)
+        encoded, owners = self.batcher.encode_windows(texts, stride=self.batcher.max_seq_len // 4)
         per_window = predict(self.model, self.batcher, encoded, self.precision)  # (windows, outputs)
         counts = np.bincount(owners, minlength=len(texts))  # (n,): every text has at least one window
         sums = np.zeros((len(texts), per_window.shape[1]), dtype=np.float64)

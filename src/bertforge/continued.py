@@ -57,8 +57,9 @@ def continued_configs(
     return ModelConfig(**{**recipe_model.to_dict(), **start.architecture(), **positions}), train
 
 
-def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> Path:
-    """The starting model's directory, after checking that the run's architecture and tokenizer are its own."""
+def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> tuple[Path, ModelConfig]:
+    """The starting model's directory and config, after checking that the run's architecture (its position table
+    may be longer) and tokenizer are its own."""
     directory, start = starting_config(init_from)
     if fingerprint(load_tokenizer(directory)) != fingerprint(data_tokenizer):
         raise UserError(
@@ -72,4 +73,4 @@ def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Token
             f"--init-from {init_from}: a continued run keeps the starting model's architecture, "
             f"this one changes {'; '.join(changes)}"
         )
-    return directory
+    return directory, start

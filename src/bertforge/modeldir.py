@@ -140,13 +140,13 @@ def load_weights(
     their own start (BERT's second phase, on longer sequences, learned them so).
     """
     state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), model.config)
-    own_positions = model.state_dict().get(POSITIONS)
-    if longer_positions and POSITIONS in state and own_positions is not None:
+    own = model.state_dict()
+    if longer_positions and POSITIONS in state and POSITIONS in own:
         saved_rows = state[POSITIONS].shape[0]
-        state[POSITIONS] = torch.cat([state[POSITIONS], own_positions[saved_rows:]])  # (model's rows, H)
+        state[POSITIONS] = torch.cat([state[POSITIONS], own[POSITIONS][saved_rows:]])  # (model's rows, H)
     if not keep_heads:
         state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIXES) or k.startswith("bert.pooler.")}
-    expected = set(model.state_dict())
+    expected = set(own)
     missing = sorted(expected - set(state))
     fresh_heads = [k for k in missing if k.startswith(HEAD_PREFIXES)]
     body_mismatch = [k for k in missing if k not in fresh_heads] + unknown

@@ -38,7 +38,7 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
-from .continued import check_start, starting_config
+from .continued import check_start
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .electra import pretraining_model
@@ -64,9 +64,9 @@ from .tokenizer import fingerprint, load_tokenizer
 
 def check_data(
     data_dir: Path, model_config: ModelConfig, cfg: TrainConfig, init_from: str = ""
-) -> tuple[Tokenizer, Path | None]:
-    """The data directory's tokenizer and the directory of the model to start from (None: new weights), after
-    checking that data, starting model, model and settings fit together."""
+) -> tuple[Tokenizer, tuple[Path, ModelConfig] | None]:
+    """The data directory's tokenizer and the directory and config of the model to start from (None: new weights),
+    after checking that data, starting model, model and settings fit together."""
     meta = read_meta(data_dir)
     tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
     if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
@@ -133,9 +133,10 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.model = pretraining_model(model_config, cfg)
         if start is not None:
-            load_weights(self.model, start, longer_positions=True)
-            self._say(f"starting from the weights of {start}")
-            known = starting_config(start)[1].max_position_embeddings
+            start_dir, start_config = start
+            load_weights(self.model, start_dir, longer_positions=True)
+            self._say(f"starting from the weights of {start_dir}")
+            known = start_config.max_position_embeddings
             if known < model_config.max_position_embeddings:
                 self._say(
                     f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
