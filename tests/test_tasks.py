@@ -630,3 +630,43 @@ def test_a_long_text_is_classified_whole_as_the_mean_over_its_windows(tokenizer,
     assert short["windows"] == 1 and short["probabilities"] == classifier.classify(["alice walked"])[0]["probabilities"]
     with pytest.raises(UserError, match="only single texts are read whole"):
         classifier.classify(["alice"], ["bob"], whole=True)
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_a_long_text_is_embedded_whole_as_the_mean_of_its_windows_vectors(tokenizer, tmp_path, pooling):
+    """`embed(whole=True)` cuts windows as `classify` does: a long text's vector is the mean of each window's
+    vector alone, a short text's is unchanged, and without it the text is cut to the first window."""
+    import bertforge
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+        max_position_embeddings=16,
+    )  # fmt: skip
+    save_model(BertForPreTraining(config), tmp_path / "enc", tokenizer)
+    model = bertforge.load(tmp_path / "enc")
+    rng = random.Random(1)
+    words = [rng.choice(NAMES + PLACES + FILLER) for _ in range(40)]  # windows of [CLS] + 14 words + [SEP]
+    texts = [" ".join(words), "alice walked"]
+    whole = model.embed(texts, pooling=pooling, whole=True)  # (2, H)
+    cut = model.embed(texts, pooling=pooling)
+    alone = model.embed([" ".join(words[s : s + 14]) for s in (0, 10, 20, 30)], pooling=pooling)  # (4, H)
+    assert whole.shape == cut.shape == (2, 32)
+    assert np.allclose(whole[0], alone.mean(0), atol=1e-5)
+    assert np.allclose(cut[0], alone[0], atol=1e-5) and not np.allclose(whole[0], cut[0], atol=1e-3)
+    assert np.allclose(whole[1], cut[1], atol=1e-6)
+    found = model.search([texts[0]], texts, top_k=1, whole=True)[0][0]
+    assert found["index"] == 0 and found["score"] == pytest.approx(1.0, abs=1e-5)
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+    flags = (
+        "--input",
+        tmp_path / "texts.txt",
+        "--out",
+        tmp_path / "v.npy",
+        "--pooling",
+        pooling,
+        "--precision",
+        "fp32",
+    )
+    bertforge_ok("embed", tmp_path / "enc", *flags, "--whole")
+    assert np.allclose(np.load(tmp_path / "v.npy"), whole, atol=1e-6)

@@ -65,10 +65,10 @@ class TextBatcher:
             encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)))
         return [(e.ids, e.type_ids) for e in encodings]
 
-    def encode_windows(self, texts: list[str], stride: int) -> tuple[Encoded, np.ndarray]:
-        """Every text whole, in windows of the batcher's length overlapping by `stride` tokens: the windows of all
-        texts, in order, and (windows,) the index of the text each belongs to."""
-        windowing = windowing_tokenizer(self.tokenizer, self.max_seq_len, stride)
+    def encode_windows(self, texts: list[str]) -> tuple[Encoded, np.ndarray]:
+        """Every text whole, in windows of the batcher's length, each after the first repeating the last quarter of
+        the one before: the windows of all texts, in order, and (windows,) the index of the text each belongs to."""
+        windowing = windowing_tokenizer(self.tokenizer, self.max_seq_len, stride=self.max_seq_len // 4)
         encoded, owners = [], []
         for i, text in enumerate(texts):
             for window in windows(windowing, text):
@@ -91,6 +91,14 @@ class TextBatcher:
             "token_type_ids": torch.from_numpy(token_type_ids),
             "attention_mask": (input_ids != self.pad).long(),
         }
+
+
+def mean_over_windows(per_window: np.ndarray, owners: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, D) each text's mean of its windows' rows of (windows, D) `per_window`, and (n,) how many it has."""
+    counts = np.bincount(owners, minlength=n)  # (n,): every text has at least one window
+    sums = np.zeros((n, per_window.shape[1]), dtype=np.float64)
+    np.add.at(sums, owners, per_window)
+    return (sums / counts[:, None]).astype(np.float32), counts
 
 
 def length_buckets(encoded: Encoded, batch_size: int) -> list[list[int]]:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
-from .batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
+from .batching import Encoded, TextBatcher, length_buckets, mean_over_windows, shuffled_buckets
 from .corpus import read_documents
 from .errors import UserError
 from .fileio import write_answers
@@ -344,11 +344,13 @@ class Classifier:
             raise UserError("a text pair is read as one sequence; only single texts are read whole, in windows")
         thresholds = self.thresholds if threshold is None else [threshold] * len(self.labels)
         examples = [Example(t, pairs[i] if pairs else None, "") for i, t in enumerate(texts)]
-        windows = None
         if whole:
-            outputs, windows = self._whole(texts)
+            encoded, owners = self.batcher.encode_windows(texts)
+            per_window = predict(self.model, self.batcher, encoded, self.precision)  # (windows, outputs)
+            outputs, windows = mean_over_windows(per_window, owners, len(texts))
         else:
             outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
+            windows = None
         results = []
         for i, (e, out) in enumerate(zip(examples, outputs)):
             result: dict[str, Any] = {"text": e.text, **({"pair": e.pair} if e.pair is not None else {})}
@@ -365,15 +367,6 @@ class Classifier:
             result["probabilities"] = {label: float(q) for label, q in zip(self.labels, out)}
             results.append(result)
         return results
-
-    def _whole(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(n, outputs) each text's mean over its windows, and (n,) how many windows each has."""
-        encoded, owners = self.batcher.encode_windows(texts, stride=self.batcher.max_seq_len // 4)
-        per_window = predict(self.model, self.batcher, encoded, self.precision)  # (windows, outputs)
-        counts = np.bincount(owners, minlength=len(texts))  # (n,): every text has at least one window
-        sums = np.zeros((len(texts), per_window.shape[1]), dtype=np.float64)
-        np.add.at(sums, owners, per_window)
-        return (sums / counts[:, None]).astype(np.float32), counts
 
 
 def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:

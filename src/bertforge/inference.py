@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from .batching import TextBatcher, length_buckets
+from .batching import TextBatcher, length_buckets, mean_over_windows
 from .display import Record, markdown_table
 from .errors import UserError
 from .model import BertForPreTraining, mean_pool
@@ -160,16 +160,19 @@ class Bert:
         return TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
 
     @torch.inference_mode()
-    def embed(self, texts: list[str], pooling: str | None = None, layer: int = -1, batch_size: int = 64) -> np.ndarray:
+    def embed(
+        self, texts: list[str], pooling: str | None = None, layer: int = -1, batch_size: int = 64, whole: bool = False
+    ) -> np.ndarray:
         """One vector per text, (len(texts), H), in input order; batched by length so there is little padding.
         By default a sentence-similarity model's vectors are pooled as it was trained (the mean), others' are
-        the [CLS] vector."""
+        the [CLS] vector. A text longer than the model's position table is cut to it, or with `whole` read in
+        windows of that length overlapping by a quarter, its vector the mean of theirs."""
         pooling = pooling or self.sentence_pooling or "cls"
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
         batcher = self._batcher
-        encoded = batcher.encode(texts)
-        out = np.zeros((len(texts), self.model.config.hidden_size), dtype=np.float32)
+        encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), np.arange(len(texts)))
+        out = np.zeros((len(encoded), self.model.config.hidden_size), dtype=np.float32)  # (windows, H)
         for indices in length_buckets(encoded, batch_size):
             batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
             with self._autocast():
@@ -178,24 +181,30 @@ class Bert:
             hidden = hidden.float()
             vectors = hidden[:, 0] if pooling == "cls" else mean_pool(hidden, batch["attention_mask"])  # (b, H)
             out[indices] = vectors.cpu().numpy()
-        return out
+        return mean_over_windows(out, owners, len(texts))[0]  # (len(texts), H)
 
     def search(
-        self, queries: list[str], corpus: list[str], top_k: int = 5, corpus_vectors: np.ndarray | None = None
+        self,
+        queries: list[str],
+        corpus: list[str],
+        top_k: int = 5,
+        corpus_vectors: np.ndarray | None = None,
+        whole: bool = False,
     ) -> list[list[dict[str, Any]]]:
         """For each query, the `top_k` corpus texts nearest in meaning, best first: {rank, index, text, score}, the
-        score the cosine of the two vectors (pooled as `embed` pools them). `corpus_vectors`, (len(corpus), H),
-        are the corpus's own from `embed`: a large corpus is encoded once and searched many times."""
+        score the cosine of the two vectors (pooled as `embed` pools them; `whole` as `embed` reads long texts).
+        `corpus_vectors`, (len(corpus), H), are the corpus's own from `embed`: a large corpus is encoded once and
+        searched many times."""
         hidden_size = self.model.config.hidden_size
         if corpus_vectors is None:
-            corpus_vectors = self.embed(corpus)
+            corpus_vectors = self.embed(corpus, whole=whole)
         elif corpus_vectors.shape != (len(corpus), hidden_size):
             raise UserError(
                 f"the corpus vectors are {' x '.join(map(str, corpus_vectors.shape))}, but the corpus has "
                 f"{len(corpus)} texts and the model {hidden_size} dimensions: were they embedded from this corpus "
                 "with this model?"
             )
-        indices, scores = nearest(self.embed(queries), corpus_vectors, top_k)  # (Q, k) each
+        indices, scores = nearest(self.embed(queries, whole=whole), corpus_vectors, top_k)  # (Q, k) each
         return [
             [
                 {"rank": r + 1, "index": int(i), "text": corpus[i], "score": float(s)}

@@ -104,7 +104,9 @@ def cmd_embed(args: argparse.Namespace) -> None:
     from ..corpus import read_texts
 
     texts, _ = read_texts(args.input, args.text_column)
-    vectors = _load(args).embed(texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size)
+    vectors = _load(args).embed(
+        texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size, whole=args.whole
+    )
     np.save(args.out, vectors)
     if args.json:
         print_json({"texts": vectors.shape[0], "dimensions": vectors.shape[1], "out": args.out})
@@ -129,7 +131,7 @@ def cmd_search(args: argparse.Namespace) -> None:
             vectors = np.load(args.vectors)
         except (OSError, ValueError) as e:
             raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
-    results = _load(args).search(queries, corpus, args.top_k, vectors)
+    results = _load(args).search(queries, corpus, args.top_k, vectors, whole=args.whole)
     if sources:  # a directory: which file each text is in
         results = [[{**hit, "source": sources[hit["index"]]} for hit in found] for found in results]
     if args.json:
@@ -140,6 +142,15 @@ def cmd_search(args: argparse.Namespace) -> None:
         for hit in found:
             source = f"{hit['source']}: " if sources else ""
             print(f"  {hit['score']:.3f}  {source}{hit['text']}")
+
+
+def whole_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="read a text longer than the model's position table whole, in windows of that length overlapping by "
+        "a quarter, its vector the mean of theirs (default: cut at the table's length)",
+    )
 
 
 def precision_flag(p: argparse.ArgumentParser, default: str = "fp32") -> None:
@@ -235,6 +246,7 @@ def register(verbs) -> None:
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
+    whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
 
@@ -261,5 +273,6 @@ def register(verbs) -> None:
         "is encoded once, not at every search",
     )
     p.add_argument("--top-k", type=int, default=5, help="texts to show per query")
+    whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
