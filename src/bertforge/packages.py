@@ -48,7 +48,9 @@ def relationships(package: zipfile.ZipFile, member: str, path: Path, kind: str =
     relationships whose Type ends so, and links out of the package are left out."""
     folder, name = posixpath.split(member)
     rels = posixpath.join(folder, "_rels", f"{name}.rels")
-    if rels not in package.namelist():
+    try:
+        package.getinfo(rels)  # a dict lookup: namelist() would build the list of every part for each slide
+    except KeyError:
         return {}
     return {
         r.get("Id"): part_name(folder, r.get("Target", ""))
