@@ -62,45 +62,39 @@ from bertforge.sweep import draw_band  # noqa: E402
 from common import machine_description  # noqa: E402
 
 # name: (vocabulary size, pretrain flags). `budget` is Cramming's switches (Geiping & Goldstein 2022) on BERT, as
-# measured before ALiBi joined the recipe (so it pins the bias off); the other arms vary one lever on top of it.
-BUDGET = ["--recipe", "budget", "--attention-bias", "none"]
+# measured before ALiBi joined the recipe (so it pins the learned positions without a bias); the other arms vary one
+# lever on top of it. Every arm names its position scheme, so that an arm means the same when the recipe changes.
+BUDGET = ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "learned"]
+ALIBI = ["--recipe", "budget", "--attention-bias", "alibi", "--position-embedding", "learned"]  # `budget` until rotary
+ROPE = ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary"]  # today's `budget`
 ARMS: dict[str, tuple[int, list[str]]] = {
     "bert": (30522, ["--recipe", "bert"]),
     "budget": (30522, BUDGET),
     "budget-mask40": (30522, [*BUDGET, "--mask-prob", "0.4"]),
     "budget-batch128": (30522, [*BUDGET, "--batch-size", "128", "--lr", "2e-3"]),
     "budget-sinusoidal": (30522, [*BUDGET, "--position-embedding", "sinusoidal"]),
-    "budget-alibi": (30522, ["--recipe", "budget", "--attention-bias", "alibi"]),  # today's `budget` recipe
-    # ELECTRA on today's recipe; its held-out MLM and cloze figures are its 1-layer generator's
-    "electra": (30522, ["--recipe", "budget", "--attention-bias", "alibi", "--objective", "electra"]),
-    "electra-temp2": (
-        30522,
-        ["--recipe", "budget", "--attention-bias", "alibi", "--objective", "electra", "--generator-temperature", "2"],
-    ),
+    "budget-alibi": (30522, ALIBI),
+    # ELECTRA on the ALiBi recipe; its held-out MLM and cloze figures are its 1-layer generator's
+    "electra": (30522, [*ALIBI, "--objective", "electra"]),
+    "electra-temp2": (30522, [*ALIBI, "--objective", "electra", "--generator-temperature", "2"]),
     "budget-tiny": (30522, [*BUDGET, "--preset", "tiny", "--lr", "2e-3"]),
     "budget-8k": (8192, BUDGET),
     "budget-tiny-8k": (8192, [*BUDGET, "--preset", "tiny", "--lr", "2e-3"]),
     "budget-mask40-8k": (8192, [*BUDGET, "--mask-prob", "0.4"]),
     "budget-mask40to15-8k": (8192, [*BUDGET, "--mask-prob", "0.4", "--mask-prob-final", "0.15"]),
-    # today's recipe (ALiBi) at the tiny size, and both sizes on an 8k vocabulary, whose MLM head costs a quarter
-    "alibi-tiny": (30522, ["--recipe", "budget", "--preset", "tiny"]),
-    "alibi-8k": (8192, ["--recipe", "budget"]),
-    "alibi-tiny-8k": (8192, ["--recipe", "budget", "--preset", "tiny"]),
+    # the ALiBi recipe at the tiny size, and both sizes on an 8k vocabulary, whose MLM head costs a quarter
+    "alibi-tiny": (30522, [*ALIBI, "--preset", "tiny"]),
+    "alibi-8k": (8192, ALIBI),
+    "alibi-tiny-8k": (8192, [*ALIBI, "--preset", "tiny"]),
     # a gated feed-forward (GEGLU) on it, at the same FLOPs: 2/3 of tiny's 512 inner units (3·128·344 ≈ 2·128·512)
-    "alibi-tiny-8k-glu": (
-        8192,
-        ["--recipe", "budget", "--preset", "tiny", "--feed-forward", "glu", "--intermediate-size", "344"],
-    ),
+    "alibi-tiny-8k-glu": (8192, [*ALIBI, "--preset", "tiny", "--feed-forward", "glu", "--intermediate-size", "344"]),
     # and on mini, at the same FLOPs: 2/3 of mini's 1024 inner units (3·256·680 ≈ 2·256·1024)
-    "alibi-8k-glu": (8192, ["--recipe", "budget", "--feed-forward", "glu", "--intermediate-size", "680"]),
-    # rotary positions (RoPE, as ModernBERT) in place of ALiBi and the learned table
-    "rope-tiny-8k": (
-        8192,
-        ["--recipe", "budget", "--preset", "tiny", "--attention-bias", "none", "--position-embedding", "rotary"],
-    ),
-    "rope-8k": (8192, ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary"]),
-    # both of BERT's objectives on today's recipe: what NSP costs the MLM at equal time, and whether it learns
-    "alibi-tiny-nsp": (30522, ["--recipe", "budget", "--preset", "tiny", "--pair-objective", "nsp"]),
+    "alibi-8k-glu": (8192, [*ALIBI, "--feed-forward", "glu", "--intermediate-size", "680"]),
+    # rotary positions (RoPE, as ModernBERT) in place of ALiBi and the learned table: today's `budget`
+    "rope-tiny-8k": (8192, [*ROPE, "--preset", "tiny"]),
+    "rope-8k": (8192, ROPE),
+    # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
+    "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
 }
 
 PROBES = [

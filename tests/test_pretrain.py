@@ -383,7 +383,7 @@ def test_resume_keeps_the_saved_configs_and_allows_new_dropout(workdir):
     )  # the preset did not reset the training config
     assert saved["model"]["hidden_dropout"] == 0.2 and saved["model"]["hidden_size"] == 32
     # --preset gives the size only: the recipe's other model settings stay as they were saved
-    assert (saved["model"]["norm_style"], saved["model"]["attention_bias"]) == ("pre", "alibi")
+    assert (saved["model"]["norm_style"], saved["model"]["position_embedding"]) == ("pre", "rotary")
     assert saved["model"]["attention_dropout"] == 0.0
     assert [r["step"] for r in train_metrics(run)][-1] == 6
 
@@ -450,15 +450,18 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
         "pretrain", "--data", workdir / "data", "--out", run, "--recipe", "budget", *TINY,
         "--max-steps", "4", "--lr", "5e-4", "--eval-every", "0", "--save-every", "0",
     )  # fmt: skip
-    assert "trust_remote_code=True" in done.stderr  # the ALiBi model's one limit is said when it is made
+    assert "trust_remote_code=True" in done.stderr  # the rotary model's one limit is said when it is made
     config = json.loads((run / "config.json").read_text())
     budget = RECIPES["budget"]
     assert config["model"]["norm_style"] == budget.model["norm_style"] == "pre"
-    assert config["model"]["attention_bias"] == budget.model["attention_bias"] == "alibi"
+    assert (config["model"]["position_embedding"], config["model"]["attention_bias"]) == ("rotary", "none")
     assert config["model"]["hidden_size"] == 32  # --preset tiny and --hidden-size, over the recipe's mini
     for key, value in budget.train.items():
         assert config["train"][key] == (5e-4 if key == "lr" else value), key
     assert all("nsp_loss" not in r for r in train_metrics(run))  # MLM only
+    alibi = ("--attention-bias", "alibi", "--position-embedding", "learned", "--pair-objective", "nsp")
+    near = bertforge_ok(*done.args[3:], "--overwrite", *alibi)  # the same run with ALiBi and NSP
+    assert "[CLS] may not read the second text" in near.stderr and "[CLS]" not in done.stderr
     bert_model, bert_train = recipe_configs("bert", None, {}, {"mask_prob": 0.2})
     assert (bert_model.norm_style, bert_train.pair_objective, bert_train.mask_prob) == ("post", "nsp", 0.2)
     unknown = bertforge("pretrain", "--data", workdir / "data", "--out", run, "--recipe", "fast")

@@ -128,7 +128,7 @@ def test_sweep_over_presets_trains_each_size(tmp_path):
     for name, shape in (("preset-tiny", (2, 128, 2)), ("preset-mini", (4, 256, 4))):
         model = json.loads((sweep / "runs" / name / "config.json").read_text())["model"]
         assert (model["num_layers"], model["hidden_size"], model["num_heads"]) == shape
-        assert (model["norm_style"], model["attention_bias"]) == ("pre", "alibi")  # the recipe's
+        assert (model["norm_style"], model["position_embedding"]) == ("pre", "rotary")  # the recipe's
     assert int(runs["preset-mini"]["parameters"]) > int(runs["preset-tiny"]["parameters"])
     with pytest.raises(UserError, match="--grid unknown preset 'huge'; choose one of tiny, mini"):
         parse_grid(["preset=tiny,huge"])

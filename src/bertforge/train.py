@@ -142,6 +142,12 @@ class Trainer:
                     f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
                     f"it learns them here, on {cfg.seq_len}-token sequences"
                 )
+        if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not checkpoints:
+            self._say(
+                f"ALiBi keeps each head near (slopes 1/2 to 1/{2**model_config.num_heads}), so [CLS] may not read "
+                f"the second text: the {cfg.pair_objective.upper()} head stayed at chance with it on tiny "
+                "(--position-embedding rotary --attention-bias none let it learn)"
+            )
         self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
         if self.device == "cpu":
