@@ -171,7 +171,7 @@ class Bert:
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
         batcher = self._batcher
-        encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), np.arange(len(texts)))
+        encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), None)
         out = np.zeros((len(encoded), self.model.config.hidden_size), dtype=np.float32)  # (windows, H)
         for indices in length_buckets(encoded, batch_size):
             batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
@@ -181,7 +181,7 @@ class Bert:
             hidden = hidden.float()
             vectors = hidden[:, 0] if pooling == "cls" else mean_pool(hidden, batch["attention_mask"])  # (b, H)
             out[indices] = vectors.cpu().numpy()
-        return mean_over_windows(out, owners, len(texts))[0]  # (len(texts), H)
+        return mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), H)
 
     def search(
         self,
