@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -83,7 +84,7 @@ def main() -> None:
             train = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
             train = [r for r in train if r["split"] == "train"]
             by_hundred = [
-                sum(r["nsp_acc"] for r in train if s - 100 < r["step"] <= s) / 10
+                statistics.mean(r["nsp_acc"] for r in train if s - 100 < r["step"] <= s)
                 for s in range(100, args.steps + 1, 100)
             ]
             print(
