@@ -298,6 +298,37 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
     torch.testing.assert_close(again(input_ids).mlm_logits, ours(input_ids).mlm_logits)
 
 
+@pytest.mark.parametrize("norm_style", ["post", "pre"])
+def test_a_model_transformers_builds_from_the_config_alone_starts_as_the_family_does(
+    norm_style, wordpiece_tokenizer, tmp_path
+):
+    """`from_config` trains from scratch in `transformers`: the gated and rotary layers the directory's code puts in
+    start as every other Linear there, normal(0, initializer_range) with zero bias, not torch's default (whose
+    std at width 32 is about 0.1)."""
+    config = ModelConfig(
+        vocab_size=wordpiece_tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=64,
+        norm_style=norm_style,
+        position_embedding="rotary",
+        feed_forward="glu",
+    )
+    directory = tmp_path / f"from-config-{norm_style}"
+    save_model(BertForPreTraining(config), directory, wordpiece_tokenizer)
+    hf_config = transformers.AutoConfig.from_pretrained(directory, trust_remote_code=True)
+    model = transformers.AutoModelForMaskedLM.from_config(hf_config, trust_remote_code=True)
+    layer = model.base_model.encoder.layer[0]
+    assert type(layer.intermediate.dense).__name__ == "GatedDense"
+    assert type(layer.attention.self.query).__name__ == "RotaryDense"
+    linears = [module for module in model.base_model.encoder.modules() if isinstance(module, torch.nn.Linear)]
+    assert len(linears) == 2 * 6  # q, k, v, attention output, intermediate, output in each layer
+    for module in linears:
+        assert module.weight.std().item() == pytest.approx(hf_config.initializer_range, rel=0.15)
+        assert not module.bias.any()
+
+
 def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
     """It travels with the model to machines without bertforge, and repeats model.alibi_bias, rotary_angles and
     rotate, which must agree."""

@@ -138,6 +138,7 @@ def _with_variants(family_class, config_class):
         family_class.__init__(self, config, *args, **kwargs)
         variants = getattr(config, "bertforge", {})
         encoder = self.base_model
+        replaced = []  # built after the family's own initialisation: initialised below as the family initialises
         if variants.get("attention_bias") == "alibi":
             encoder.forward = types.MethodType(_forward_with_alibi, encoder)
             encoder.get_extended_attention_mask = types.MethodType(_bias_as_it_is, encoder)
@@ -148,11 +149,15 @@ def _with_variants(family_class, config_class):
                     config.hidden_size, config.intermediate_size, intermediate.intermediate_act_fn
                 )
                 intermediate.intermediate_act_fn = torch.nn.Identity()  # GatedDense has applied it to the gate
+                replaced.append(intermediate.dense)
         if variants.get("position_embedding") == "rotary":
             for layer in encoder.encoder.layer:
                 attention = layer.attention.self
                 attention.query = RotaryDense(config.hidden_size, config.num_attention_heads)
                 attention.key = RotaryDense(config.hidden_size, config.num_attention_heads)
+                replaced += [attention.query, attention.key]
+        for module in replaced:  # normal(0, initializer_range) and zero bias, not torch's default for a Linear
+            self._init_weights(module)
 
     return type(
         f"Bertforge{family_class.__name__}", (family_class,), {"__init__": __init__, "config_class": config_class}
