@@ -1,15 +1,21 @@
-"""Excel workbooks (.xlsx) read as tables: the first sheet, each cell as the text it shows, like its CSV twin."""
+"""Excel workbooks (.xlsx) read as tables: the first sheet or a named one, each cell as the text it shows, like
+its CSV twin."""
 
 from __future__ import annotations
 
 import zipfile
 
+import numpy as np
 import pytest
 
-from bertforge.classification import Columns, read_examples
-from bertforge.corpus import CorpusOptions, read_paragraphs
+from bertforge.classification import Columns, Example, read_examples
+from bertforge.corpus import CorpusOptions, read_paragraphs, read_texts
 from bertforge.errors import UserError
+from bertforge.score import parse_task
 from bertforge.textfiles import read_rows
+from bertforge.tokenizer import train_tokenizer
+
+from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
 
 NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
 R = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
@@ -53,8 +59,9 @@ def write_xlsx(path, sheet=SHEET, shared=SHARED, workbook=True):
         )
         z.writestr("xl/sharedStrings.xml", shared)
         z.writestr("xl/worksheets/sheet2.xml", sheet)
-        z.writestr("xl/worksheets/sheet1.xml", f'<worksheet {NS}><sheetData><row r="1"><c r="A1" t="inlineStr"><is>'
-                   "<t>another sheet</t></is></c></row></sheetData></worksheet>")  # fmt: skip
+        z.writestr("xl/worksheets/sheet1.xml", f'<worksheet {NS}><sheetData><row r="1"><c r="A1" t="s"><v>0</v></c>'
+                   '<c r="B1" t="s"><v>1</v></c></row><row r="2"><c r="A2" t="inlineStr"><is><t>from the notes</t>'
+                   '</is></c><c r="B2" t="s"><v>5</v></c></row></sheetData></worksheet>')  # fmt: skip
 
 
 def test_a_workbook_reads_as_its_csv_twin(tmp_path):
@@ -73,6 +80,45 @@ def test_a_workbook_reads_as_its_csv_twin(tmp_path):
     assert headerless[0] == {"0": "sentence", "1": "label", "2": "stars"} and len(headerless) == 4
     corpus = read_paragraphs([tmp_path / "reviews.xlsx"], CorpusOptions(text_column="sentence"))
     assert [p.text for p in corpus] == ["a fine film", "dull, and long", "東京"]
+
+
+def test_a_path_names_its_sheet_after_a_hash(tmp_path):
+    """reviews.xlsx#notes reads the sheet called "notes" wherever a table is read (training examples, a corpus,
+    the texts a command runs on), as a spreadsheet's own links name a sheet; a name it lacks is refused with
+    the names it has, and a file whose own name holds '#' is itself."""
+    book = tmp_path / "reviews.xlsx"
+    write_xlsx(book)
+    notes = tmp_path / "reviews.xlsx#notes"
+    columns = ["sentence", "label"]
+    assert list(read_rows(notes, columns)) == [(2, {"sentence": "from the notes", "label": "negative"})]
+    assert list(read_rows(tmp_path / "reviews.xlsx#data", columns)) == list(read_rows(book, columns))
+    assert read_examples(notes, Columns("sentence", "label")) == [Example("from the notes", None, "negative")]
+    assert [p.text for p in read_paragraphs([notes], CorpusOptions(text_column="sentence"))] == ["from the notes"]
+    assert read_texts(notes, "sentence") == (["from the notes"], None)
+    spec = parse_task(f"reviews={book}#data,{book}#notes:task=classification,text=sentence,label=label")
+    assert (spec.train, spec.dev) == (tmp_path / "reviews.xlsx#data", notes)
+    with pytest.raises(UserError, match="reviews.xlsx: the workbook has no sheet named 'test'; its sheets are "
+                       "'data', 'notes'"):  # fmt: skip
+        list(read_rows(tmp_path / "reviews.xlsx#test", columns))
+    with pytest.raises(UserError, match="gone.xlsx: no such file"):
+        list(read_rows(tmp_path / "gone.xlsx#data", columns))
+    with pytest.raises(UserError, match="gone.xlsx#data: no such file or directory"):
+        list(read_paragraphs([tmp_path / "gone.xlsx#data"], CorpusOptions(text_column="sentence")))
+    write_xlsx(tmp_path / "week#2.xlsx")
+    assert list(read_rows(tmp_path / "week#2.xlsx", columns)) == list(read_rows(book, columns))
+
+
+def test_a_sheet_is_named_on_the_command_line(tmp_path):
+    """The CLI passes reviews.xlsx#notes on as it is: `embed --input` reads that sheet's texts."""
+    write_xlsx(tmp_path / "reviews.xlsx")
+    model = save_random_model(tmp_path / "model", train_tokenizer(["from the notes a fine film"], vocab_size=60))
+    out = tmp_path / "vectors.npy"
+    bertforge_ok("embed", model, "--input", tmp_path / "reviews.xlsx#notes", "--text-column", "sentence", "--out", out)
+    assert np.load(out).shape == (1, 32)
+    one_line_error(
+        bertforge("embed", model, "--input", tmp_path / "reviews.xlsx#test", "--text-column", "sentence", "--out", out),
+        "no sheet named 'test'",
+    )
 
 
 def test_broken_workbooks_are_refused_by_name(tmp_path):

@@ -53,6 +53,7 @@ from .layouts import (
 )
 from .markdowndocs import markdown_paragraphs, notebook_paragraphs
 from .pdfdocs import pdf_paragraphs
+from .spreadsheets import split_sheet
 from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
 
@@ -124,7 +125,7 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
+        if not split_sheet(path)[0].exists():  # reviews.xlsx#test is a sheet of reviews.xlsx
             raise UserError(f"{path}: no such file or directory")
         if path.is_dir():
             inside = sorted(p for p in _files_below(path) if _is_text_name(p) and not _is_metadata(p))
@@ -145,7 +146,7 @@ def describe_files(files: Iterable[str | Path]) -> str:
     """ "3 files (2 .pdf, 1 .md.gz)", or "1 .txt file": what a corpus was read from, by kind, so that a user sees
     which of a folder's files were taken (and that the PDFs were among them)."""
     kinds: dict[str, int] = {}
-    for file in map(Path, files):
+    for file in (split_sheet(Path(f))[0] for f in files):
         suffixes = file.suffixes[-2:] if file.suffix.lower() in COMPRESSIONS else file.suffixes[-1:]
         kind = "".join(suffixes).lower() or "no suffix"
         kinds[kind] = kinds.get(kind, 0) + 1

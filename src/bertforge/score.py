@@ -45,6 +45,7 @@ from .plots import save_figure, subplots
 from .qa import QuestionAnsweringTask
 from .replicates import median_range, paired, separated
 from .similarity import PairColumns, SimilarityTask
+from .spreadsheets import split_sheet
 from .tagging import TagColumns, TaggingTask
 from .targets import TARGETS
 
@@ -177,14 +178,15 @@ def _main_metric(kind: str, tune: bool) -> str:
 
 
 def _existing(path: Path) -> Path:
-    if not path.is_file():
+    """A file, or a workbook's sheet (reviews.xlsx#test)."""
+    if not split_sheet(path)[0].is_file():
         raise UserError(f"{path}: no such file")
     return path
 
 
 def _present(path: Path) -> Path:
-    """A file, or a directory of classes."""
-    if not path.exists():
+    """A file, a workbook's sheet, or a directory of classes."""
+    if not split_sheet(path)[0].exists():
         raise UserError(f"{path}: no such file or directory")
     return path
 

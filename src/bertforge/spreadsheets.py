@@ -1,4 +1,4 @@
-"""Excel workbooks (.xlsx) as tables: the first sheet's rows, each cell as the text it shows.
+"""Excel workbooks (.xlsx) as tables: one sheet's rows, each cell as the text it shows.
 
 Labelled examples are often kept in a spreadsheet, and saving one as CSV goes wrong in ways that are hard to
 see (Excel writes ';' where the decimal comma is the custom, and its own code page). An .xlsx is a zip of XML
@@ -6,6 +6,10 @@ see (Excel writes ';' where the decimal comma is the custom, and its own code pa
 sheet holds its rows of cells. No spreadsheet library is needed to read that much.
 
     sheet_rows(path)   (row number, the row's cells as strings, "" where a cell is empty) for each row
+    split_sheet(path)  (the workbook, the sheet's name or None): `reviews.xlsx#test` names the sheet "test"
+
+The sheet read is the first, or the one a path names after '#', as a spreadsheet's own links name a sheet
+(`reviews.xlsx#test`): a workbook often keeps the training and the test examples on two sheets.
 
 The sheet streams: rows of any number pass through bounded memory; the shared strings are held (a sheet's
 texts, which Excel caps with its rows).
@@ -26,16 +30,26 @@ MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 WORKBOOK = "xl/workbook.xml"
 CELL_REFERENCE = re.compile(r"([A-Z]+)(\d+)")
 BOOLEANS = {"0": "FALSE", "1": "TRUE"}
+SHEET_MARK = "#"  # reviews.xlsx#test: the sheet "test"
+
+
+def split_sheet(path: Path) -> tuple[Path, str | None]:
+    """`book.xlsx#name` -> (book.xlsx, "name"); any other path, or a file whose own name holds the '#', is itself."""
+    head, mark, sheet = str(path).rpartition(SHEET_MARK)
+    if mark and head.lower().endswith(".xlsx") and not path.exists():
+        return Path(head), sheet
+    return path, None
 
 
 def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """The first sheet's non-empty rows, numbered as Excel numbers them (from 1)."""
+    """The non-empty rows of the first sheet, or of the one `path` names, numbered as Excel numbers them (from 1)."""
+    path, name = split_sheet(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
     try:
         with zipfile.ZipFile(path) as book:
             strings = _shared_strings(book, path)
-            with book.open(_first_sheet(book, path)) as sheet:
+            with book.open(_sheet_member(book, path, name)) as sheet:
                 yield from _rows(sheet, strings, path)
     except zipfile.BadZipFile:
         raise UserError(f"{path}: not an Excel workbook (not a zip file, or a truncated one)") from None
@@ -45,16 +59,21 @@ def sheet_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
         raise UserError(f"{path}: cannot read ({e})") from None
 
 
-def _first_sheet(book: zipfile.ZipFile, path: Path) -> str:
-    """The member holding the workbook's first sheet: xl/workbook.xml names it, its relationships locate it."""
-    sheet = next(member_xml(book, WORKBOOK, path, "an Excel .xlsx workbook").iter(f"{MAIN}sheet"), None)
-    if sheet is None:
+def _sheet_member(book: zipfile.ZipFile, path: Path, name: str | None) -> str:
+    """The member holding the sheet called `name`, or the first: xl/workbook.xml lists the sheets in the order
+    Excel shows their tabs, and its relationships locate each one's member."""
+    sheets = list(member_xml(book, WORKBOOK, path, "an Excel .xlsx workbook").iter(f"{MAIN}sheet"))
+    if not sheets:
         raise UserError(f"{path}: the workbook has no sheets")
-    name = relationships(book, WORKBOOK, path).get(sheet.get(RELATIONSHIP_ID))
-    if not name:
+    sheet = sheets[0] if name is None else next((s for s in sheets if s.get("name") == name), None)
+    if sheet is None:
+        listed = ", ".join(repr(s.get("name")) for s in sheets)
+        raise UserError(f"{path}: the workbook has no sheet named {name!r}; its sheets are {listed}")
+    member = relationships(book, WORKBOOK, path).get(sheet.get(RELATIONSHIP_ID))
+    if not member:
         raise UserError(f"{path}: the workbook does not say where its sheet {sheet.get('name')!r} is")
-    member_info(book, name, path, f"the workbook lists {name}, which it does not hold")
-    return name
+    member_info(book, member, path, f"the workbook lists {member}, which it does not hold")
+    return member
 
 
 def _shared_strings(book: zipfile.ZipFile, path: Path) -> list[str]:

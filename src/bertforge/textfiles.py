@@ -2,9 +2,9 @@
 
     open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
                                 or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
-    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet;
-                                spreadsheets.py), .jsonl (or a .json array of records), .parquet or .arrow (a
-                                `datasets.save_to_disk` shard), streaming
+    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet, or
+                                book.xlsx#name's; spreadsheets.py), .jsonl (or a .json array of records),
+                                .parquet or .arrow (a `datasets.save_to_disk` shard), streaming
     class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
 Columns are header names, or indexes ("0", "1") for a file without a header:
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import UserError
-from .spreadsheets import sheet_rows
+from .spreadsheets import sheet_rows, split_sheet
 
 FORMATS_EXTRA = "pip install 'bertforge[formats]'"
 
@@ -102,7 +102,8 @@ def compression_of(path: Path) -> str | None:
 def format_of(path: Path) -> str:
     """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook or
     subtitles, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
-    wiki_00) is JSONL if the file starts with '{' (its --json output), else text."""
+    wiki_00) is JSONL if the file starts with '{' (its --json output), else text. `book.xlsx#sheet` is xlsx."""
+    path = split_sheet(path)[0]
     name = path.name.lower()
     if compression_of(path):
         name = name[: -len(path.suffix)]
