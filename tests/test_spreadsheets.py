@@ -109,8 +109,15 @@ def test_a_path_names_its_sheet_after_a_hash(tmp_path):
 
 
 def test_a_sheet_is_named_on_the_command_line(tmp_path):
-    """The CLI passes reviews.xlsx#notes on as it is: `embed --input` reads that sheet's texts."""
+    """The CLI passes reviews.xlsx#notes on as it is: a tokenizer trains on a sheet, `prepare` reads two sheets as
+    two sources, and `embed --input` reads that sheet's texts."""
     write_xlsx(tmp_path / "reviews.xlsx")
+    data, notes = tmp_path / "reviews.xlsx#data", tmp_path / "reviews.xlsx#notes"
+    bertforge_ok("tokenizer", "train", data, "--text-column", "sentence", "--out", tmp_path / "tok", "--vocab-size", 60)
+    done = bertforge_ok(
+        "prepare", data, notes, "--text-column", "sentence", "--tokenizer", tmp_path / "tok", "--out", tmp_path / "d"
+    )
+    assert "from 2 .xlsx files" in done.stdout + done.stderr
     model = save_random_model(tmp_path / "model", train_tokenizer(["from the notes a fine film"], vocab_size=60))
     out = tmp_path / "vectors.npy"
     bertforge_ok("embed", model, "--input", tmp_path / "reviews.xlsx#notes", "--text-column", "sentence", "--out", out)

@@ -25,6 +25,7 @@ from .corpus import CorpusOptions, Paragraph, find_files, read_paragraphs, split
 from .datadir import SPLITS, SplitWriter, token_dtype, write_meta
 from .errors import UserError
 from .filters import compression_verdict
+from .spreadsheets import split_sheet
 from .textfiles import ReadStats
 from .tokenizer import load_tokenizer
 
@@ -168,7 +169,7 @@ def prepare(
         "max_chars_per_token": options.max_chars_per_token,
     }
     sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
-    total_bytes = sum(p.stat().st_size for _, paths in sources for p in find_files(paths))
+    total_bytes = sum(split_sheet(p)[0].stat().st_size for _, paths in sources for p in find_files(paths))
     # delay: nothing is drawn for a run that fails (or finishes) within a second, so an error stays one line
     bar = tqdm(
         total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5, delay=1.0
