@@ -146,3 +146,100 @@ def test_broken_workbooks_are_refused_by_name(tmp_path):
     write_xlsx(tmp_path / "ok.xlsx")
     with pytest.raises(UserError, match="no column 'text'; the header has 'sentence', 'label', 'stars'$"):
         list(read_rows(tmp_path / "ok.xlsx", ["text"]))
+
+
+# As LibreOffice Calc writes it: the header among the header rows, a number shown as 4.50 and stored as 4.5, rich
+# text, runs of equal rows and cells written once with their count (the sheet's end among them), a boolean, and a
+# formula's last value; a second sheet with a percentage, a run of two equal rows and a merged cell.
+ODS_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+)
+
+
+def ods_cell(text="", kind="string", repeated=1, **attributes):
+    attrs = "".join(f' {name.replace("_", ":", 1).replace("_", "-")}="{value}"' for name, value in attributes.items())
+    run = f' table:number-columns-repeated="{repeated}"' if repeated > 1 else ""
+    if not text:
+        return f"<table:table-cell{run}/>"
+    return f'<table:table-cell office:value-type="{kind}"{attrs}{run}><text:p>{text}</text:p></table:table-cell>'
+
+
+def ods_row(*cells, repeated=1):
+    run = f' table:number-rows-repeated="{repeated}"' if repeated > 1 else ""
+    return f"<table:table-row{run}>{''.join(cells)}</table:table-row>"
+
+
+ODS_DATA = (
+    '<table:table table:name="data"><table:table-column table:number-columns-repeated="3"/>'
+    f"<table:table-header-rows>{ods_row(ods_cell('sentence'), ods_cell('label'), ods_cell('stars'))}"
+    "</table:table-header-rows>"
+    + ods_row(ods_cell("a fine film"), ods_cell("positive"), ods_cell("4.50", "float", office_value="4.5"),
+              ods_cell(repeated=1021))
+    + ods_row(ods_cell('dull, <text:span text:style-name="T1">and long</text:span>'), ods_cell("negative"),
+              ods_cell(repeated=1022))
+    + ods_row(ods_cell(repeated=1024), repeated=2)
+    + ods_row(ods_cell("東京"), ods_cell("TRUE", "boolean", office_boolean_value="true"),
+              ods_cell("positive", table_formula="of:=[.B2]"))
+    + ods_row(ods_cell(repeated=1024), repeated=1048570)
+    + "</table:table>"
+)  # fmt: skip
+ODS_NOTES = (
+    '<table:table table:name="notes">'
+    + ods_row(ods_cell("sentence"), ods_cell("label"), ods_cell("share"))
+    + ods_row(ods_cell("from<text:s text:c=\"2\"/>the notes"), ods_cell("negative"),
+              ods_cell("25%", "percentage", office_value="0.25"))
+    + ods_row(ods_cell("twice"), ods_cell("positive"), repeated=2)
+    + ods_row(ods_cell("merged", table_number_columns_spanned="2"), "<table:covered-table-cell/>",
+              ods_cell("1", "float", office_value="1"))
+    + "</table:table>"
+)  # fmt: skip
+
+
+def write_ods(path, content=None):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("mimetype", "application/vnd.oasis.opendocument.spreadsheet")
+        if content is not False:
+            body = f"<office:body><office:spreadsheet>{ODS_DATA}{ODS_NOTES}</office:spreadsheet></office:body>"
+            z.writestr("content.xml", content or f"<office:document-content {ODS_NS}>{body}</office:document-content>")
+
+
+def test_an_opendocument_spreadsheet_reads_as_its_csv_twin(tmp_path):
+    """LibreOffice's .ods as Excel's .xlsx: the first sheet or a named one, rows numbered as Calc shows them
+    (through runs of empty rows), each cell's value as stored (4.5 where it shows 4.50, 0.25 for 25%), rich text
+    and spaces joined, a run of equal rows as that many rows, a merged cell's covered neighbours empty."""
+    write_ods(tmp_path / "reviews.ods")
+    (tmp_path / "reviews.csv").write_text(CSV_TWIN, encoding="utf-8")
+    columns = ["sentence", "label", "stars"]
+    rows = list(read_rows(tmp_path / "reviews.ods", columns))
+    assert [number for number, _ in rows] == [2, 3, 6]
+    assert [row for _, row in rows] == [row for _, row in read_rows(tmp_path / "reviews.csv", columns)]
+    as_table = Columns("sentence", "label")
+    assert read_examples(tmp_path / "reviews.ods", as_table) == read_examples(tmp_path / "reviews.csv", as_table)
+    corpus = read_paragraphs([tmp_path / "reviews.ods"], CorpusOptions(text_column="sentence"))
+    assert [p.text for p in corpus] == ["a fine film", "dull, and long", "東京"]
+    assert list(read_rows(tmp_path / "reviews.ods#notes", ["sentence", "label", "share"])) == [
+        (2, {"sentence": "from  the notes", "label": "negative", "share": "0.25"}),
+        (3, {"sentence": "twice", "label": "positive", "share": ""}),
+        (4, {"sentence": "twice", "label": "positive", "share": ""}),
+        (5, {"sentence": "merged", "label": "", "share": "1"}),
+    ]
+    with pytest.raises(UserError, match="reviews.ods: the workbook has no sheet named 'test'; its sheets are "
+                       "'data', 'notes'"):  # fmt: skip
+        list(read_rows(tmp_path / "reviews.ods#test", columns))
+
+
+def test_broken_opendocument_spreadsheets_are_refused_by_name(tmp_path):
+    (tmp_path / "fake.ods").write_text("sentence,label\n", encoding="utf-8")
+    with pytest.raises(UserError, match="fake.ods: not an OpenDocument spreadsheet \\(not a zip file"):
+        list(read_rows(tmp_path / "fake.ods", ["sentence"]))
+    write_ods(tmp_path / "bare.ods", content=False)
+    with pytest.raises(UserError, match="bare.ods: it holds no content.xml: not an OpenDocument spreadsheet"):
+        list(read_rows(tmp_path / "bare.ods", ["sentence"]))
+    write_ods(tmp_path / "torn.ods", content=f"<office:document-content {ODS_NS}><office:body>{ODS_DATA[:300]}")
+    with pytest.raises(UserError, match="torn.ods: not well-formed XML inside"):
+        list(read_rows(tmp_path / "torn.ods", ["sentence"]))
+    write_ods(tmp_path / "empty.ods", content=f"<office:document-content {ODS_NS}/>")
+    with pytest.raises(UserError, match="empty.ods: the workbook has no sheets"):
+        list(read_rows(tmp_path / "empty.ods", ["sentence"]))

@@ -9,6 +9,7 @@ the file where a part is missing or broken, never a traceback.
     member_xml(package, name, path, what)         a small part parsed whole
     relationships(package, member, path, kind)    {relationship id: part name} of a part's .rels
     part_name(folder, target)                     a link's target as a part name
+    odf_text(element)                             an OpenDocument paragraph's text, its markup left out
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from .errors import UserError
 
 RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 RELATIONSHIP_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"  # r:id on a part's refs
+ODF_BODY = "content.xml"  # an OpenDocument file's body: a text's paragraphs, a presentation's pages, a spreadsheet
+ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+ODF_PARAGRAPHS = frozenset({f"{ODF_TEXT}p", f"{ODF_TEXT}h"})
+ODF_ASIDE = frozenset({f"{ODF_TEXT}note", f"{ODF_TEXT}tracked-changes"})  # footnotes; deleted text kept for undo
 
 
 def member_info(package: zipfile.ZipFile, name: str, path: Path, missing: str) -> zipfile.ZipInfo:
@@ -64,3 +69,18 @@ def part_name(folder: str, target: str) -> str:
     "/xl/worksheets/sheet1.xml" from the package's root, anything else from the folder of the part that links."""
     target = unquote(target)
     return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
+
+
+def odf_text(element: ElementTree.Element) -> str:
+    """A paragraph's text: ODF mixes it with its markup (spans, links), so each child's tail counts; <text:s
+    text:c="3"/> is three spaces; nested paragraphs (a text box's) and notes are not this paragraph's."""
+    parts = [element.text or ""]
+    for child in element:
+        if child.tag == f"{ODF_TEXT}s":
+            parts.append(" " * int(child.get(f"{ODF_TEXT}c", "1")))
+        elif child.tag in (f"{ODF_TEXT}tab", f"{ODF_TEXT}line-break"):
+            parts.append(" ")
+        elif child.tag not in ODF_PARAGRAPHS and child.tag not in ODF_ASIDE:
+            parts.append(odf_text(child))
+        parts.append(child.tail or "")
+    return "".join(parts)

@@ -2,8 +2,8 @@
 
     open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
                                 or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
-    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx (the first sheet, or
-                                book.xlsx#name's; spreadsheets.py), .jsonl (or a .json array of records),
+    read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx or .ods (the first sheet,
+                                or book.xlsx#name's; spreadsheets.py), .jsonl (or a .json array of records),
                                 .parquet or .arrow (a `datasets.save_to_disk` shard), streaming
     class_label_names(path, c)  the names a `datasets` table's integer labels stand for
 
@@ -76,8 +76,10 @@ FORMATS = {
     ".srt": "subtitles",
     ".vtt": "subtitles",
     ".xlsx": "xlsx",
+    ".ods": "ods",
 }
-TABLES = ("csv", "tsv", "xlsx")  # rows of cells under a header (or numbered, without one)
+SPREADSHEETS = ("xlsx", "ods")  # a sheet's rows: spreadsheets.py
+TABLES = ("csv", "tsv", *SPREADSHEETS)  # rows of cells under a header (or numbered, without one)
 # Laid out as pages, chapters, slides, cells or cues, never as rows.
 DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles")
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
@@ -100,7 +102,7 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook or
+    """txt, jsonl, csv, tsv, xlsx, ods, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook or
     subtitles, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
     wiki_00) is JSONL if the file starts with '{' (its --json output), else text. `book.xlsx#sheet` is xlsx."""
     path = split_sheet(path)[0]
@@ -204,7 +206,7 @@ def read_rows(
             "subtitles": "a subtitle file",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
-    if kind == "xlsx":
+    if kind in SPREADSHEETS:
         yield from _checked(_table_rows(sheet_rows(path), path, columns, kind), path, kind, columns, on_error, stats)
         return
     try:
@@ -430,7 +432,7 @@ def _table_rows(
         if not any(cell.strip() for cell in cells):
             continue
         keys = header if header is not None else [str(i) for i in range(len(cells))]
-        if kind == "xlsx" and len(cells) < len(keys):
+        if kind in SPREADSHEETS and len(cells) < len(keys):  # the empty cells at a row's end are not stored
             cells = cells + [""] * (len(keys) - len(cells))
         yield number, dict(zip(keys, cells))
 

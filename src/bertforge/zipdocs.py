@@ -27,7 +27,17 @@ from xml.etree import ElementTree
 
 from .errors import UserError
 from .layouts import Paragraph, html_paragraphs
-from .packages import RELATIONSHIP_ID, member_info, member_xml, part_name, relationships
+from .packages import (
+    ODF_ASIDE,
+    ODF_BODY,
+    ODF_PARAGRAPHS,
+    RELATIONSHIP_ID,
+    member_info,
+    member_xml,
+    odf_text,
+    part_name,
+    relationships,
+)
 from .textfiles import ReadStats, compression_of, read_errors, text_stream
 
 EPUB_CONTAINER = "META-INF/container.xml"  # names the package file (.opf): the manifest and the spine
@@ -37,10 +47,6 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # Wordproc
 SLIDE_LIST = "ppt/presentation.xml"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"  # DrawingML: the text of shapes, on slides and notes
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
-ODF_BODY = "content.xml"
-ODF_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-ODF_PARAGRAPHS = frozenset({f"{ODF_TEXT}p", f"{ODF_TEXT}h"})
-ODF_ASIDE = frozenset({f"{ODF_TEXT}note", f"{ODF_TEXT}tracked-changes"})  # footnotes; deleted text kept for undo
 
 
 def epub_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
@@ -141,28 +147,13 @@ def odt_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
                     if element.tag in ODF_ASIDE:
                         aside += 1 if event == "start" else -1
                     elif event == "end" and element.tag in ODF_PARAGRAPHS:
-                        text = "" if aside else " ".join(_odf_text(element).split())
+                        text = "" if aside else " ".join(odf_text(element).split())
                         element.clear()  # what is read is let go: bounded memory
                         if text:
                             yield Paragraph(text, first)
                             first = False
             except ElementTree.ParseError as e:
                 raise UserError(f"{path}: {ODF_BODY} is not well-formed XML ({e})") from None
-
-
-def _odf_text(element: ElementTree.Element) -> str:
-    """A paragraph's text: ODF mixes it with its markup (spans, links), so each child's tail counts; <text:s
-    text:c="3"/> is three spaces; nested paragraphs (a text box's) and notes are not this paragraph's."""
-    parts = [element.text or ""]
-    for child in element:
-        if child.tag == f"{ODF_TEXT}s":
-            parts.append(" " * int(child.get(f"{ODF_TEXT}c", "1")))
-        elif child.tag in (f"{ODF_TEXT}tab", f"{ODF_TEXT}line-break"):
-            parts.append(" ")
-        elif child.tag not in ODF_PARAGRAPHS and child.tag not in ODF_ASIDE:
-            parts.append(_odf_text(child))
-        parts.append(child.tail or "")
-    return "".join(parts)
 
 
 @contextlib.contextmanager

@@ -139,7 +139,7 @@ def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None
         "corpus",
         nargs="+",
         help="text files or directories (.txt, .md, .ipynb, .srt, .vtt, .jsonl, .json, .csv, .tsv, .html, each "
-        "optionally .gz, .bz2, .xz, .zst; .xlsx, .parquet, .pdf, .docx, .pptx, .odt, .odp, .epub; "
+        "optionally .gz, .bz2, .xz, .zst; .xlsx, .ods, .parquet, .pdf, .docx, .pptx, .odt, .odp, .epub; "
         "datasets.save_to_disk directories)",
     )
     add_config_flags(p, CorpusOptions, skip=skip, keep_defaults=True)

@@ -247,8 +247,8 @@ def register(verbs) -> None:
     p.add_argument(
         "--train",
         required=True,
-        help="classification, multi-label, regression: TSV, CSV, JSONL or Excel (book.xlsx, or book.xlsx#sheet "
-        "for another sheet than the first) with the columns named below; without "
+        help="classification, multi-label, regression: TSV, CSV, JSONL or a spreadsheet (.xlsx or .ods; "
+        "book.xlsx#sheet for another sheet than the first) with the columns named below; without "
         "them, a directory with a file (an example per line) or a folder (an example per file) per class, or a text "
         "file of LABEL TEXT lines (fastText's __label__ prefix dropped; several for multi-label); Parquet and "
         "Arrow too. Tagging: CoNLL, or JSONL, Parquet or Arrow with a sentence per row (its words and tags as "
