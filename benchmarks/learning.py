@@ -95,6 +95,8 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "rope-8k": (8192, ROPE),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
+    # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text
+    "rope-tiny-8k-nsp": (8192, [*ROPE, "--preset", "tiny", "--pair-objective", "nsp"]),
 }
 
 PROBES = [
