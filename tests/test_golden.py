@@ -5,9 +5,10 @@ both sides, such as another initialisation, another draw of the masks or NSP pai
 batches or a new learning-rate schedule. These figures do: a change to what a seeded run computes moves them by
 more than the tolerance, which allows only for the rounding of other CPUs and thread counts.
 
-A change that means to alter the numbers records new ones, and says why in its commit:
+A change that means to alter the numbers records new ones (in one process: the recipes share the file), and says
+why in its commit:
 
-    BERTFORGE_RECORD_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+    BERTFORGE_RECORD_GOLDEN=1 .venv/bin/python -m pytest -n 0 tests/test_golden.py
 
 The vocabulary is written out, not trained, so that a new `tokenizers` release cannot move the figures.
 """
@@ -45,9 +46,9 @@ def seeded_run(tmp_path: Path, recipe: str) -> list[dict]:
     (tmp_path / "tok" / "vocab.txt").write_text("\n".join([*SPECIAL_TOKENS, ".", *words]) + "\n", encoding="utf-8")
     prepare([tmp_path / "corpus.txt"], tmp_path / "tok", tmp_path / "data", valid_fraction=0.1, progress=False)
     shape = {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "num_layers": 2}
+    shape["vocab_size"] = len(SPECIAL_TOKENS) + 1 + len(words)
     settings = {"seq_len": 64, "batch_size": 8, "max_steps": STEPS, "log_every": 1, "eval_every": 0}
     settings |= {"save_every": 0, "precision": "fp32", "num_workers": 0, "seed": 0}
-    shape["vocab_size"] = len(SPECIAL_TOKENS) + 1 + len(words)
     model_config, cfg = recipe_configs(recipe, "tiny", shape, settings)
     Trainer(tmp_path / "data", tmp_path / "run", model_config, cfg, progress=False).train()
     return [{key: r[key] for key in LOSSES if key in r} for r in train_metrics(tmp_path / "run")]
