@@ -1,5 +1,5 @@
-"""Excel workbooks (.xlsx) read as tables: the first sheet or a named one, each cell as the text it shows, like
-its CSV twin."""
+"""Spreadsheets (Excel's .xlsx, OpenDocument's .ods) read as tables: the first sheet or a named one, each cell as
+the text it shows, like its CSV twin."""
 
 from __future__ import annotations
 

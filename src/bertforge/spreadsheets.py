@@ -25,6 +25,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 from xml.etree import ElementTree
 
 from .errors import UserError
@@ -90,7 +91,8 @@ def _sheet_member(book: zipfile.ZipFile, path: Path, name: str | None) -> str:
     return member
 
 
-def _no_such_sheet(path: Path, name: str | None, names: list[str]):
+def _no_such_sheet(path: Path, name: str | None, names: list[str]) -> NoReturn:
+    """Refuse a workbook without the sheet asked for (the first, where `name` is None), naming those it has."""
     if not names:
         raise UserError(f"{path}: the workbook has no sheets")
     listed = ", ".join(map(repr, names))
