@@ -21,7 +21,8 @@ LAYERS = [
     ["spreadsheets"],  # 1 Excel workbooks read as tables
     ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
     ["layouts"],  # 2 how a text lays out documents and paragraphs: wrapped lines, Wikipedia, web pages, subtitles
-    ["zipdocs", "pdfdocs", "markdowndocs"],  # 2 documents: EPUB, Office, OpenDocument (zip packages); PDF; Markdown
+    ["zipdocs", "pdfdocs", "markdowndocs", "archives"],  # 2 documents: EPUB, Office, OpenDocument; PDF; Markdown;
+    # and .zip and .tar archives' files, a member at a time
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
     ["prepare"],  # 2 the streaming pipeline from corpus to data directory
     ["dropout"],  # 3 dropout with a cheaper CPU mask

@@ -18,6 +18,7 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
   .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdowndocs.py)
   .srt / .vtt    subtitles: a film's or talk's dialogue as one document, a paragraph per turn (layouts.py)
+  .zip / .tar    an archive (.tar.gz, .tgz, ...): each file inside read as a directory's would be (archives.py)
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
 `read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
@@ -38,8 +39,9 @@ import re
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from .archives import members
 from .config import documented
 from .errors import UserError
 from .filters import ParagraphFilter
@@ -130,16 +132,19 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in _files_below(path) if _is_text_name(p) and not _is_metadata(p))
             if not inside:
-                raise UserError(
-                    f"{path}: directory holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally "
-                    f"{', '.join(COMPRESSIONS)})"
-                )
+                raise _no_text_files(path, "directory")
             found.extend(inside)
         else:
             found.append(path)
     if not found:
         raise UserError("no input files given")
     return found
+
+
+def _no_text_files(path: Path | str, what: str) -> UserError:
+    return UserError(
+        f"{path}: {what} holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally {', '.join(COMPRESSIONS)})"
+    )
 
 
 def describe_files(files: Iterable[str | Path]) -> str:
@@ -186,6 +191,13 @@ def _is_metadata(path: Path) -> bool:
     return path.name in DATASET_METADATA and written_by_datasets
 
 
+def _is_corpus_member(name: str) -> bool:
+    """An archive member a directory would read: a text file's name, nothing hidden on its path (macOS's
+    resource forks, __MACOSX/._a.txt, which Finder's "Compress" adds to a .zip, among them)."""
+    parts = PurePosixPath(name).parts
+    return _is_text_name(Path(parts[-1])) and not any(p.startswith(".") for p in parts)
+
+
 def _is_text_name(path: Path) -> bool:
     name = path.name.lower()
     for suffix in COMPRESSIONS:
@@ -213,7 +225,6 @@ def read_paragraphs(
     files = find_files(paths)
     seen_text = False
     for path in files:
-        stats.files.append(str(path))
         before = stats.invalid_utf8
         boundary = False  # a document starts at a paragraph that cleaning or a filter dropped: pass it on
         for paragraph in _read_file(path, options, stats, paragraph_filter):
@@ -234,9 +245,31 @@ def read_paragraphs(
 
 
 def _read_file(
-    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter, name: str | None = None
 ) -> Iterator[Paragraph]:
+    """A file's paragraphs by its format, and an archive's files' in turn. `name` is what `stats.files` and error
+    messages call the file: an archive member's local copy is called by the archive's path and its own."""
     kind = format_of(path)
+    try:
+        if kind == "archive":
+            read = 0
+            for member, copy in members(path, _is_corpus_member):
+                yield from _read_file(copy, options, stats, paragraph_filter, f"{name or path}/{member}")
+                read += 1
+            if not read:
+                raise _no_text_files(path, "archive")
+        else:
+            stats.files.append(name or str(path))
+            yield from _read_format(kind, path, options, stats, paragraph_filter)
+    except UserError as e:
+        if name is None:
+            raise
+        raise UserError(str(e).replace(str(path), name)) from None
+
+
+def _read_format(
+    kind: str, path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+) -> Iterator[Paragraph]:
     if kind == "txt" or kind in TEXT_LAYOUTS:
         try:
             with open_text(path, stats) as f:
@@ -366,19 +399,20 @@ def read_passages(path: str | Path, text_column: str = "0") -> tuple[list[str], 
     """The texts of a corpus to search (`read_texts`') and, for a directory, the file each came from, relative to
     the directory (None for a file)."""
     path = Path(path)
-    if not path.is_dir():
+    if not path.is_dir() and format_of(path) != "archive":
         return read_texts(path, text_column)[0], None
     texts, files = zip(*_paragraphs_and_files(path, text_column))
     return list(texts), list(files)
 
 
 def _paragraphs_and_files(path: Path, text_column: str) -> Iterator[tuple[str, str]]:
-    """Each paragraph of a document or of the files below a directory, as `read_paragraphs` reads them (a
-    document's paragraphs, a .txt file's lines, a table's `text_column`), and its file relative to `path`."""
+    """Each paragraph of a document or of the files below a directory or inside an archive, as `read_paragraphs`
+    reads them (a document's paragraphs, a .txt file's lines, a table's `text_column`), and its file relative to
+    `path`."""
     stats = ReadStats()  # its last file is the one being read
-    directory = path.is_dir()
     for paragraph in read_paragraphs([path], CorpusOptions(text_column=text_column), stats):
-        yield paragraph.text, Path(stats.files[-1]).relative_to(path).as_posix() if directory else path.name
+        file = Path(stats.files[-1])
+        yield paragraph.text, path.name if file == path else file.relative_to(path).as_posix()
 
 
 # ---------------------------------------------------------------- cleaning

@@ -77,11 +77,14 @@ FORMATS = {
     ".vtt": "subtitles",
     ".xlsx": "xlsx",
     ".ods": "ods",
+    ".zip": "archive",
+    ".tar": "archive",  # .tar.gz and the rest: the compression suffix comes off first
+    ".tgz": "archive",
 }
 SPREADSHEETS = ("xlsx", "ods")  # a sheet's rows: spreadsheets.py
 TABLES = ("csv", "tsv", *SPREADSHEETS)  # rows of cells under a header (or numbered, without one)
-# Laid out as pages, chapters, slides, cells or cues, never as rows.
-DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles")
+# Laid out as pages, chapters, slides, cells or cues, never as rows; or files of those (an archive: archives.py).
+DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles", "archive")
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -102,8 +105,8 @@ def compression_of(path: Path) -> str | None:
 
 
 def format_of(path: Path) -> str:
-    """txt, jsonl, csv, tsv, xlsx, ods, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook or
-    subtitles, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
+    """txt, jsonl, csv, tsv, xlsx, ods, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook,
+    subtitles or archive, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
     wiki_00) is JSONL if the file starts with '{' (its --json output), else text. `book.xlsx#sheet` is xlsx."""
     path = split_sheet(path)[0]
     name = path.name.lower()
@@ -151,6 +154,8 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+    if format_of(path) == "archive":
+        raise UserError(f"{path}: an archive holds files, not text; unpack it and name the file inside")
     opener = COMPRESSIONS.get(compression_of(path) or "", open)
     return text_stream(opener(path, "rb"), str(path), stats)
 
@@ -204,6 +209,7 @@ def read_rows(
             "markdown": "a Markdown text",
             "notebook": "a Jupyter notebook",
             "subtitles": "a subtitle file",
+            "archive": "an archive (unpack it first)",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind in SPREADSHEETS:

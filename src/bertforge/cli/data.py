@@ -140,7 +140,7 @@ def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None
         nargs="+",
         help="text files or directories (.txt, .md, .ipynb, .srt, .vtt, .jsonl, .json, .csv, .tsv, .html, each "
         "optionally .gz, .bz2, .xz, .zst; .xlsx, .ods, .parquet, .pdf, .docx, .pptx, .odt, .odp, .epub; "
-        "datasets.save_to_disk directories)",
+        "datasets.save_to_disk directories), or archives of them (.zip, .tar, .tar.gz, .tgz, ...)",
     )
     add_config_flags(p, CorpusOptions, skip=skip, keep_defaults=True)
     p.add_argument("--filter-report", help="write what each filter dropped (counts and 20 examples) to this JSON")
