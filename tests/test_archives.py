@@ -13,6 +13,7 @@ import pytest
 
 from bertforge.corpus import ReadStats, read_paragraphs, read_passages
 from bertforge.errors import UserError
+from bertforge.textfiles import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, make_documents, one_line_error, save_random_model
 
@@ -165,6 +166,7 @@ def test_a_broken_archive_or_member_is_one_line_naming_it(tmp_path):
     locked.write_bytes(marked_encrypted(locked.read_bytes()))
     broken_row = tmp_path / "rows.zip"
     with zipfile.ZipFile(broken_row, "w") as z:
+        z.writestr("data/notes.txt", "A fine file first.\n")
         z.writestr("data/rows.jsonl", '{"text": "fine."}\n{"text": \n')
     for archive, message in (
         (cut, "cut.tar.gz: not a readable archive"),
@@ -177,22 +179,34 @@ def test_a_broken_archive_or_member_is_one_line_naming_it(tmp_path):
             list(read_paragraphs([archive]))
 
 
-def test_an_archive_where_one_file_is_wanted_says_to_unpack_it(tmp_path, wordpiece_tokenizer):
-    table = tmp_path / "train.zip"
-    with zipfile.ZipFile(table, "w") as z:
-        z.writestr("train.csv", "text,label\ngood,1\nbad,0\n")
-    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
-    done = bertforge(
-        "finetune",
-        model,
-        "--train",
-        table,
-        "--dev",
-        table,
-        *("--text-column", "text", "--label-column", "label"),
-        "--out",
-        tmp_path / "ft",
+def test_a_zip_of_one_table_is_that_table_wherever_one_file_is_read(tmp_path, wordpiece_tokenizer):
+    """Kaggle serves its tables zipped, one file each (train.csv.zip): fine-tuning and inference read them as the
+    file inside, and an archive of several files is refused with what to do."""
+    rows = "text,label\n" + "".join(f"{word} film,{i % 2}\n" for i, word in enumerate(["good", "bad"] * 6))
+    (tmp_path / "train.csv").write_text(rows, encoding="utf-8")
+    with zipfile.ZipFile(tmp_path / "train.csv.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("train.csv", rows)
+    assert list(read_rows(tmp_path / "train.csv.zip", ["text", "label"])) == list(
+        read_rows(tmp_path / "train.csv", ["text", "label"])
     )
-    one_line_error(done, "train.zip: an archive (unpack it first) holds no rows")
-    done = bertforge("finetune", model, "--train", table, "--dev", table, "--out", tmp_path / "ft")
-    one_line_error(done, "train.zip: an archive holds files, not text; unpack it")
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    columns = ("--text-column", "text", "--label-column", "label", "--epochs", "1", "--seed", "0")
+    answers = {}  # (trained on, classified): the answers, which must not depend on either being the zip
+    for table in ("train.csv", "train.csv.zip"):
+        out = tmp_path / f"ft_{table}"
+        bertforge_ok("finetune", model, "--train", tmp_path / table, "--dev", tmp_path / table, *columns, "--out", out)
+        for given in ("train.csv", "train.csv.zip"):
+            done = bertforge_ok(
+                "classify", out / "model", "--input", tmp_path / given, "--text-column", "text", "--json"
+            )
+            answers[table, given] = json.loads(done.stdout)
+    assert len(answers[("train.csv", "train.csv")]) == 12
+    assert all(answer == answers[("train.csv", "train.csv")] for answer in answers.values())
+    two = tmp_path / "data.zip"
+    with zipfile.ZipFile(two, "w") as z:
+        z.writestr("train.csv", rows)
+        z.writestr("test.csv", rows)
+    done = bertforge("finetune", model, "--train", two, "--dev", two, *columns, "--out", tmp_path / "ft")
+    one_line_error(done, "data.zip: an archive of files (unpack it, and name the one to read)")
+    done = bertforge("finetune", model, "--train", two, "--dev", two, "--out", tmp_path / "ft")
+    one_line_error(done, "data.zip: an archive of files, not one text file; unpack it")

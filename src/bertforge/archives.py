@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO
 
 from .errors import UserError
-from .textfiles import COMPRESSIONS, compression_of, read_errors
+from .textfiles import COMPRESSIONS, compression_of, open_member, read_errors
 
 ZIP = ".zip"  # any other archive name is a tar's (textfiles.FORMATS names both)
 
@@ -61,9 +61,7 @@ def _zip_streams(path: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[st
         for info in archive.infolist():
             if info.is_dir() or not wanted(info.filename):
                 continue
-            if info.flag_bits & 0x1:  # bit 0: encrypted
-                raise UserError(f"{path}/{info.filename}: encrypted; unpack the archive with its password first")
-            yield info.filename, archive.open(info)
+            yield info.filename, open_member(archive, info, f"{path}/{info.filename}")
 
 
 def _tar_streams(path: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, IO[bytes]]]:

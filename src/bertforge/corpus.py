@@ -56,7 +56,17 @@ from .layouts import (
 from .markdowndocs import markdown_paragraphs, notebook_paragraphs
 from .pdfdocs import pdf_paragraphs
 from .spreadsheets import split_sheet
-from .textfiles import COMPRESSIONS, DOCUMENTS, FORMATS, ReadStats, format_of, open_text, read_errors, read_rows
+from .textfiles import (
+    COMPRESSIONS,
+    DOCUMENTS,
+    FORMATS,
+    ReadStats,
+    format_of,
+    hidden,
+    open_text,
+    read_errors,
+    read_rows,
+)
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
 
 TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
@@ -194,8 +204,7 @@ def _is_metadata(path: Path) -> bool:
 def _is_corpus_member(name: str) -> bool:
     """An archive member a directory would read: a text file's name, nothing hidden on its path (macOS's
     resource forks, __MACOSX/._a.txt, which Finder's "Compress" adds to a .zip, among them)."""
-    parts = PurePosixPath(name).parts
-    return _is_text_name(Path(parts[-1])) and not any(p.startswith(".") for p in parts)
+    return _is_text_name(Path(PurePosixPath(name).name)) and not hidden(name)
 
 
 def _is_text_name(path: Path) -> bool:

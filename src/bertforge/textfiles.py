@@ -1,6 +1,7 @@
 """Opening text files and reading rows from them: one place for compression, encodings and table formats.
 
-    open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed, UTF-8 (a byte-order mark dropped)
+    open_text(path)             a text stream: .gz/.bz2/.xz/.zst decompressed (and a .zip's one file, as Kaggle
+                                serves tables: train.csv.zip), UTF-8 (a byte-order mark dropped)
                                 or UTF-16/32 with one, invalid bytes replaced (and counted), binary files refused
     read_rows(path, columns)    (line number, {column: value}) from .tsv, .csv, .xlsx or .ods (the first sheet,
                                 or book.xlsx#name's; spreadsheets.py), .jsonl (or a .json array of records),
@@ -25,9 +26,11 @@ import json
 import lzma
 import re
 import sys
+import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from .errors import UserError
@@ -85,6 +88,7 @@ SPREADSHEETS = ("xlsx", "ods")  # a sheet's rows: spreadsheets.py
 TABLES = ("csv", "tsv", *SPREADSHEETS)  # rows of cells under a header (or numbered, without one)
 # Laid out as pages, chapters, slides, cells or cues, never as rows; or files of those (an archive: archives.py).
 DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles", "archive")
+STREAMED = ("txt", "jsonl", "csv", "tsv", "html", "markdown", "notebook", "subtitles")  # open_text's, not a path's
 COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
 RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
 
@@ -107,13 +111,53 @@ def compression_of(path: Path) -> str | None:
 def format_of(path: Path) -> str:
     """txt, jsonl, csv, tsv, xlsx, ods, parquet, arrow, html, epub, docx, pptx, odt, pdf, markdown, notebook,
     subtitles or archive, from the name with any compression suffix removed. A name without a suffix (WikiExtractor's
-    wiki_00) is JSONL if the file starts with '{' (its --json output), else text. `book.xlsx#sheet` is xlsx."""
+    wiki_00) is JSONL if the file starts with '{' (its --json output), else text. `book.xlsx#sheet` is xlsx. A .zip
+    of one file that reads as a stream (train.csv.zip) is that file's format: open_text reads it."""
     path = split_sheet(path)[0]
-    name = path.name.lower()
-    if compression_of(path):
-        name = name[: -len(path.suffix)]
-    kind = next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
-    return "jsonl" if "." not in name and _starts_with_brace(path) else kind
+    name = _uncompressed(path.name)
+    if name.endswith(".zip") and (inner := zipped_file(path)) is not None:
+        return _named_format(_uncompressed(inner.filename))
+    return "jsonl" if "." not in name and _starts_with_brace(path) else _named_format(name)
+
+
+def _uncompressed(name: str) -> str:
+    """A file's lower-case name without its compression suffix: wiki_00.gz -> wiki_00."""
+    name = name.lower()
+    suffix = Path(name).suffix
+    return name[: -len(suffix)] if suffix in COMPRESSIONS else name
+
+
+def _named_format(name: str) -> str:
+    """What an (uncompressed, lower-case) name says of its file's format; "txt" where it says nothing."""
+    return next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
+
+
+def zipped_file(path: Path) -> zipfile.ZipInfo | None:
+    """The one file of a .zip that holds one, not compressed again, in a format read as a stream: Kaggle serves
+    its tables so (train.csv.zip, train.tsv.zip). None for any other archive, which is a directory's worth of files
+    to read one by one (archives.py)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = [info for info in archive.infolist() if not info.is_dir() and not hidden(info.filename)]
+    except (zipfile.BadZipFile, OSError):  # reading it as an archive says what is wrong
+        return None
+    if len(files) != 1 or compression_of(Path(files[0].filename)):
+        return None
+    member = files[0].filename.lower()
+    named = member.endswith((".txt", ".text", *FORMATS))  # a picture's name is not a text file's
+    return files[0] if named and _named_format(member) in STREAMED else None
+
+
+def hidden(name: str) -> bool:
+    """Whether a (POSIX) path has a hidden part: .git/, Jupyter's .ipynb_checkpoints/, macOS's ._ resource forks."""
+    return any(part.startswith(".") for part in PurePosixPath(name).parts)
+
+
+def open_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> IO[bytes]:
+    """A zip member's bytes; an encrypted one is refused (`name` is what the message calls it)."""
+    if info.flag_bits & 0x1:  # bit 0: encrypted
+        raise UserError(f"{name}: encrypted; unpack the archive with its password first")
+    return archive.open(info)
 
 
 def _starts_with_brace(path: Path) -> bool:
@@ -154,10 +198,24 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
+    if path.name.lower().endswith(".zip"):
+        return _open_zipped(path, stats)
     if format_of(path) == "archive":
-        raise UserError(f"{path}: an archive holds files, not text; unpack it and name the file inside")
+        raise UserError(f"{path}: an archive of files; unpack it and name the file to read")
     opener = COMPRESSIONS.get(compression_of(path) or "", open)
     return text_stream(opener(path, "rb"), str(path), stats)
+
+
+def _open_zipped(path: Path, stats: ReadStats | None) -> IO[str]:
+    """The text of a .zip's one file (train.csv.zip). The member's stream keeps the archive open until it closes."""
+    inner = zipped_file(path)
+    if inner is None:
+        raise UserError(f"{path}: an archive of files, not one text file; unpack it and name the file to read")
+    name = f"{path}/{inner.filename}"
+    try:
+        return text_stream(open_member(zipfile.ZipFile(path), inner, name), name, stats)
+    except (zipfile.BadZipFile, zlib.error) as e:
+        raise UserError(f"{name}: cannot read ({e})") from None
 
 
 def text_stream(raw: IO[bytes], name: str, stats: ReadStats | None = None) -> IO[str]:
@@ -209,7 +267,7 @@ def read_rows(
             "markdown": "a Markdown text",
             "notebook": "a Jupyter notebook",
             "subtitles": "a subtitle file",
-            "archive": "an archive (unpack it first)",
+            "archive": "an archive of files (unpack it, and name the one to read)",
         }[kind]
         raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
     if kind in SPREADSHEETS:
