@@ -147,10 +147,16 @@ def prepared_data(root: Path, seed: int) -> Path:
     return root
 
 
+def _is_warning(line: str) -> bool:
+    """Ours (`bertforge VERB: warning: ...`) or another library's, in Python's format (two lines: where, and its
+    source)."""
+    return ": warning: " in line or "Warning" in line or "warn(" in line
+
+
 def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
     """Exit code 2, no traceback, and one line on stderr (warnings aside) holding every fragment."""
     assert done.returncode == 2, (done.returncode, done.stderr)
-    lines = [line for line in done.stderr.strip().splitlines() if "Warning" not in line and "warn(" not in line]
+    lines = [line for line in done.stderr.strip().splitlines() if not _is_warning(line)]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]

@@ -144,6 +144,18 @@ def test_fill_mask_never_answers_with_an_id_the_tokenizer_cannot_write(wordpiece
     assert f"tokenizer has {size} tokens" in done.stderr
 
 
+def test_our_warnings_are_one_line_each_as_errors_are(wordpiece_tokenizer, tmp_path):
+    """Python's format adds the file and line that raised a warning, and that line's source: nothing a user needs."""
+    save_random_model(tmp_path / "m", wordpiece_tokenizer)  # its directory holds the tokenizer
+    (tmp_path / "c.txt").write_text("One document.\n\nAnother document.\n", encoding="utf-8")
+    done = bertforge_ok(
+        "prepare", tmp_path / "c.txt", "--tokenizer", tmp_path / "m", "--out", tmp_path / "d", "--quiet"
+    )
+    warned = "bertforge prepare: warning: every document is larger than --valid-fraction 0.01 of the corpus; held out"
+    lines = done.stderr.splitlines()  # the warning, then the summary: no file, line number or source between
+    assert len(lines) == 2 and lines[0].startswith(warned) and lines[1].startswith("prepared "), done.stderr
+
+
 def test_a_model_saved_without_its_tokenizer_says_so(tmp_path):
     torch.manual_seed(0)
     model = BertForPreTraining(

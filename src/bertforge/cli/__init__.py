@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from pathlib import Path
 
 from ..errors import Stopped, UserError
 from . import data, downstream, inference, training
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _warnings_as_lines(args.verb)
     try:
         return args.func(args) or 0
     except UserError as e:
@@ -46,3 +49,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _warnings_as_lines(verb: str) -> None:
+    """Our own warnings as one line each, `bertforge VERB: warning: ...`, as errors are: Python's format adds the
+    file and line that raised it and that line's source, which tell a user nothing. Other libraries' warnings keep
+    Python's format, which says where they came from."""
+    package = str(Path(__file__).resolve().parents[1])
+    python_format = warnings.formatwarning
+
+    def one_line(message, category, filename, lineno, line=None) -> str:
+        if issubclass(category, UserWarning) and str(Path(filename).resolve()).startswith(package):
+            return f"bertforge {verb}: warning: {message}\n"
+        return python_format(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
