@@ -34,7 +34,8 @@ from bertforge.qa import (
     span_text,
     squad_scores,
 )
-from bertforge.tagging import Tagger, encode_sentences, entities, entity_scores
+from bertforge.score import parse_task, score
+from bertforge.tagging import Sentence, TagColumns, Tagger, encode_sentences, entities, entity_scores, read_sentences
 from bertforge.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
@@ -102,8 +103,14 @@ def test_conlleval_chunks_and_scores():
         ["B-PER", "I-PER", "O", "O"],
         ["B-ORG", "B-ORG"],
     ]  # PER and the second ORG right: 2 of 3 found, 2 of 3 gold
-    assert entity_scores(gold, predicted) == pytest.approx({"precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3})
-    assert entity_scores(gold, [["O"] * 4, ["O", "O"]]) == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+    scores = {"precision": 2 / 3, "recall": 2 / 3, "f1": 2 / 3, "accuracy": 4 / 6}  # 3 of 4 words, 1 of 2
+    assert entity_scores(gold, predicted) == pytest.approx(scores)
+    assert entity_scores(gold, [["O"] * 4, ["O", "O"]]) == {
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+        "accuracy": 2 / 6,
+    }
 
 
 def test_a_multi_piece_word_gets_one_label_and_long_sentences_become_windows(tokenizer):
@@ -168,6 +175,72 @@ def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_p
     ids = torch.tensor([Tagger(model_dir).tokenizer.encode(text).ids])
     with torch.no_grad():
         torch.testing.assert_close(Tagger(model_dir).model(ids)[0], theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+# Part of speech, as a Universal Dependencies treebank tags it: UPOS, and a language-specific XPOS beside it.
+POS = {**{w: ("PROPN", "NNP") for w in NAMES + PLACES}, "walked": ("VERB", "VBD"), "saw": ("VERB", "VBD")}
+POS |= {"to": ("ADP", "IN"), "with": ("ADP", "IN"), "the": ("DET", "DT"), "a": ("DET", "DT"), "and": ("CCONJ", "CC")}
+POS |= {"market": ("NOUN", "NN"), "dog": ("NOUN", "NN"), "friends": ("NOUN", "NNS"), "today": ("ADV", "RB")}
+
+
+def write_conllu(path, sentences: list[list[str]]) -> None:
+    """UD's format: comments, then a 10-column line per word; each sentence starts with a multiword token (a line
+    1-2 whose words 1 and 2 follow it, as French "du" is "de le") and holds an empty node (2.1), neither a word."""
+    blocks = []
+    for n, words in enumerate(sentences):
+        lines = [f"# sent_id = s{n}", f"# text = {' '.join(words)}", f"1-2\t{words[0]}{words[1]}" + "\t_" * 8]
+        for i, word in enumerate(words, start=1):
+            upos, xpos = POS[word]
+            lines.append(f"{i}\t{word}\t{word}\t{upos}\t{xpos}\t_\t{max(i - 1, 0)}\tdep\t_\t_")
+            if i == 2:
+                lines.append("2.1\telided\t_\tVERB\tVB\t_\t_\t_\t1:dep\t_")
+        blocks.append("\n".join(lines))
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+
+
+def pos_sentence(rng: random.Random) -> list[str]:
+    return [rng.choice(NAMES), "walked", "to", rng.choice(PLACES), *rng.sample(["and", "saw", "a", "dog", "today"], 3)]
+
+
+def test_a_conllu_file_gives_its_words_and_the_tags_of_the_column_asked_for(tmp_path):
+    write_conllu(tmp_path / "s.conllu", [["alice", "walked", "to", "paris"]])
+    words = ["alice", "walked", "to", "paris"]  # no multiword token, no empty node
+    assert read_sentences(tmp_path / "s.conllu") == [Sentence(words, ["PROPN", "VERB", "ADP", "PROPN"])]
+    xpos = TagColumns.given(None, "xpos")
+    assert read_sentences(tmp_path / "s.conllu", xpos) == [Sentence(words, ["NNP", "VBD", "IN", "NNP"])]
+    with pytest.raises(UserError, match="one of its columns: lemma, upos, xpos"):
+        read_sentences(tmp_path / "s.conllu", TagColumns.given(None, "ner"))
+    (tmp_path / "cut.conllu").write_text("# text = a\n1\ta\tNOUN\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"cut\.conllu:2: a CoNLL-U word line has 10 tab-separated fields, found 3"):
+        read_sentences(tmp_path / "cut.conllu")
+
+
+def test_part_of_speech_is_learned_scored_by_word_accuracy_and_tagged_word_by_word(encoder, tmp_path):
+    rng = random.Random(0)
+    sentences = [pos_sentence(rng) for _ in range(48)]
+    write_conllu(tmp_path / "train.conllu", sentences)
+    write_conllu(tmp_path / "dev.conllu", sentences[:12])
+    summary = finetune(
+        encoder,
+        "token-classification",
+        tmp_path / "train.conllu",
+        tmp_path / "dev.conllu",
+        tmp_path / "pos",
+        fast(),
+        progress=False,
+    )
+    assert summary["main_metric"] == "accuracy" and summary["best"]["dev_accuracy"] == 1.0
+    assert summary["labels"] == sorted({upos for upos, _ in POS.values()})
+    text = " ".join(sentences[0])  # a dev sentence: dev accuracy 1.0 says each of its words is tagged right
+    ours = json.loads(bertforge_ok("tag", tmp_path / "pos" / "model", text, "--json").stdout)
+    assert [(e["word"], e["entity_group"]) for e in ours] == [(w, POS[w][0]) for w in sentences[0]]
+    assert all(text[e["start"] : e["end"]] == e["word"] for e in ours)
+    # score leads with the metric the spec names, and picks the lr by it
+    spec = parse_task(
+        f"pos={tmp_path / 'train.conllu'},{tmp_path / 'dev.conllu'}:task=token-classification,metric=accuracy"
+    )
+    rows = score(encoder, [spec], tmp_path / "score", fast(), seeds=1, progress=False)
+    assert [(r["metric"], r["median"]) for r in rows if r["main"]] == [("accuracy", 1.0)]
 
 
 # ---------------------------------------------------------------- question answering

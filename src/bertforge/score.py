@@ -17,9 +17,11 @@ sentence-similarity task holds dev out of TRAIN, and without text and label, TRA
 file of label-first lines. A sentence-similarity task names text=COL and pair=COL, and label=COL for scores. A
 multi-label task's label=COL holds the labels split at separator (default ","), or labels=COL+COL names a 0/1
 column per label. A tagging table's text=COL and label=COL are its lists of words and tags. names=NAME+NAME says
-what labels stored as numbers stand for (--label-names). tune=yes fits decision thresholds on dev
-(--tune-thresholds) for a multi-label task, or for squad with unanswerable questions (squad=DIR:tune=yes), and
-scores by the tuned metric: at 0.5 a weak model names no rare label, so both arms would score 0.
+what labels stored as numbers stand for (--label-names). metric=NAME is the score that picks the lr and leads
+the table (metric=accuracy for part-of-speech tags, whose chunk F1 means nothing). tune=yes fits decision
+thresholds on dev (--tune-thresholds) for a multi-label task, or for squad with unanswerable questions
+(squad=DIR:tune=yes), and scores by the tuned metric: at 0.5 a weak model names no rare label, so both arms
+would score 0.
 Each fine-tuning run is a directory OUT/TASK/ARM/lr_LR/seed_S with its summary;
 a finished one is skipped, so an interrupted score resumes. With several --lrs,
 seed 0 of each picks the lr (on dev) that the other seeds then use.

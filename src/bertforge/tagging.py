@@ -1,7 +1,9 @@
-"""Token classification (named entities, tags): CoNLL files or tables in, one tag per word out.
+"""Token classification (named entities, part-of-speech tags): CoNLL files or tables in, one tag per word out.
 
 CoNLL format: `token<TAB or space>tag` per line (the tag is the last field), a
-blank line between sentences, `-DOCSTART-` lines ignored. A JSONL, Parquet or
+blank line between sentences, `-DOCSTART-` lines ignored. A .conllu file (Universal
+Dependencies' treebanks, the part-of-speech data of most languages) gives its words
+their UPOS tags, or the column the user names (xpos, deprel, ...). A JSONL, Parquet or
 Arrow table holds a sentence per row, its words and their tags as two lists, as
 `datasets` publishes CoNLL-2003 and WNUT-17 (`tokens`, `ner_tags`); tags stored
 as numbers are named by the file's `datasets` metadata or by the names the user
@@ -9,12 +11,15 @@ gives. Each word's tag goes on
 its first word piece; the other pieces get -100 and are not scored. A sentence
 longer than the model reads is cut into windows at word boundaries, never
 truncated. Scores are entity-level precision, recall and F1 (exact span and
-type), with chunks found as conlleval finds them. The saved model is a
+type), with chunks found as conlleval finds them, and the share of words tagged
+right; the best epoch is picked by F1 for chunk tags (B-person, O) and by word
+accuracy for a tag per word (NOUN, VERB). The saved model is a
 `transformers` BertForTokenClassification directory with id2label.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +62,10 @@ class TagColumns:
 
 
 def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list[Sentence]:
-    """The sentences of a table (JSONL, Parquet, Arrow: a row each) or of a CoNLL file (any other name)."""
+    """The sentences of a table (JSONL, Parquet, Arrow: a row each), of a CoNLL-U file, or of a CoNLL file (any
+    other name)."""
+    if Path(path).name.lower().removesuffix(".zip").endswith(CONLLU_SUFFIXES):
+        return read_conllu(path, CONLLU_UPOS if columns.tags == TagColumns.tags else columns.tags)
     if format_of(Path(path)) not in RECORDS:  # a sentence per row; any other file is CoNLL
         return read_conll(path)
     names = columns.names or class_label_names(path, columns.tags)
@@ -102,7 +110,53 @@ def read_conll(path: str | Path) -> list[Sentence]:
     return sentences
 
 
+CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conllu.bz2", ".conllu.xz", ".conllu.zst")
+CONLLU_FIELDS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+CONLLU_UPOS = "upos"
+
+
+def read_conllu(path: str | Path, field: str = CONLLU_UPOS) -> list[Sentence]:
+    """Sentences of a CoNLL-U file: each syntactic word's form, tagged with its `field` (UPOS by default).
+    Comments (# sent_id, # text) are skipped, and so are a multiword token's line (1-2 "du", whose words 1 and 2
+    follow it) and empty nodes (8.1), which are not words of the text."""
+    field = field.lower()
+    if field not in CONLLU_FIELDS[2:]:
+        raise UserError(f"{path}: a CoNLL-U file's tags are one of its columns: {', '.join(CONLLU_FIELDS[2:])}")
+    column = CONLLU_FIELDS.index(field)
+    sentences, words, tags = [], [], []
+    with open_text(path) as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if words:
+                    sentences.append(Sentence(words, tags))
+                words, tags = [], []
+                continue
+            if line.startswith("#"):
+                continue
+            fields = line.split("\t")
+            if len(fields) != len(CONLLU_FIELDS):
+                raise UserError(
+                    f"{path}:{number}: a CoNLL-U word line has 10 tab-separated fields, found {len(fields)}"
+                )
+            if not fields[0].isdigit():  # 1-2: a multiword token, whose words follow; 8.1: an empty node
+                continue
+            words.append(fields[1])
+            tags.append(fields[column])
+    if words:
+        sentences.append(Sentence(words, tags))
+    if not sentences:
+        raise UserError(f"{path}: no sentences (empty file)")
+    return sentences
+
+
 # ---------------------------------------------------------------- entities
+
+
+def chunk_tags(tags: list[str]) -> bool:
+    """Whether a tag set marks chunks that span words (O, B-person, I-person: entities, scored by F1) rather than
+    giving each word a tag of its own (NOUN, VERB: scored by the share of words tagged right)."""
+    return all(tag == "O" or tag[:2] in ("B-", "I-", "E-", "S-") for tag in tags)
 
 
 def _split_tag(tag: str) -> tuple[str, str]:
@@ -133,7 +187,7 @@ def entities(tags: list[str]) -> set[tuple[str, int, int]]:
 
 
 def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
-    """Entity-level precision, recall and F1 over sentences, as conlleval computes them."""
+    """Entity-level precision, recall and F1 over sentences, as conlleval computes them; and word accuracy."""
     found = correct = expected = 0
     for gold_tags, predicted_tags in zip(gold, predicted):
         gold_chunks, predicted_chunks = entities(gold_tags), entities(predicted_tags)
@@ -143,7 +197,9 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str
     precision = correct / found if found else 0.0
     recall = correct / expected if expected else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1}
+    words = sum(len(tags) for tags in gold)
+    right = sum(g == p for gold_tags, predicted_tags in zip(gold, predicted) for g, p in zip(gold_tags, predicted_tags))
+    return {"precision": precision, "recall": recall, "f1": f1, "accuracy": right / words if words else 0.0}
 
 
 # ---------------------------------------------------------------- encoding
@@ -228,7 +284,7 @@ class TaggingTask:
     """Tagged sentences for `finetune`; the tag set is the training file's."""
 
     model_class = BertForTokenClassification
-    main_metric = "f1"
+    main_metric = "f1"  # for chunk tags; a tag per word is picked by accuracy (chunk_tags)
 
     def __init__(
         self,
@@ -241,6 +297,8 @@ class TaggingTask:
         self.pad = special_ids(tokenizer).pad
         train, self.dev = read_sentences(train_path, columns), read_sentences(dev_path, columns)
         self.tags = sorted({t for s in train for t in s.tags}, key=lambda t: (t != "O", _split_tag(t)[1], t))
+        if not chunk_tags(self.tags):
+            self.main_metric = "accuracy"
         tag_id = {t: i for i, t in enumerate(self.tags)}
         unknown = sorted({t for s in self.dev for t in s.tags} - set(tag_id))
         if unknown:
@@ -290,7 +348,8 @@ def write_entities(path: str | Path, results: list[dict[str, Any]]) -> None:
 
 class Tagger:
     """A fine-tuned tagger: entities in raw text, grouped as `pipeline("token-classification",
-    aggregation_strategy="simple")` groups them (adjacent pieces whose tags continue one entity)."""
+    aggregation_strategy="simple")` groups them (adjacent pieces whose tags continue one entity); or, for a tag
+    per word (part of speech), every word with its first piece's tag."""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
@@ -328,6 +387,12 @@ class Tagger:
             )
             if not special
         ]
+        if not chunk_tags(self.tags):  # a tag per word (NOUN, VERB): each word's, from its first piece, as trained
+            word_ids = [w for w, special in zip(encoding.word_ids, encoding.special_tokens_mask) if not special]
+            words = [
+                [t for _, t in pieces] for _, pieces in itertools.groupby(zip(word_ids, tokens), key=lambda x: x[0])
+            ]
+            return [self._found(word, word[0]["entity"], word[0]["score"]) for word in words]
         groups: list[list[dict]] = []
         for token in tokens:
             prefix, kind = _split_tag(token["entity"])
@@ -335,19 +400,19 @@ class Tagger:
                 groups[-1].append(token)
             else:
                 groups.append([token])
-        result = []
-        for group in groups:
-            kind = group[0]["entity"].split("-", 1)[-1]
-            if kind == "O":
-                continue
-            words = [t["word"] for t in group]
-            result.append(
-                {
-                    "entity_group": kind,
-                    "score": float(np.mean([t["score"] for t in group])),
-                    "word": self.tokenizer.decoder.decode(words) if self.tokenizer.decoder else " ".join(words),
-                    "start": group[0]["start"],
-                    "end": group[-1]["end"],
-                }
-            )
-        return result
+        return [
+            self._found(group, kind, float(np.mean([t["score"] for t in group])))
+            for group in groups
+            if (kind := group[0]["entity"].split("-", 1)[-1]) != "O"
+        ]
+
+    def _found(self, pieces: list[dict], tag: str, score: float) -> dict[str, Any]:
+        """An entity or a word, of one or more pieces: its tag, score, text and character span."""
+        words = [t["word"] for t in pieces]
+        return {
+            "entity_group": tag,
+            "score": score,
+            "word": self.tokenizer.decoder.decode(words) if self.tokenizer.decoder else " ".join(words),
+            "start": pieces[0]["start"],
+            "end": pieces[-1]["end"],
+        }
