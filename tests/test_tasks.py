@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -35,7 +36,16 @@ from bertforge.qa import (
     squad_scores,
 )
 from bertforge.score import parse_task, score
-from bertforge.tagging import Sentence, TagColumns, Tagger, encode_sentences, entities, entity_scores, read_sentences
+from bertforge.tagging import (
+    Sentence,
+    TagColumns,
+    Tagger,
+    encode_sentences,
+    entities,
+    entity_scores,
+    read_sentences,
+    spans_to_words,
+)
 from bertforge.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
@@ -175,6 +185,55 @@ def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_p
     ids = torch.tensor([Tagger(model_dir).tokenizer.encode(text).ids])
     with torch.no_grad():
         torch.testing.assert_close(Tagger(model_dir).model(ids)[0], theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+def exported_spans(words_and_tags: list[tuple[str, str]], shape: str) -> dict:
+    """A tagged sentence as an annotation tool exports it: the text, and each entity as a character span."""
+    text, spans = "", []
+    for word, tag in words_and_tags:
+        text += ("" if not text else " ") + word
+        start, end = len(text) - len(word), len(text)
+        if tag.startswith("B-"):
+            spans.append([start, end, tag[2:]])
+        elif tag.startswith("I-"):
+            spans[-1][1] = end
+    if shape == "doccano":
+        return {"text": text, "label": spans}
+    if shape == "label-studio":  # JSON-MIN
+        return {"text": text, "label": [{"start": a, "end": b, "text": text[a:b], "labels": [k]} for a, b, k in spans]}
+    return {"text": text, "label": [{"start": a, "end": b, "label": k} for a, b, k in spans]}  # Prodigy, spaCy
+
+
+@pytest.mark.parametrize("shape", ["doccano", "label-studio", "prodigy"])
+def test_annotation_tools_character_spans_read_as_the_conll_file_of_their_words(tmp_path, shape):
+    rng = random.Random(1)
+    sentences = [tagged_sentence(rng) for _ in range(20)]
+    write_conll(tmp_path / "ner.conll", sentences)
+    rows = [exported_spans(s, shape) for s in sentences]
+    if shape == "label-studio":  # a JSON array, as its export is
+        (tmp_path / "ner.json").write_text(json.dumps(rows), encoding="utf-8")
+    else:
+        (tmp_path / "ner.json").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    spans = read_sentences(tmp_path / "ner.json", TagColumns.given("text", "label"))
+    assert spans == read_sentences(tmp_path / "ner.conll")
+
+
+def test_character_spans_that_overlap_miss_every_word_or_have_no_shape_name_their_row():
+    assert spans_to_words("Alice met Bob.", [[0, 5, "PER"], [10, 13, "PER"]], "x") == Sentence(
+        ["Alice", "met", "Bob", "."], ["B-PER", "O", "B-PER", "O"]
+    )
+    assert spans_to_words("Ann Lee", [[0, 3, "PER"], [4, 7, "PER"]], "x").tags == [
+        "B-PER",
+        "B-PER",
+    ]  # two, side by side
+    for spans, message in (
+        ([[0, 9, "PER"], [6, 9, "PER"]], "x: entities 'PER' and 'PER' overlap at character 6"),
+        ([[5, 6, "PER"]], "x: an entity's span holds no word of the text"),
+        ([{"begin": 0, "end": 5}], "x: an entity is [start, end, type] or {start, end, label}"),
+        ([[5, 0, "PER"]], "x: an entity's start and end are character offsets, start < end: 5, 0"),
+    ):
+        with pytest.raises(UserError, match=re.escape(message)):
+            spans_to_words("Alice met Bob.", spans, "x")
 
 
 # Part of speech, as a Universal Dependencies treebank tags it: UPOS, and a language-specific XPOS beside it.

@@ -7,7 +7,8 @@ their UPOS tags, or the column the user names (xpos, deprel, ...). A JSONL, Parq
 Arrow table holds a sentence per row, its words and their tags as two lists, as
 `datasets` publishes CoNLL-2003 and WNUT-17 (`tokens`, `ner_tags`); tags stored
 as numbers are named by the file's `datasets` metadata or by the names the user
-gives. Each word's tag goes on
+gives; or a text and its entities as character spans, as annotation tools (doccano,
+Label Studio, Prodigy) export them, split into words and tagged B-, I- and O. Each word's tag goes on
 its first word piece; the other pieces get -100 and are not scored. A sentence
 longer than the model reads is cut into windows at word boundaries, never
 truncated. Scores are entity-level precision, recall and F1 (exact span and
@@ -20,6 +21,8 @@ accuracy for a tag per word (NOUN, VERB). The saved model is a
 from __future__ import annotations
 
 import itertools
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,9 @@ def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list
     sentences = []
     for number, row in read_rows(path, [columns.words, columns.tags]):
         words, tags, where = row[columns.words], row[columns.tags], f"{path}:{number}"
+        if isinstance(words, str) and isinstance(tags, list):  # an annotation tool's text and character spans
+            sentences.append(spans_to_words(words, tags, where))
+            continue
         if not isinstance(words, list) or not isinstance(tags, list):
             raise UserError(f"{where}: columns {columns.words!r} and {columns.tags!r} must each hold a list")
         if len(words) != len(tags):
@@ -108,6 +114,46 @@ def read_conll(path: str | Path) -> list[Sentence]:
     if not sentences:
         raise UserError(f"{path}: no sentences (empty file)")
     return sentences
+
+
+WORD = re.compile(r"[^\W_]+|[^\w\s]|_")  # a run of letters and digits, or one punctuation mark: BERT's own split
+
+
+def spans_to_words(text: str, spans: list, where: str) -> Sentence:
+    """A text and its entities as annotation tools export them, each a character span and its type: doccano's
+    [start, end, "PER"], Label Studio's JSON-MIN {"start", "end", "labels": ["PER"]}, Prodigy's and spaCy's
+    {"start", "end", "label"}; as words, split as BERT's pre-tokenizer splits them, tagged B-, I- and O. A word
+    is in an entity where it starts inside its span."""
+    entities = sorted(_span(span, where) for span in spans)
+    for (_, end, kind), (start, _, other) in zip(entities, entities[1:]):
+        if start < end:
+            raise UserError(f"{where}: entities {kind!r} and {other!r} overlap at character {start}")
+    words, tags, previous = [], [], None
+    for match in WORD.finditer(text):
+        inside = next((e for e in entities if e[0] <= match.start() < e[1]), None)
+        words.append(match.group())
+        tags.append("O" if inside is None else f"{'I' if inside is previous else 'B'}-{inside[2]}")
+        previous = inside
+    if sum(tag.startswith("B-") for tag in tags) < len(entities):
+        raise UserError(f"{where}: an entity's span holds no word of the text (spans count characters from 0)")
+    return Sentence(words, tags)
+
+
+def _span(span: Any, where: str) -> tuple[int, int, str]:
+    """(start, end, type) of one exported entity, in any of the tools' shapes."""
+    if isinstance(span, dict) and "labels" in span and isinstance(span["labels"], list) and span["labels"]:
+        span = {**span, "label": span["labels"][0]}
+    if isinstance(span, dict) and {"start", "end", "label"} <= set(span):
+        start, end, kind = span["start"], span["end"], span["label"]
+    elif isinstance(span, list) and len(span) == 3:
+        start, end, kind = span
+    else:
+        raise UserError(
+            f"{where}: an entity is [start, end, type] or {{start, end, label}}, not {json.dumps(span)[:80]}"
+        )
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end):
+        raise UserError(f"{where}: an entity's start and end are character offsets, start < end: {start}, {end}")
+    return start, end, str(kind)
 
 
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz", ".conllu.bz2", ".conllu.xz", ".conllu.zst")
