@@ -26,6 +26,7 @@ RESULT_VERBS = [
     "sweep",
     "evaluate",
     "fill-mask",
+    "pll",
     "nsp",
     "embed",
     "finetune",

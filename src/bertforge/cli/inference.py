@@ -1,4 +1,4 @@
-"""Verbs that question a pre-trained model: `fill-mask`, `nsp`, `embed`, `search`, `neighbours`, `attention`,
+"""Verbs that question a pre-trained model: `fill-mask`, `pll`, `nsp`, `embed`, `search`, `neighbours`, `attention`,
 `plot-embeddings`, `plot-words`."""
 
 from __future__ import annotations
@@ -40,6 +40,30 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
         print(f"[MASK] at token {mask['position']}:")
         for p in mask["predictions"]:
             print(f"  {p['score']:6.3f}  {p['token']:<15} {p['sequence']}")
+
+
+def cmd_pll(args: argparse.Namespace) -> None:
+    from ..corpus import read_texts
+
+    if args.input:
+        texts, _ = read_texts(args.input, args.text_column)
+    elif args.texts:
+        texts = args.texts
+    else:
+        raise UserError("give one or more texts, or --input FILE")
+    bert = _load(args)
+    results = [bert.pseudo_log_likelihood(text) for text in texts]
+    if args.json:
+        print_json(results)
+        return
+    best = max(range(len(results)), key=lambda i: results[i]["pll"])
+    for i, r in enumerate(results):
+        least = min(r["tokens"], key=lambda t: t["log_prob"])
+        mark = "*" if len(results) > 1 and i == best else " "
+        print(
+            f"{mark} PLL {r['pll']:8.2f}  pseudo-perplexity {r['pseudo_perplexity']:8.2f}  {r['text']!r}  "
+            f"(least expected: {least['token']!r}, {least['log_prob']:.2f})"
+        )
 
 
 def cmd_nsp(args: argparse.Namespace) -> None:
@@ -171,6 +195,21 @@ def register(verbs) -> None:
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
     p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
     p.add_argument("--answer", help="with --plot: highlight this word")
+    precision_flag(p)
+    output_flags(p, quiet=False)
+
+    p = add_verb(
+        verbs,
+        "pll",
+        cmd_pll,
+        "how natural the model finds each text: its pseudo-log-likelihood, each token masked in turn (higher: more)",
+    )
+    model_flags(p)
+    p.add_argument("texts", nargs="*", help='texts to compare, e.g. "the keys are here." "the keys is here."')
+    p.add_argument(
+        "--input", help="a file of texts: a line, a table row (--text-column) or a document's paragraph each"
+    )
+    column_flags(p, pair=False)
     precision_flag(p)
     output_flags(p, quiet=False)
 
