@@ -202,6 +202,14 @@ def test_a_zip_of_one_table_is_that_table_wherever_one_file_is_read(tmp_path, wo
             answers[table, given] = json.loads(done.stdout)
     assert len(answers[("train.csv", "train.csv")]) == 12
     assert all(answer == answers[("train.csv", "train.csv")] for answer in answers.values())
+    broken = tmp_path / "broken.csv.zip"  # a byte of the stored member changed: its CRC fails as it is read
+    with zipfile.ZipFile(broken, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("broken.csv", rows)
+    data = bytearray(broken.read_bytes())
+    data[data.index(b"good film")] ^= 0x20
+    broken.write_bytes(bytes(data))
+    with pytest.raises(UserError, match=re.escape(f"{broken}/broken.csv: cannot read (Bad CRC-32")):
+        list(read_rows(broken, ["text", "label"]))
     two = tmp_path / "data.zip"
     with zipfile.ZipFile(two, "w") as z:
         z.writestr("train.csv", rows)

@@ -17,7 +17,6 @@ import shutil
 import tarfile
 import tempfile
 import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -36,7 +35,7 @@ def members(path: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, Pa
             try:
                 with copy.open("wb") as out:
                     shutil.copyfileobj(stream, out)
-            except (zipfile.BadZipFile, tarfile.TarError, zlib.error, *read_errors()) as e:
+            except (tarfile.TarError, *read_errors()) as e:
                 raise UserError(f"{path}/{name}: cannot read it from the archive ({e})") from None
             finally:
                 stream.close()
@@ -52,7 +51,7 @@ def _streams(path: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, I
             yield from _zip_streams(path, wanted)
         else:
             yield from _tar_streams(path, wanted)
-    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, *read_errors()) as e:
+    except (tarfile.TarError, *read_errors()) as e:
         raise UserError(f"{path}: not a readable archive ({e})") from None
 
 

@@ -52,9 +52,12 @@ def _open_zstd(path: Path, mode: str):
 
 
 def read_errors() -> tuple[type[BaseException], ...]:
-    """What reading a truncated or corrupt file raises: OSError and friends, and zstandard's own error once loaded."""
+    """What reading a truncated or corrupt file raises: OSError and friends (a zip member's bad data too), and
+    zstandard's own error once loaded."""
     zstandard = sys.modules.get("zstandard")
-    return (OSError, EOFError, lzma.LZMAError) + ((zstandard.ZstdError,) if zstandard else ())
+    return (OSError, EOFError, lzma.LZMAError, zlib.error, zipfile.BadZipFile) + (
+        (zstandard.ZstdError,) if zstandard else ()
+    )
 
 
 COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
@@ -198,24 +201,13 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    if path.name.lower().endswith(".zip"):
-        return _open_zipped(path, stats)
+    if path.name.lower().endswith(".zip") and (inner := zipped_file(path)) is not None:
+        name = f"{path}/{inner.filename}"  # the member's stream keeps the archive open until it closes
+        return text_stream(open_member(zipfile.ZipFile(path), inner, name), name, stats)
     if format_of(path) == "archive":
-        raise UserError(f"{path}: an archive of files; unpack it and name the file to read")
+        raise UserError(f"{path}: an archive of files, not one text file; unpack it and name the file to read")
     opener = COMPRESSIONS.get(compression_of(path) or "", open)
     return text_stream(opener(path, "rb"), str(path), stats)
-
-
-def _open_zipped(path: Path, stats: ReadStats | None) -> IO[str]:
-    """The text of a .zip's one file (train.csv.zip). The member's stream keeps the archive open until it closes."""
-    inner = zipped_file(path)
-    if inner is None:
-        raise UserError(f"{path}: an archive of files, not one text file; unpack it and name the file to read")
-    name = f"{path}/{inner.filename}"
-    try:
-        return text_stream(open_member(zipfile.ZipFile(path), inner, name), name, stats)
-    except (zipfile.BadZipFile, zlib.error) as e:
-        raise UserError(f"{name}: cannot read ({e})") from None
 
 
 def text_stream(raw: IO[bytes], name: str, stats: ReadStats | None = None) -> IO[str]:
