@@ -167,7 +167,8 @@ def test_a_signal_saves_and_stops_and_resume_makes_the_same_model(pretrained, ta
         run(pretrained, task_files, stopped)
     assert caught.value.signal_number == signal.SIGTERM
     monkeypatch.setattr(FailingBar, "at", -1)
-    run(pretrained, task_files, stopped, resume=True)
+    # recomputing the layers in the backward pass is how, not what: it may change at resume, and changes no bit
+    run(pretrained, task_files, stopped, resume=True, cfg=settings(activation_checkpointing=True))
     assert_same_run(whole, stopped)
 
 

@@ -8,7 +8,7 @@ import torch
 import bertforge.model as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.errors import UserError
-from bertforge.model import IGNORE_INDEX, PreTrainingOutput
+from bertforge.model import IGNORE_INDEX, PreTrainingOutput, set_activation_checkpointing
 
 
 def small_config(**overrides) -> ModelConfig:
@@ -175,6 +175,33 @@ def test_every_parameter_gets_a_finite_nonzero_gradient():
             assert p.grad is not None, name
             assert torch.isfinite(p.grad).all(), name
             assert p.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("variant", [{}, {"norm_style": "pre", "position_embedding": "rotary"}])
+def test_activation_checkpointing_gives_the_same_loss_and_gradients_with_dropout(variant):
+    """The layers computed again in the backward pass draw the same dropout masks: nothing but memory changes."""
+    config = small_config(hidden_dropout=0.1, attention_dropout=0.1, **variant)
+    ids, types, labels, nsp = random_batch()
+    attention_mask = torch.ones_like(ids)
+    attention_mask[0, -3:] = 0  # some padding, so the mask goes through the recomputed layers too
+    grads, losses, after = [], [], []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        model = BertForPreTraining(config).train()
+        set_activation_checkpointing(model, recompute)
+        calls = []
+        for layer in model.bert.layers:
+            layer.register_forward_pre_hook(lambda *_, calls=calls: calls.append(1))
+        loss = model(ids, types, attention_mask, mlm_labels=labels, nsp_labels=nsp).loss
+        loss.backward()
+        assert len(calls) == config.num_layers * (2 if recompute else 1)  # each layer again in the backward pass
+        losses.append(loss.detach())
+        grads.append({name: p.grad for name, p in model.named_parameters()})
+        after.append(torch.rand(3))  # the generator moves on as it would have without recomputing
+    torch.testing.assert_close(losses[0], losses[1], rtol=0, atol=0)
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-6, atol=1e-7, msg=name)
+    torch.testing.assert_close(after[0], after[1], rtol=0, atol=0)
 
 
 def test_padding_does_not_change_real_positions():

@@ -133,6 +133,21 @@ def test_resume_continues_exactly(workdir):
     assert a[0]["tokens"] < a[-1]["tokens"] - a[-2]["tokens"]  # 4 + 4 instances in two steps, then 8 + 8
 
 
+def test_activation_checkpointing_trains_step_for_step_as_without_it(workdir):
+    """Recomputing the layers in the backward pass (dropout on: the masks must be drawn again the same) changes
+    the memory a step keeps, and nothing a run logs."""
+    runs = {}
+    for name, flags in (("kept", ()), ("recomputed", ("--activation-checkpointing",))):
+        runs[name] = workdir / f"activations_{name}"
+        bertforge_ok(
+            "pretrain", "--data", workdir / "data", "--out", runs[name], *TINY, *flags,
+            "--max-steps", "8", "--log-every", "2", "--eval-every", "0", "--save-every", "0",
+        )  # fmt: skip
+    keys = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "grad_norm")
+    assert_same_steps(runs["kept"], runs["recomputed"], [2, 4, 6, 8], keys)
+    assert json.loads((runs["recomputed"] / "config.json").read_text())["train"]["activation_checkpointing"]
+
+
 def test_interrupted_save_leaves_the_previous_checkpoint_loadable(workdir, monkeypatch):
     run = workdir / "atomic"
     model_config = tiny_model_config(workdir / "data")

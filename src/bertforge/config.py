@@ -302,6 +302,11 @@ class TrainConfig(_DictMixin):
         "auto", "auto picks bf16 on CUDA and on CPUs measured to be fast at it", ("auto", "fp32", "bf16", "fp16")
     )
     compile: bool = documented(False, "torch.compile the model")
+    activation_checkpointing: bool = documented(
+        False,
+        "keep each encoder layer's input only and compute the layer again in the backward pass: a step's activation "
+        "memory for about a third more compute, for long sequences or a large model on a small GPU",
+    )
     num_workers: int = documented(1, "data loader worker processes")
 
     def __post_init__(self) -> None:
@@ -444,6 +449,7 @@ class FinetuneConfig(_DictMixin):
     )
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))
+    activation_checkpointing: bool = documented(False, "as for pretrain: less memory for more compute")
 
     def __post_init__(self) -> None:
         _require(

@@ -32,7 +32,7 @@ from .errors import UserError
 from .fileio import atomic_directory, write_json
 
 # Settings that may change on --resume: where and how fast it computes, how often it saves.
-FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes")
+FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing")  # how, not what
 
 
 @dataclass

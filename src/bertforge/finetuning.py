@@ -50,7 +50,7 @@ from .fileio import write_json
 from .finetune_state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
 from .hf import config_from_hf
 from .metrics import MetricsLog
-from .model import set_dropout
+from .model import set_activation_checkpointing, set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
@@ -197,6 +197,7 @@ def finetune(
     precision = MixedPrecision(device, resolve_precision(cfg.precision, device))
     model.to(device)
     use_fast_paths(model, device, precision.precision)
+    set_activation_checkpointing(model, cfg.activation_checkpointing)
     fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind))
     if unfinished is not None and resume:
         fitting.restore()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .config import ModelConfig
 from .dropout import Dropout, dropout
@@ -258,6 +259,7 @@ class BertModel(nn.Module):
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
         )
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
+        self.recompute_layers = False  # set_activation_checkpointing: a training-time choice, not the architecture
 
     def forward(
         self,
@@ -280,8 +282,12 @@ class BertModel(nn.Module):
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
+        recompute = self.recompute_layers and self.training and torch.is_grad_enabled()
         for layer in self.layers:
-            x, probs = layer(x, attn_mask, output_attentions)
+            if recompute:  # keep only the layer's input; its inside is computed again in the backward pass
+                x, probs = checkpoint(layer, x, attn_mask, output_attentions, use_reentrant=False)
+            else:
+                x, probs = layer(x, attn_mask, output_attentions)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:
@@ -612,6 +618,16 @@ def set_explicit_attention(model: nn.Module, explicit: bool) -> None:
     for module in model.modules():
         if isinstance(module, SelfAttention):
             module.explicit = explicit
+
+
+def set_activation_checkpointing(model: nn.Module, on: bool) -> None:
+    """Keep each encoder layer's input only, and compute the layer again in the backward pass: the activations a
+    step keeps shrink from every layer's insides to one tensor a layer, for about one more forward pass of compute.
+    Dropout draws the same masks the second time (torch.utils.checkpoint restores the generator), so the gradients
+    are exactly those of a step without it."""
+    for module in model.modules():
+        if isinstance(module, BertModel):
+            module.recompute_layers = on
 
 
 def init_weights(module: nn.Module, config: ModelConfig) -> None:

@@ -46,6 +46,7 @@ from .errors import UserError
 from .flops import PeakMeter, pretraining_flops_per_token
 from .labels import IGNORE_INDEX
 from .metrics import MetricsLog, MetricSums, evaluate_batches, summarise
+from .model import set_activation_checkpointing
 from .modeldir import PRETRAINING_KEY, load_weights, save_model
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from .progress import TrainingProgress
@@ -150,6 +151,7 @@ class Trainer:
             )
         self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
+        set_activation_checkpointing(self.model, cfg.activation_checkpointing)
         if self.device == "cpu":
             keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
         self.optimizer = build_optimizer(
