@@ -76,6 +76,12 @@ def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list
     for number, row in read_rows(path, [columns.words, columns.tags]):
         words, tags, where = row[columns.words], row[columns.tags], f"{path}:{number}"
         if isinstance(words, str) and isinstance(tags, list):  # an annotation tool's text and character spans
+            if tags and all(isinstance(tag, (str, int)) for tag in tags):  # a tag per word, and the words a string
+                raise UserError(
+                    f"{where}: {columns.words!r} holds a text, and {columns.tags!r} a tag per word: columns "
+                    f"{columns.words!r} and {columns.tags!r} must each hold a list (or {columns.tags!r} the text's "
+                    "entities as character spans, [start, end, type])"
+                )
             sentences.append(spans_to_words(words, tags, where))
             continue
         if not isinstance(words, list) or not isinstance(tags, list):
