@@ -3,14 +3,18 @@
     python benchmarks/learning.py --out learning --budget 30m --arms bert,budget,budget-mask40-8k
     python benchmarks/learning.py --out learning --budget 30m --arms budget,budget-tiny --parallel 2
     python benchmarks/learning.py --out learning --budget 15m --arms alibi-tiny,alibi-tiny-8k --seeds 3
+    python benchmarks/learning.py --out ropehour --budget 60m --arms rope-8k-mask25 --relative-to rope-8k
     python benchmarks/learning.py --out learning --report            # tables and figure from what has finished
     python benchmarks/learning.py --out learning --report --arms budget --downstream ../shared/data/glue
 
 Equal time, robustly. Each arm first runs a short calibration on a quiet machine
 (its own settings, 40 steps) to measure its seconds per step; it then trains for
 the number of steps that fills the budget at that speed, with the learning-rate
-schedule laid over those steps. A machine shared with other work while an arm
-trains therefore changes how long the arm takes, not how much it learns, and
+schedule laid over those steps. With `--relative-to BASE` an arm's seconds per step
+are instead BASE's calibrated ones times the two arms' step-cost ratio, measured
+alternating three times: a new arm then gets the hour BASE's earlier runs had.
+A machine shared with other work while an arm trains therefore changes how long
+the arm takes, not how much it learns, and
 `--parallel 2` trains two arms at once, one torch thread each.
 
 Scored the same way for every arm, at every checkpoint (a tenth of the budget apart):
@@ -93,6 +97,10 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     # rotary positions (RoPE, as ModernBERT) in place of ALiBi and the learned table: today's `budget`
     "rope-tiny-8k": (8192, [*ROPE, "--preset", "tiny"]),
     "rope-8k": (8192, ROPE),
+    # its peak learning rate: 1e-3 was chosen on mini with ALiBi at 500 steps, where 2e-3 stalled
+    "rope-8k-lr1.5e-3": (8192, [*ROPE, "--lr", "1.5e-3"]),
+    # more of each window to predict: at 8k the MLM head is cheap, so 25% masked costs a step 7% more, not 13-16%
+    "rope-8k-mask25": (8192, [*ROPE, "--mask-prob", "0.25"]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text
@@ -171,12 +179,8 @@ def steady_flags(flags: list[str]) -> list[str]:
     return [x for pair in values.items() for x in pair]
 
 
-def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
-    """Seconds per step of this arm's settings, from steps 10..40 of a throwaway run."""
-    path = out / "runs" / arm / "calibration.json"
-    if path.is_file():
-        return json.loads(path.read_text())
-    flags = steady_flags(flags)
+def step_cost(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
+    """Seconds and tokens per step of this arm's settings, from steps 10..40 of a throwaway run."""
     scratch = out / "calibration" / arm
     bertforge(
         "pretrain",
@@ -185,7 +189,7 @@ def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
         "--out",
         scratch,
         "--overwrite",
-        *flags,
+        *steady_flags(flags),
         "--max-steps",
         "40",
         "--log-every",
@@ -198,10 +202,42 @@ def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
     )
     train, _ = read_metrics(scratch / "metrics.jsonl")
     by_step = {r["step"]: r for r in train}
-    seconds = (by_step[40]["elapsed"] - by_step[10]["elapsed"]) / 30
-    result = {
-        "seconds_per_step": seconds,
+    return {
+        "seconds_per_step": (by_step[40]["elapsed"] - by_step[10]["elapsed"]) / 30,
         "tokens_per_step": (by_step[40]["tokens"] - by_step[10]["tokens"]) / 30,
+    }
+
+
+def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
+    """The arm's seconds per step, measured once (kept in its calibration.json)."""
+    path = out / "runs" / arm / "calibration.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    result = {**step_cost(arm, out, data, flags), "load_average": os.getloadavg()[0], "machine": machine_description()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def calibrate_relative(arm: str, base: str, out: Path, data: dict[str, Path], rounds: int = 3) -> dict:
+    """The arm's seconds per step as `base`'s calibrated seconds times the ratio of the two arms' step costs,
+    measured alternating `rounds` times. A ratio holds from one session to the next on a machine type where a
+    single speed drifts by more than the levers we compare, so an arm added later trains for the hour that
+    `base`'s runs had (the same steps, where the lever does not change a step's cost)."""
+    path = out / "runs" / arm / "calibration.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    costs: dict[str, list[dict]] = {base: [], arm: []}
+    for _ in range(rounds):
+        for name in (base, arm):
+            costs[name].append(step_cost(name, out, data[name], ARMS[name][1]))
+    ratio = sum(c["seconds_per_step"] for c in costs[arm]) / sum(c["seconds_per_step"] for c in costs[base])
+    result = {
+        "seconds_per_step": calibration_of(out, base)["seconds_per_step"] * ratio,
+        "tokens_per_step": statistics.median(c["tokens_per_step"] for c in costs[arm]),
+        "relative_to": base,
+        "ratio": ratio,
+        "measured_seconds_per_step": {name: [c["seconds_per_step"] for c in runs] for name, runs in costs.items()},
         "load_average": os.getloadavg()[0],
         "machine": machine_description(),
     }
@@ -455,6 +491,12 @@ def main() -> None:
         "--seeds", type=int, default=1, help="runs per arm, seeds 0..N-1, all for the steps of the arm's calibration"
     )
     parser.add_argument(
+        "--relative-to",
+        metavar="BASE",
+        help="calibrate each new arm as BASE's calibration (runs/BASE/calibration.json, e.g. from an earlier "
+        "session) times the two arms' step-cost ratio, measured alternating three times: equal time to BASE's runs",
+    )
+    parser.add_argument(
         "--report", action="store_true", help="only score finished runs and write the tables and figure"
     )
     args = parser.parse_args()
@@ -468,10 +510,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(machine_description(), flush=True)
     cloze = cloze_sentences(out, corpus)
-    data = {arm: data_dir(out, corpus, ARMS[arm][0]) for arm in arms}
+    data = {arm: data_dir(out, corpus, ARMS[arm][0]) for arm in [*arms, *filter(None, [args.relative_to])]}
     if not args.report:
         for arm in arms:  # all calibrations first, back to back, while the machine is as quiet as it will be
-            calibrate(arm, out, data[arm], ARMS[arm][1])
+            if args.relative_to and arm != args.relative_to:
+                calibrate_relative(arm, args.relative_to, out, data)
+            else:
+                calibrate(arm, out, data[arm], ARMS[arm][1])
 
         def train(run: tuple[str, int]) -> None:
             arm, seed = run
