@@ -101,6 +101,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "rope-8k-lr1.5e-3": (8192, [*ROPE, "--lr", "1.5e-3"]),
     # more of each window to predict: at 8k the MLM head is cheap, so 25% masked costs a step 7% more, not 13-16%
     "rope-8k-mask25": (8192, [*ROPE, "--mask-prob", "0.25"]),
+    "rope-8k-mask40": (8192, [*ROPE, "--mask-prob", "0.4"]),  # Wettig et al. 2023's rate; a step costs 1.26x
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text
