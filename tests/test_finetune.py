@@ -11,14 +11,14 @@ import pytest
 import torch
 
 import bertforge as bertforge_package
-from bertforge import BertForPreTraining, BertForSequenceClassification, ModelConfig, finetuning, load_model, save_model
+from bertforge import BertForPreTraining, BertForSequenceClassification, finetuning, load_model
 from bertforge.batching import TextBatcher
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
 from bertforge.finetuning import finetune
 from bertforge.targets import classification_metrics
 
-from conftest import bertforge, bertforge_ok, one_line_error
+from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -27,20 +27,10 @@ PLACES = ["the mat", "the river bank", "the garden", "the window"]
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory, wordpiece_tokenizer):
+    """A random encoder of two layers of width 48, no dropout: fine-tuning tests need a model, not a trained one."""
+    shape = dict(hidden_size=48, num_layers=2, num_heads=4, intermediate_size=96, max_position_embeddings=64)
     directory = tmp_path_factory.mktemp("pretrained") / "model"
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=wordpiece_tokenizer.get_vocab_size(),
-        hidden_size=48,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=64,
-        hidden_dropout=0.0,
-        attention_dropout=0.0,
-    )
-    save_model(BertForPreTraining(config), directory, wordpiece_tokenizer)
-    return directory
+    return save_random_model(directory, wordpiece_tokenizer, **shape, hidden_dropout=0.0, attention_dropout=0.0)
 
 
 def write_tsv(path, header, rows):

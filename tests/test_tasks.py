@@ -13,7 +13,7 @@ import pytest
 import tokenizers
 import torch
 
-from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge import ModelConfig, save_model
 from bertforge.batching import windowing_tokenizer, windows
 from bertforge.classification import Classifier, Columns
 from bertforge.config import FinetuneConfig
@@ -49,7 +49,7 @@ from bertforge.tagging import (
 from bertforge.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
-from conftest import bertforge, bertforge_ok, one_line_error
+from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
 
 NAMES = ["alice", "bob", "carol", "dave", "erin", "frank"]
 PLACES = ["paris", "london", "rome", "oslo", "lima", "cairo"]
@@ -71,20 +71,9 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory, tokenizer):
+    shape = dict(hidden_size=48, num_layers=2, num_heads=4, intermediate_size=96, max_position_embeddings=128)
     directory = tmp_path_factory.mktemp("encoder") / "model"
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=48,
-        num_layers=2,
-        num_heads=4,
-        intermediate_size=96,
-        max_position_embeddings=128,
-        hidden_dropout=0.0,
-        attention_dropout=0.0,
-    )
-    save_model(BertForPreTraining(config), directory, tokenizer)
-    return directory
+    return save_random_model(directory, tokenizer, **shape, hidden_dropout=0.0, attention_dropout=0.0)
 
 
 # ---------------------------------------------------------------- tagging
@@ -770,12 +759,7 @@ def test_a_long_text_is_embedded_whole_as_the_mean_of_its_windows_vectors(tokeni
     vector alone, a short text's is unchanged, and without it the text is cut to the first window."""
     import bertforge
 
-    torch.manual_seed(0)
-    config = ModelConfig(
-        vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-        max_position_embeddings=16,
-    )  # fmt: skip
-    save_model(BertForPreTraining(config), tmp_path / "enc", tokenizer)
+    save_random_model(tmp_path / "enc", tokenizer, num_layers=2, max_position_embeddings=16)
     model = bertforge.load(tmp_path / "enc")
     rng = random.Random(1)
     words = [rng.choice(NAMES + PLACES + FILLER) for _ in range(40)]  # windows of [CLS] + 14 words + [SEP]
