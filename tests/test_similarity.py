@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertforge import ModelConfig
+from bertforge import Classifier, Columns, ModelConfig
 from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
 from bertforge.finetuning import finetune
@@ -21,7 +21,7 @@ from bertforge.runtime import MixedPrecision
 from bertforge.score import parse_task
 from bertforge.similarity import PairColumns, SimilarityTask, nearest, read_pairs, retrieval_metrics
 
-from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, save_random_model
+from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, one_line_error, save_random_model
 
 SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
 
@@ -199,3 +199,67 @@ def test_bad_pair_files_and_specs_name_the_fault(wordpiece_tokenizer, tmp_path):
     )
     with pytest.raises(UserError, match="text=COL, pair=COL"):
         parse_task(f"qa={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a")
+
+
+def test_a_cross_encoder_reranks_searchs_hits_by_its_own_score(wordpiece_tokenizer, tmp_path):
+    """`search --rerank`: the vector search finds --candidates hits, a classifier fine-tuned on (query, text) pairs
+    scores each, and the best --top-k by that score come back, each with the cosine it was found by. Here a text is
+    relevant to a query (a subject) when its own subject is of the same kind, an animal or a person: the classifier
+    must read both texts together, which is what a cross-encoder does and a pair of vectors cannot."""
+    animals = set(SUBJECTS[:3])  # the cat, the dog, a bird; the rest are people
+    rng = random.Random(3)
+
+    def sentence() -> tuple[str, str]:
+        subject = rng.choice(SUBJECTS)
+        return subject, f"{subject} {rng.choice(VERBS)} {rng.choice(OBJECTS)}."
+
+    def relevant(query: str, subject: str) -> bool:
+        return (query in animals) == (subject in animals)
+
+    encoder = save_random_model(tmp_path / "encoder", wordpiece_tokenizer, **{**SMALL, "num_layers": 2})
+    rows = []
+    for _ in range(480):
+        query, (subject, text) = rng.choice(SUBJECTS), sentence()
+        rows.append({"query": query, "text": text, "label": str(int(relevant(query, subject)))})
+    write_tsv(tmp_path / "relevance.tsv", rows)
+    settings = FinetuneConfig(epochs=8, lr=3e-3, batch_size=16, dropout=0.0, dev_fraction=0.1, device="cpu")
+    finetune(encoder, "classification", tmp_path / "relevance.tsv", None, tmp_path / "cross", settings,
+             Columns("query", "label", pair="text"), progress=False)  # fmt: skip
+    cross = tmp_path / "cross" / "model"
+
+    queries = SUBJECTS[:2] + SUBJECTS[3:5]
+    subjects, texts = zip(*(sentence() for _ in range(20)))
+    (tmp_path / "queries.txt").write_text("".join(q + "\n" for q in queries))
+    (tmp_path / "corpus.txt").write_text("".join(t + "\n" for t in texts))
+    corpus = "--corpus", tmp_path / "corpus.txt", "--precision", "fp32"
+    flags = "--queries", tmp_path / "queries.txt", *corpus, "--json"
+    found = json.loads(bertforge_ok("search", encoder, *flags, "--top-k", "8").stdout)
+    reranked = json.loads(bertforge_ok("search", encoder, *flags, "--top-k", "3", "--rerank", cross,
+                                       "--candidates", "8").stdout)  # fmt: skip
+    classifier = Classifier(cross)
+    for by_cosine, by_cross in zip(found, reranked):
+        hits = by_cross["results"]
+        assert [h["rank"] for h in hits] == [1, 2, 3]
+        candidates = {h["index"]: h["score"] for h in by_cosine["results"]}
+        assert {h["index"] for h in hits} <= candidates.keys()  # re-ranked from the vector search's 8, not beyond
+        assert [h["cosine"] for h in hits] == pytest.approx([candidates[h["index"]] for h in hits], abs=1e-6)
+        every = classifier.relevance(by_cross["query"], [texts[i] for i in candidates])
+        assert [h["score"] for h in hits] == pytest.approx(sorted(every, reverse=True)[:3], abs=1e-5)
+        assert [h["score"] for h in hits] == pytest.approx(
+            [p["probabilities"]["1"] for p in classifier.classify([by_cross["query"]] * 3, [h["text"] for h in hits])]
+        )
+    # learned: every query's three hits among all 20 texts are of its kind
+    everything = json.loads(bertforge_ok("search", encoder, *flags, "--top-k", "3", "--rerank", cross,
+                                         "--candidates", "20").stdout)  # fmt: skip
+    kinds = [relevant(f["query"], subjects[h["index"]]) for f in everything for h in f["results"]]
+    assert np.mean(kinds) >= 0.9, kinds
+    text = bertforge_ok("search", encoder, queries[0], *corpus, "--top-k", "1", "--rerank", cross,
+                        "--candidates", "8").stdout  # fmt: skip
+    assert text.splitlines()[1].endswith(f"(cosine {reranked[0]['results'][0]['cosine']:.3f})")
+
+    one_line_error(bertforge("search", encoder, "x", *corpus, "--rerank", cross, "--relevant-label", "relevant"),
+                   "no label 'relevant'", "its labels: 0, 1", "--relevant-label")  # fmt: skip
+    one_line_error(bertforge("search", encoder, "x", *corpus, "--relevant-label", "1"), "--rerank")
+    one_line_error(bertforge("search", encoder, "x", *corpus, "--rerank", cross, "--top-k", "9", "--candidates", "8"),
+                   "--candidates (8) must be at least --top-k (9)")  # fmt: skip
+    one_line_error(bertforge("search", encoder, "x", *corpus, "--rerank", encoder), "not a classification model")

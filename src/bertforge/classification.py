@@ -368,6 +368,29 @@ class Classifier:
             results.append(result)
         return results
 
+    def relevance(self, query: str, texts: list[str], label: str | None = None) -> list[float]:
+        """How well each text answers `query`, the model reading the two together as a pair, [CLS] query [SEP] text
+        [SEP]: a cross-encoder. Reading both at once orders a search's hits better than the cosine of two vectors
+        each computed alone, at a forward pass per text, so it re-ranks the few a vector search found. The score is
+        a regression model's value, or the probability of `label` (by default "1", the match in a 0/1 table)."""
+        label = self.relevant_label(label)
+        results = self.classify([query] * len(texts), texts)
+        return [r["value"] if label is None else r["probabilities"][label] for r in results]
+
+    def relevant_label(self, label: str | None) -> str | None:
+        """The label whose probability `relevance` scores by (None for a regression model, scored by its value)."""
+        if self.problem_type == REGRESSION:
+            if label is not None:
+                raise UserError("a regression model's score is its value; a relevant label is for a classifier")
+            return None
+        label = "1" if label is None else label
+        if label not in self.labels:
+            raise UserError(
+                f"this model has no label {label!r} (its labels: {', '.join(self.labels)}); say which one means "
+                "relevant (--relevant-label)"
+            )
+        return label
+
 
 def write_predictions(path: str | Path, results: list[dict[str, Any]]) -> None:
     """`Classifier.classify`'s results as a file: a .jsonl line each as they are, or a .csv/.tsv row each with the

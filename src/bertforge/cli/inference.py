@@ -141,6 +141,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     import numpy as np
 
+    from ..classification import Classifier
     from ..corpus import read_lines, read_passages
 
     if (args.query is None) == (args.queries is None):
@@ -155,7 +156,20 @@ def cmd_search(args: argparse.Namespace) -> None:
             vectors = np.load(args.vectors)
         except (OSError, ValueError) as e:
             raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
-    results = _load(args).search(queries, corpus, args.top_k, vectors, whole=args.whole)
+    if not args.rerank and args.relevant_label is not None:
+        raise UserError("--relevant-label names a label of the --rerank classifier; give one")
+    if args.rerank and args.candidates < args.top_k:
+        raise UserError(f"--candidates ({args.candidates}) must be at least --top-k ({args.top_k})")
+    reranker = None
+    if args.rerank:
+        reranker = Classifier(args.rerank, device=args.device, trust_pickle=args.trust_pickle)
+        reranker.relevant_label(args.relevant_label)  # a wrong label stops here, before the search
+    found_per_query = args.candidates if reranker else args.top_k
+    results = _load(args).search(queries, corpus, found_per_query, vectors, whole=args.whole)
+    if reranker:
+        results = [
+            rerank(reranker, query, found, args.top_k, args.relevant_label) for query, found in zip(queries, results)
+        ]
     if sources:  # a directory: which file each text is in
         results = [[{**hit, "source": sources[hit["index"]]} for hit in found] for found in results]
     if args.json:
@@ -165,7 +179,16 @@ def cmd_search(args: argparse.Namespace) -> None:
         print(query)
         for hit in found:
             source = f"{hit['source']}: " if sources else ""
-            print(f"  {hit['score']:.3f}  {source}{hit['text']}")
+            cosine = f"  (cosine {hit['cosine']:.3f})" if "cosine" in hit else ""
+            print(f"  {hit['score']:.3f}  {source}{hit['text']}{cosine}")
+
+
+def rerank(reranker, query: str, found: list[dict], top_k: int, label: str | None) -> list[dict]:
+    """A vector search's hits for `query` ordered by the cross-encoder's score, the best `top_k`; each keeps the
+    cosine it was found by."""
+    scores = reranker.relevance(query, [hit["text"] for hit in found], label)
+    ordered = sorted(zip(scores, found), key=lambda pair: -pair[0])[:top_k]  # stable: ties keep the cosine's order
+    return [{**hit, "rank": r + 1, "score": score, "cosine": hit["score"]} for r, (score, hit) in enumerate(ordered)]
 
 
 def whole_flag(p: argparse.ArgumentParser) -> None:
@@ -312,6 +335,17 @@ def register(verbs) -> None:
         "is encoded once, not at every search",
     )
     p.add_argument("--top-k", type=int, default=5, help="texts to show per query")
+    p.add_argument(
+        "--rerank",
+        metavar="CLASSIFIER",
+        help="re-rank the --candidates hits with a cross-encoder: a classifier fine-tuned on (query, text) pairs "
+        "labelled 1 for a match and 0 for not (or scored, --task regression), which reads each query with each hit",
+    )
+    p.add_argument("--candidates", type=int, default=50, help="with --rerank: hits found by the vectors, to re-rank")
+    p.add_argument(
+        "--relevant-label",
+        help="with --rerank: the classifier's label whose probability is the score (default: 1)",
+    )
     whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
