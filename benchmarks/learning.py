@@ -102,6 +102,8 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     # more of each window to predict: at 8k the MLM head is cheap, so 25% masked costs a step 7% more, not 13-16%
     "rope-8k-mask25": (8192, [*ROPE, "--mask-prob", "0.25"]),
     "rope-8k-mask40": (8192, [*ROPE, "--mask-prob", "0.4"]),  # Wettig et al. 2023's rate; a step costs 1.26x
+    # Ankner et al. 2023's schedule, 30% falling to 15%: the demo's, never measured on the hour
+    "rope-8k-mask30to15": (8192, [*ROPE, "--mask-prob", "0.3", "--mask-prob-final", "0.15"]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text
