@@ -10,12 +10,12 @@
 Equal time, robustly. Each arm first runs a short calibration on a quiet machine
 (its own settings, 40 steps) to measure its seconds per step; it then trains for
 the number of steps that fills the budget at that speed, with the learning-rate
-schedule laid over those steps. With `--relative-to BASE` an arm's seconds per step
-are instead BASE's calibrated ones times the two arms' step-cost ratio, measured
-alternating three times: a new arm then gets the hour BASE's earlier runs had.
-A machine shared with other work while an arm trains therefore changes how long
-the arm takes, not how much it learns, and
-`--parallel 2` trains two arms at once, one torch thread each.
+schedule laid over those steps. A machine shared with other work while an arm
+trains therefore changes how long the arm takes, not how much it learns, and
+`--parallel 2` trains two arms at once, one torch thread each. With `--relative-to
+BASE` an arm's seconds per step are instead BASE's calibrated ones times the two
+arms' step-cost ratio, measured alternating three times: a new arm then gets the
+hour BASE's earlier runs had.
 
 Scored the same way for every arm, at every checkpoint (a tenth of the budget apart):
 - held-out MLM accuracy on ../shared/data/gutenberg/valid.txt (books by authors absent
@@ -214,42 +214,36 @@ def step_cost(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
     }
 
 
-def calibrate(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
-    """The arm's seconds per step, measured once (kept in its calibration.json)."""
-    path = out / "runs" / arm / "calibration.json"
+def calibrate(arm: str, out: Path, data: dict[str, Path], base: str | None = None) -> dict:
+    """The arm's seconds per step, measured once and kept in its calibration.json: its own step's cost, or with
+    `base` that arm's calibration scaled by the two arms' step-cost ratio (`relative_cost`)."""
+    path = calibration_path(out, arm)
     if path.is_file():
         return json.loads(path.read_text())
-    result = {**step_cost(arm, out, data, flags), "load_average": os.getloadavg()[0], "machine": machine_description()}
+    measured = relative_cost(arm, base, out, data) if base else step_cost(arm, out, data[arm], ARMS[arm][1])
+    result = {**measured, "load_average": os.getloadavg()[0], "machine": machine_description()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2))
     return result
 
 
-def calibrate_relative(arm: str, base: str, out: Path, data: dict[str, Path], rounds: int = 3) -> dict:
+def relative_cost(arm: str, base: str, out: Path, data: dict[str, Path], rounds: int = 3) -> dict:
     """The arm's seconds per step as `base`'s calibrated seconds times the ratio of the two arms' step costs,
     measured alternating `rounds` times. A ratio holds from one session to the next on a machine type where a
     single speed drifts by more than the levers we compare, so an arm added later trains for the hour that
     `base`'s runs had (the same steps, where the lever does not change a step's cost)."""
-    path = out / "runs" / arm / "calibration.json"
-    if path.is_file():
-        return json.loads(path.read_text())
     costs: dict[str, list[dict]] = {base: [], arm: []}
     for _ in range(rounds):
         for name in (base, arm):
             costs[name].append(step_cost(name, out, data[name], ARMS[name][1]))
     ratio = sum(c["seconds_per_step"] for c in costs[arm]) / sum(c["seconds_per_step"] for c in costs[base])
-    result = {
+    return {
         "seconds_per_step": calibration_of(out, base)["seconds_per_step"] * ratio,
         "tokens_per_step": statistics.median(c["tokens_per_step"] for c in costs[arm]),
         "relative_to": base,
         "ratio": ratio,
         "measured_seconds_per_step": {name: [c["seconds_per_step"] for c in runs] for name, runs in costs.items()},
-        "load_average": os.getloadavg()[0],
-        "machine": machine_description(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2))
-    return result
 
 
 def run_dir(out: Path, arm: str, seed: int) -> Path:
@@ -257,8 +251,12 @@ def run_dir(out: Path, arm: str, seed: int) -> Path:
     return out / "runs" / (arm if seed == 0 else f"{arm}.seed{seed}")
 
 
+def calibration_path(out: Path, arm: str) -> Path:
+    return out / "runs" / arm / "calibration.json"
+
+
 def calibration_of(out: Path, arm: str) -> dict:
-    return json.loads((out / "runs" / arm / "calibration.json").read_text())
+    return json.loads(calibration_path(out, arm).read_text())
 
 
 def train_arm(arm: str, seed: int, out: Path, data: Path, flags: list[str], budget: float, threads: int = 0) -> None:
@@ -519,10 +517,7 @@ def main() -> None:
     data = {arm: data_dir(out, corpus, ARMS[arm][0]) for arm in [*arms, *filter(None, [args.relative_to])]}
     if not args.report:
         for arm in arms:  # all calibrations first, back to back, while the machine is as quiet as it will be
-            if args.relative_to and arm != args.relative_to:
-                calibrate_relative(arm, args.relative_to, out, data)
-            else:
-                calibrate(arm, out, data[arm], ARMS[arm][1])
+            calibrate(arm, out, data, base=args.relative_to if arm != args.relative_to else None)
 
         def train(run: tuple[str, int]) -> None:
             arm, seed = run
