@@ -32,6 +32,11 @@ RESULT_VERBS = [
     "finetune",
     "classify",
     "choose",
+    "tag",
+    "answer",
+    "search",
+    "neighbours",
+    "score",
 ]
 # Older spellings that still work but are no longer listed.
 HIDDEN_ALIASES = ["--field", "--column", "--doc-field", "--max-seq-len", "--pairs", "--no-nsp", "--jsonl"]
@@ -153,8 +158,9 @@ def test_our_warnings_are_one_line_each_as_errors_are(wordpiece_tokenizer, tmp_p
         "prepare", tmp_path / "c.txt", "--tokenizer", tmp_path / "m", "--out", tmp_path / "d", "--quiet"
     )
     warned = "bertforge prepare: warning: every document is larger than --valid-fraction 0.01 of the corpus; held out"
-    lines = done.stderr.splitlines()  # the warning, then the summary: no file, line number or source between
-    assert len(lines) == 2 and lines[0].startswith(warned) and lines[1].startswith("prepared "), done.stderr
+    lines = done.stderr.splitlines()  # the warning alone: no file, line number or source with it
+    assert len(lines) == 1 and lines[0].startswith(warned), done.stderr
+    assert done.stdout.startswith("prepared "), done.stdout  # the result, on stdout
 
 
 def test_a_model_saved_without_its_tokenizer_says_so(tmp_path):
@@ -202,3 +208,40 @@ def test_classify_and_nsp_read_tables_and_pair_lines(wordpiece_tokenizer, tmp_pa
     single = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "--pair", "the dog ran.", "--json").stdout)
     positional = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "the dog ran.", "--json").stdout)
     assert single == positional == from_lines[0]
+
+
+def test_a_mistake_on_the_command_line_is_the_verbs_short_usage_and_the_error():
+    done = bertforge("pretrain", "--data", "d", "--max-steps", "many")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 2, done.stderr  # argparse's own printed every flag: ~50 lines
+    assert lines[0] == "usage: bertforge pretrain --data DATA --out OUT [options]"
+    assert lines[1].startswith("bertforge pretrain: error: argument --max-steps") and "--help" in lines[1]
+    assert bertforge_ok("--version").stdout.startswith("bertforge ")
+
+
+def test_durations_read_as_people_write_them():
+    from bertforge.config import parse_duration
+
+    written = {"90": 90, "90s": 90, "30m": 1800, "5min": 300, "5 min": 300, "1.5h": 5400, "2 hours": 7200,
+               "1h30m": 5400, "45 secs": 45, "10minutes": 600}  # fmt: skip
+    assert {text: parse_duration(text) for text in written} == written
+    for wrong in ("", "soon", "5 parsecs", "-5m", "5m h"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_duration(wrong)
+
+
+def test_max_steps_beside_a_time_budget_is_refused_not_ignored(wordpiece_tokenizer, tmp_path):
+    from bertforge.runconfig import plan_run
+
+    with pytest.raises(UserError, match="--max-steps and --time-budget both"):
+        plan_run(tmp_path, tmp_path / "run", train_values={"time_budget": 60.0, "max_steps": 100})
+    assert plan_run.__module__ == "bertforge.runconfig"  # the rule lives in the library, where the API reaches it
+
+
+def test_a_tokenizer_far_smaller_than_the_models_vocabulary_is_refused(wordpiece_tokenizer, tmp_path):
+    size = wordpiece_tokenizer.get_vocab_size()
+    model = BertForPreTraining(
+        ModelConfig(vocab_size=size + 500, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    )
+    save_model(model, tmp_path / "m", wordpiece_tokenizer)  # a tokenizer the model was not trained with
+    one_line_error(bertforge("fill-mask", tmp_path / "m", "the [MASK] sat."), f"tokenizer has {size} tokens")

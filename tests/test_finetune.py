@@ -108,6 +108,28 @@ def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):
         progress=False,
     )
     assert summary["best"]["dev_accuracy"] == 1.0
+    # The command line's three ways to give pairs answer as Classifier.classify(texts, pairs) does, and several
+    # texts without pairs as it does too.
+    model = tmp_path / "out" / "model"
+    a, b = [r[0] for r in rows[:6]], [r[1] for r in rows[:6]]
+    expected = Classifier(model).classify(a, b)
+
+    def same(answers, wanted):
+        assert [x["label"] for x in answers] == [x["label"] for x in wanted]
+        for x, y in zip(answers, wanted):
+            assert x["probabilities"] == pytest.approx(y["probabilities"], abs=1e-6)
+
+    same([json.loads(bertforge_ok("classify", model, a[0], "--pair", b[0], "--json").stdout)], expected[:1])
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps({"a": x, "b": y}) + "\n" for x, y in zip(a, b)))
+    columns = ["--text-column", "a", "--pair-column", "b"]
+    same(json.loads(bertforge_ok("classify", model, "--input", tmp_path / "pairs.jsonl", *columns, "--json").stdout),
+         expected)  # fmt: skip
+    (tmp_path / "pairs.txt").write_text("".join(f"{x}\t{y}\n" for x, y in zip(a, b)))
+    lines = bertforge_ok("classify", model, "--input", tmp_path / "pairs.txt", "--pair-column", "1", "--json")
+    same(json.loads(lines.stdout), expected)
+    same(json.loads(bertforge_ok("classify", model, *a[:3], "--json").stdout), Classifier(model).classify(a[:3]))
+    # A classifier kept no masked-LM head: fill-mask is refused, not answered from a new random one.
+    one_line_error(bertforge("fill-mask", model, "the [MASK] sat."), "no trained masked-LM head")
     assert (
         train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
         == 1.0

@@ -78,25 +78,25 @@ def assert_same_run(a, b) -> None:
     assert not (b / "checkpoints").exists()  # a finished run leaves its model, not its checkpoints
 
 
-class FailingBar(finetuning.tqdm):
+class FailingBar(finetuning.Progress):
     """A progress bar that breaks (or signals the process) after the `at`-th optimizer step of the run."""
 
     at, steps, action = 0, 0, "raise"
 
-    def update(self, n=1):
+    def update(self, n=1, postfix=""):
         FailingBar.steps += n
         if FailingBar.steps == FailingBar.at:
             if FailingBar.action == "raise":
                 raise RuntimeError("the progress bar broke")
             os.kill(os.getpid(), signal.SIGTERM)  # recorded by the loop, which saves and stops
-        return super().update(n)
+        return super().update(n, postfix)
 
 
 @pytest.mark.parametrize("at", [2, 7, 20])  # inside epoch 1; epoch 3, after two epochs' checkpoints; epoch 7
 def test_an_error_mid_epoch_saves_the_step_and_resume_makes_the_same_model(pretrained, task_files, monkeypatch, at):
     whole = task_files[0].parent / "whole"
     run(pretrained, task_files, whole)
-    monkeypatch.setattr(finetuning, "tqdm", FailingBar)
+    monkeypatch.setattr(finetuning, "Progress", FailingBar)
     monkeypatch.setattr(FailingBar, "at", at)
     monkeypatch.setattr(FailingBar, "steps", 0)
     stopped = task_files[0].parent / "stopped"
@@ -158,7 +158,7 @@ def test_a_failed_save_of_the_best_model_resumes_to_the_same_run(pretrained, tas
 def test_a_signal_saves_and_stops_and_resume_makes_the_same_model(pretrained, task_files, monkeypatch):
     whole = task_files[0].parent / "whole"
     run(pretrained, task_files, whole)
-    monkeypatch.setattr(finetuning, "tqdm", FailingBar)
+    monkeypatch.setattr(finetuning, "Progress", FailingBar)
     monkeypatch.setattr(FailingBar, "at", 5)
     monkeypatch.setattr(FailingBar, "steps", 0)
     monkeypatch.setattr(FailingBar, "action", "signal")
@@ -174,7 +174,7 @@ def test_a_signal_saves_and_stops_and_resume_makes_the_same_model(pretrained, ta
 
 def test_an_unfinished_run_is_kept_until_resumed_or_overwritten(pretrained, task_files, monkeypatch):
     out = task_files[0].parent / "out"
-    monkeypatch.setattr(finetuning, "tqdm", FailingBar)
+    monkeypatch.setattr(finetuning, "Progress", FailingBar)
     monkeypatch.setattr(FailingBar, "at", 4)
     monkeypatch.setattr(FailingBar, "steps", 0)
     with pytest.raises(RuntimeError):

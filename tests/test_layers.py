@@ -15,7 +15,7 @@ SUBPACKAGES = {"cli"}
 
 # Bottom up. Within a layer, modules do not import each other.
 LAYERS = [
-    ["errors", "labels", "display"],
+    ["errors", "labels", "display", "progress"],  # 1 also: progress bars on a terminal, lines in a log
     ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
     ["packages"],  # 1 zip packages of XML parts (Office, OpenDocument, EPUB): parts by name, relationships
     ["spreadsheets"],  # 1 Excel workbooks read as tables
@@ -24,19 +24,20 @@ LAYERS = [
     ["zipdocs", "pdfdocs", "markdowndocs", "archives"],  # 2 documents: EPUB, Office, OpenDocument; PDF; Markdown;
     # and .zip and .tar archives' files, a member at a time
     ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
-    ["prepare"],  # 2 the streaming pipeline from corpus to data directory
+    ["prepare", "vocabulary"],  # 2 the streaming pipeline from corpus to data directory; tokenizers from corpora
     ["dropout"],  # 3 dropout with a cheaper CPU mask
     ["model", "hf", "flops"],  # 3 the network; its transformers layout; FLOP counts
     ["modeldir", "electra"],  # 3 model directories on disk; ELECTRA, a generator and a discriminator trained together
     ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference
     ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
-    ["metrics", "checkpoint", "progress", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; bar; data order
+    ["metrics", "checkpoint", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; data order
     ["replicates"],  # 5 runs that differ only in their seed: median, range, curve gap
     ["cuts"],  # 5 decision thresholds fitted on dev: the best cut of a ranking
     ["targets"],  # 5 a label, a set of labels or a number as the loss takes it; their scores
     # 5 fine-tuning tasks: their data, scores and answers
     ["classification", "tagging", "qa", "multiple_choice", "similarity"],
     ["continued"],  # 5 continued pre-training: a run that starts from a model directory
+    ["runconfig"],  # 5 what a pretrain command trains: a recipe, a resumed run or a starting model
     ["finetune_state"],  # 5 where a fine-tuning run is: its checkpoints, for --resume
     ["train", "evaluate", "finetuning", "inference"],  # 6 the loops and the answers
     ["plots", "show"],  # 7 presentation

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import shutil
 import signal
 import subprocess
@@ -110,8 +111,18 @@ def test_tiny_run_end_to_end(workdir, e2e_run):
 
     evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
     assert 0 <= evaluation["mlm_acc"] <= 1 and evaluation["perplexity"] > 1 and "nsp_acc" in evaluation
+    assert evaluation["perplexity"] == pytest.approx(math.exp(evaluation["mlm_loss"]), rel=1e-9)
+    # On its own data a run's model is evaluated as the run evaluated itself: its last held-out line's figures.
+    last = train_metrics(run, "valid")[-1]
+    for key in ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "masked_tokens"):
+        assert evaluation[key] == pytest.approx(last[key], rel=1e-6), key
     raw = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "corpus.txt", "--json").stdout)
     assert raw["masked_tokens"] > 0
+    # The same text, raw or prepared, gives the same figures.
+    bertforge_ok("prepare", workdir / "corpus.txt", "--tokenizer", workdir / "tok", "--out", workdir / "whole",
+                 "--valid-fraction", "0")  # fmt: skip
+    prepared = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "whole", "--json").stdout)
+    assert prepared == raw
     filled = json.loads(bertforge_ok("fill-mask", run, "the cat sat on the [MASK].", "--json").stdout)
     assert len(filled["masks"][0]["predictions"]) == 5
     # a checkpoint is a complete model directory too: an intermediate step can be queried and fine-tuned

@@ -115,24 +115,33 @@ def test_sigkill_at_random_moments_loses_nothing(workdir):
 
 
 def test_bad_corpus_inputs(workdir, tmp_path):
+    """Each bad input is one line and exit 2, and leaves nothing behind: its own --out is never created (nor a
+    temporary sibling of it)."""
     tok = workdir / "tok"
     (tmp_path / "empty_dir").mkdir()
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 10)
     (tmp_path / "rows.csv").write_text("id,body\n1,hello\n")
     (tmp_path / "broken.jsonl").write_text('{"text": "fine"}\n{"text": \n{"text": "also fine"}\n')
-    prepare = ["prepare", "--tokenizer", tok, "--out", tmp_path / "out"]
-    one_line_error(bertforge(*prepare, tmp_path / "missing.txt"), "missing.txt")
-    one_line_error(bertforge(*prepare, tmp_path / "empty_dir"), "empty_dir", "no text files")
-    one_line_error(bertforge(*prepare, tmp_path / "empty.txt"), "empty.txt", "no text")
-    one_line_error(bertforge(*prepare, tmp_path / "binary.txt"), "binary.txt", "binary")
-    one_line_error(bertforge(*prepare, tmp_path / "rows.csv", "--column", "text"), "rows.csv", "no column 'text'")
-    one_line_error(bertforge(*prepare, tmp_path / "broken.jsonl"), "broken.jsonl:2")
-    skipped = bertforge(*prepare, tmp_path / "broken.jsonl", "--on-error", "skip")
-    assert skipped.returncode == 0 and json.loads((tmp_path / "out" / "meta.json").read_text())["skipped_lines"] == 1
+    outs = tmp_path / "outs"
+    outs.mkdir()
+
+    def prepare(name, *inputs):
+        return bertforge("prepare", "--tokenizer", tok, "--out", outs / name, *inputs)
+
+    one_line_error(prepare("missing", tmp_path / "missing.txt"), "missing.txt")
+    one_line_error(prepare("empty_dir", tmp_path / "empty_dir"), "empty_dir", "no text files")
+    one_line_error(prepare("empty", tmp_path / "empty.txt"), "empty.txt", "no text")
+    one_line_error(prepare("binary", tmp_path / "binary.txt"), "binary.txt", "binary")
+    one_line_error(prepare("rows", tmp_path / "rows.csv", "--column", "text"), "rows.csv", "no column 'text'")
+    one_line_error(prepare("broken", tmp_path / "broken.jsonl"), "broken.jsonl:2")
+    assert sorted(outs.iterdir()) == []  # neither an output nor a temporary directory
+    skipped = prepare("skipped", tmp_path / "broken.jsonl", "--on-error", "skip")
+    assert skipped.returncode == 0 and json.loads((outs / "skipped" / "meta.json").read_text())["skipped_lines"] == 1
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait. na\xefve.\n".encode("latin-1") * 20)
-    replaced = bertforge(*prepare, tmp_path / "latin1.txt", "--valid-fraction", "0")
+    replaced = prepare("replaced", tmp_path / "latin1.txt", "--valid-fraction", "0")
     assert replaced.returncode == 0 and "40 invalid UTF-8" in replaced.stderr
+    assert sorted(p.name for p in outs.iterdir()) == ["replaced", "skipped"]
 
 
 def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):

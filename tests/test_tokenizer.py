@@ -93,6 +93,6 @@ def test_training_counts_the_words_and_advises_a_smaller_vocabulary_for_a_small_
     words = ["".join(rng.choices(letters, k=8)) for _ in range(20_000)]
     (tmp_path / "c.txt").write_text(" ".join(words * 2) + "\n")  # every word twice: min_frequency 2 keeps it
     done = bertforge_ok("tokenizer", "train", tmp_path / "c.txt", "--out", tmp_path / "big")
-    assert "on 40,000 words" in done.stderr and "advice: for a corpus of 40,000 words, --vocab-size 8192" in done.stderr
+    assert "on 40,000 words" in done.stdout and "advice: for a corpus of 40,000 words, --vocab-size 8192" in done.stderr
     small = bertforge_ok("tokenizer", "train", tmp_path / "c.txt", "--out", tmp_path / "small", "--vocab-size", "8192")
-    assert "on 40,000 words" in small.stderr and "advice" not in small.stderr
+    assert "on 40,000 words" in small.stdout and "advice" not in small.stderr

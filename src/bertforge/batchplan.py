@@ -6,6 +6,7 @@ number of processes, reads exactly the batches an uninterrupted run would.
 
 from __future__ import annotations
 
+import signal
 from collections import deque
 from collections.abc import Callable, Iterator
 
@@ -80,8 +81,17 @@ def make_loader(
         batch_sampler=plan.batches(epoch, offset, step),
         collate_fn=collator,
         num_workers=cfg.num_workers,
+        worker_init_fn=_ignore_stop_signals if cfg.num_workers else None,
         pin_memory=device.startswith("cuda"),
         prefetch_factor=4 if cfg.num_workers else None,
         # Its own generator: creating the loader must not draw from the global RNG (dropout) on resume.
         generator=torch.Generator().manual_seed(cfg.seed),
     )
+
+
+def _ignore_stop_signals(worker_id: int) -> None:
+    """A loader worker leaves SIGINT and SIGTERM to the main process: `timeout`, systemd and Slurm signal the
+    whole process group, and a worker that died of it would end the run in a traceback instead of the main
+    process's save and exit 128 + the signal. The main process stops its workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -35,15 +36,25 @@ def documented(
     return field(default=default, metadata={"help": help, "choices": choices, "parse": parse})
 
 
+_DURATION_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
+
+
 def parse_duration(text: str) -> float:
-    """Seconds from "90", "90s", "30m" or "1.5h"."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    try:
-        if text and text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except ValueError:
-        raise ValueError(f"not a duration: {text!r} (use 90s, 30m or 1.5h)") from None
+    """Seconds from "90", "90s", "30m", "5min", "1.5h", "2 hours" or "1h30m" (a bare number is seconds)."""
+    position, seconds = 0, 0.0
+    while position < len(text):
+        part = _DURATION_PART.match(text, position)
+        unit = part and (part[2].lower() or "s")
+        if unit and unit not in _DURATION_UNITS and unit.endswith("s"):  # plurals: 2 hours, 5 mins
+            unit = unit[:-1]
+        if not part or part.end() == position or unit not in _DURATION_UNITS:
+            raise ValueError(f"not a duration: {text!r} (use 90s, 30m, 5min, 1.5h or 1h30m)")
+        seconds += float(part[1]) * _DURATION_UNITS[unit]
+        position = part.end()
+    if not text.strip():
+        raise ValueError("not a duration: an empty text (use 90s, 30m, 5min, 1.5h or 1h30m)")
+    return seconds
 
 
 def parse_bool(text: str) -> bool:
@@ -442,6 +453,7 @@ class FinetuneConfig(_DictMixin):
         "epoch by the tuned score: multi-label, each label's threshold for its best F1 (0.5 leaves rare labels "
         "unpredicted); question answering on SQuAD v2.0, when to answer 'no answer' (BERT's tau)",
     )
+    log_every: int = documented(50, "steps between progress lines when the output is a log, not a terminal")
     checkpoint_minutes: float = documented(
         10.0,
         "within an epoch, save where the run is this often, for --resume (every epoch's end is saved too; 0: only "
@@ -456,6 +468,7 @@ class FinetuneConfig(_DictMixin):
             [
                 *_check_choices(self),
                 (self.epochs > 0 and self.batch_size > 0, "epochs and batch_size must be positive"),
+                (self.log_every > 0, f"log_every must be positive, not {self.log_every}"),
                 (self.checkpoint_minutes >= 0, f"checkpoint_minutes must be >= 0, not {self.checkpoint_minutes}"),
                 (self.max_steps >= 0, f"max_steps must be >= 0, not {self.max_steps}"),
                 (self.seq_len == 0 or self.seq_len >= 8, f"seq_len must be at least 8 (or 0), not {self.seq_len}"),

@@ -36,6 +36,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import unicodedata
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ from .textfiles import (
     COMPRESSIONS,
     DOCUMENTS,
     FORMATS,
+    STREAMED,
     ReadStats,
     format_of,
     hidden,
@@ -149,6 +151,20 @@ def find_files(paths: Iterable[str | Path]) -> list[Path]:
     if not found:
         raise UserError("no input files given")
     return found
+
+
+def readable_files(paths: Iterable[str | Path]) -> list[Path]:
+    """`find_files`, each checked to be readable and, where it is read as a text stream, to be text: what a
+    command that writes a directory checks before it creates anything."""
+    files = find_files(paths)
+    for file in files:
+        path = split_sheet(file)[0]
+        if not os.access(path, os.R_OK):
+            raise UserError(f"{file}: cannot read (permission denied)")
+        if format_of(path) in STREAMED:
+            with open_text(path):  # refuses a binary file (NUL bytes) and a compressed file it cannot open
+                pass
+    return files
 
 
 def _no_text_files(path: Path | str, what: str) -> UserError:
@@ -434,7 +450,10 @@ _SPACES = re.compile(r"\s+")
 
 
 def clean_text(text: str, mode: str = "none") -> str:
-    """Control characters always go; with mode "html", also tags, entities and URLs."""
+    """Text in Unicode's composed form (NFC: a decomposed "é", as some editors and sources write it, is the same
+    word as a composed one), without control characters; with mode "html", also without tags, entities and URLs."""
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
     if mode == "html":
         text = _SCRIPT.sub(" ", text)
         text = _TAG.sub(" ", text)
@@ -455,7 +474,10 @@ ABBREVIATIONS = frozenset(
 )
 # A boundary candidate: terminal punctuation, optional closing quotes or brackets, then space.
 _BOUNDARY = re.compile(r"([.!?…]+)([\"'”’»)\]]*)\s+(?=[\"'“‘«(\[]?[^\s\"'“‘«(\[])")
-_CJK_BOUNDARY = re.compile(r"([。！？]+[」』”’）]*)")
+# Ends of sentences in scripts without case, where no capital letter confirms them: the CJK full stops, question
+# and exclamation marks (with closing brackets and quotes), the Devanagari danda, the Arabic question mark and the
+# Urdu full stop.
+_CJK_BOUNDARY = re.compile(r"([。！？．]+[」』”’）]*|[।॥؟۔]+)")
 
 
 def split_sentences(paragraph: str) -> list[str]:

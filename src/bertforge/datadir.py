@@ -119,6 +119,14 @@ def write_meta(out: Path, tokenizer: Tokenizer, counts: dict, **facts: Any) -> d
     return meta
 
 
+DATA_DIR_NAMES = frozenset({"meta.json", "tokenizer.json", *SPLITS})
+
+
+def is_data_dir(path: Path) -> bool:
+    """A prepared data directory, or what an older, interrupted `prepare` left of one (nothing but its names)."""
+    return (path / "meta.json").is_file() or all(child.name in DATA_DIR_NAMES for child in path.iterdir())
+
+
 def read_meta(data_dir: str | Path) -> dict:
     data_dir = Path(data_dir)
     path = data_dir / "meta.json"

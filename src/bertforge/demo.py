@@ -149,7 +149,7 @@ def run_workload(w: Workload, out: Path) -> dict:
     print(f"    {tokenizer.get_vocab_size()} tokens -> {root / 'tokenizer'}")
 
     stage(f"[{w.name}] preparing the data (sentence split, tokenise, memmap)")
-    meta = prepare([corpus], root / "tokenizer", root / "data", valid_fraction=0.1, progress=False)
+    meta = prepare([corpus], root / "tokenizer", root / "data", valid_fraction=0.1, progress=False, overwrite=True)
     s = meta["splits"]
     print(
         f"    train: {s['train']['documents']} documents, {s['train']['tokens']:,} tokens; "

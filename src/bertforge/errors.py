@@ -2,6 +2,8 @@
 
 UserError: the user's input is wrong; printed as one line on stderr, exit 2.
 Stopped: a loop saved where it was and stopped on a signal; exit 128 + its number.
+Interrupted: SIGINT or SIGTERM anywhere else; what was being written was left out whole; exit 128 + its number.
+TrainingFailed: training went wrong (the weights stopped being numbers); one line, exit 1, nothing bad saved.
 Anything else is a bug and keeps its traceback.
 """
 
@@ -10,9 +12,22 @@ class UserError(Exception):
     """Bad input: a missing or empty file, a wrong column, a mismatched model."""
 
 
+class TrainingFailed(Exception):
+    """A run that cannot go on: its weights are not finite. Nothing was saved from the step it failed at."""
+
+
 class Stopped(Exception):
     """SIGINT or SIGTERM arrived; the loop saved a checkpoint first, and the message says how to resume."""
 
     def __init__(self, signal_number: int, message: str):
         super().__init__(message)
+        self.signal_number = signal_number
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM outside a training loop: raised in the main thread, so that every `finally` and every
+    atomic write on the way out runs (a KeyboardInterrupt, so that libraries clean up as they do for Ctrl-C)."""
+
+    def __init__(self, signal_number: int):
+        super().__init__(f"interrupted by signal {signal_number}")
         self.signal_number = signal_number

@@ -2,13 +2,18 @@
 
 The batches are built once, with a fixed masking seed and BERT's standard 15%
 masking, so evaluations of different runs on the same data compare like with like.
+A run's final model evaluated on the run's own data directory is evaluated as the
+run evaluated itself (its seed, batch size, batches, length and masking), so the
+figures are those of its last held-out line, not of other masks.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -18,7 +23,7 @@ from .display import Record
 from .errors import UserError
 from .labels import IGNORE_INDEX
 from .metrics import evaluate_batches
-from .modeldir import load_model_and_tokenizer, pretraining_info
+from .modeldir import load_model_and_tokenizer, pretraining_info, resolve_model_dir
 from .prepare import prepare
 from .runtime import MixedPrecision, resolve_device, resolve_precision
 from .tokenizer import fingerprint, save_tokenizer
@@ -29,12 +34,12 @@ EVAL_SEED = 1234
 def evaluate_model(
     model_path: str | Path,
     data: list[str],
-    batch_size: int = 32,
-    seq_len: int = 128,
-    max_batches: int = 50,
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    max_batches: int | None = None,
     device: str = "cpu",
     precision: str = "fp32",
-    seed: int = EVAL_SEED,
+    seed: int | None = None,
     trust_pickle: bool = False,
     layout: str | None = None,
 ) -> dict:
@@ -42,8 +47,15 @@ def evaluate_model(
 
     The instances are laid out for the model's own pair objective (sentence pairs
     for nsp/sop, full-length windows for none), or as `layout` says: one layout for
-    every model makes the MLM accuracies of different recipes comparable.
+    every model makes the MLM accuracies of different recipes comparable. What is not given is the run's own
+    evaluation for a run's model on its data (`own_evaluation`), else 50 batches of 32 sequences of 128 tokens,
+    masked with EVAL_SEED.
     """
+    own = own_evaluation(model_path, data)
+    batch_size = batch_size or own.get("batch_size", 32)
+    seq_len = seq_len or own.get("seq_len", 128)
+    max_batches = max_batches or own.get("eval_batches", 50)
+    data_seed, mask_seed = (seed, seed) if seed is not None else own.get("seeds", (EVAL_SEED, EVAL_SEED))
     directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
     device = resolve_device(device)
     model.to(device)
@@ -63,10 +75,11 @@ def evaluate_model(
                 warnings.simplefilter("ignore")  # one-document text is fine here
                 prepare(data, scratch, data_dir, valid_fraction=0.0, progress=False)
             split = "train"
-        dataset = pretraining_dataset(data_dir, split, seq_len, pair_objective, seed)
+        dataset = pretraining_dataset(data_dir, split, seq_len, pair_objective, data_seed)
         if dataset.num_instances(0) == 0:
             raise UserError(f"{', '.join(data)}: too little text to build a single instance")
-        collator = MaskingCollator(tokenizer, MaskingConfig.for_evaluation(seq_len), seed=seed)
+        masking = MaskingConfig.for_evaluation(seq_len, own.get("whole_word_mask", False))
+        collator = MaskingCollator(tokenizer, masking, seed=mask_seed)
         batches = fixed_batches(dataset, collator, batch_size, max_batches)
         result = evaluate_batches(
             model, batches, MixedPrecision(device, resolve_precision(precision, device)), pair_objective
@@ -74,6 +87,33 @@ def evaluate_model(
     result["unigram_baseline_acc"] = unigram_baseline(batches)
     result["pair_objective"] = pair_objective
     return Record(result)
+
+
+def own_evaluation(model_path: str | Path, data: list[str]) -> dict[str, Any]:
+    """How a run evaluated its held-out text during training, when `model_path` is that run (or its model/) and
+    `data` its data directory: the trainer's seeds (the run's seed for the instances, the next for the masks),
+    batch size, batch count, length and masking. {} for any other model or text."""
+    try:
+        model_dir = resolve_model_dir(model_path)
+    except UserError:
+        return {}  # loading the model says what is wrong
+    run_config = model_dir.parent / "config.json"
+    if model_dir.name != "model" or len(data) != 1 or not run_config.is_file():
+        return {}
+    try:
+        run = json.loads(run_config.read_text(encoding="utf-8"))
+        train, ran_on = run["train"], Path(run["data"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if not ran_on.is_dir() or not Path(data[0]).is_dir() or not ran_on.samefile(data[0]):
+        return {}
+    return {
+        "seeds": (train["seed"], train["seed"] + 1),
+        "batch_size": train["batch_size"],
+        "eval_batches": train["eval_batches"],
+        "seq_len": train["seq_len"],
+        "whole_word_mask": train.get("whole_word_mask", False),
+    }
 
 
 def unigram_baseline(batches: list[dict]) -> float:

@@ -1,16 +1,25 @@
-"""Atomic writes: a killed process leaves either the old file or the new one, never a torn one.
+"""Files and directories written whole or not at all, and directories one process at a time.
 
-Also where the package's own files (assets/) are found.
+    write_text / write_json     a file replaced in one rename: a kill leaves the old file or the new one
+    atomic_directory(target)    a directory built under a temporary sibling and renamed into place when
+                                complete; what a killed writer left behind is cleared by the next one
+    directory_lock(dir)         an advisory lock (flock on the directory) held while a run or prepare uses it: a
+                                second process is refused in one line naming the holder
+
+Everything written follows the umask, as files any other tool writes do. Also where the package's own files
+(assets/) are found.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import importlib.resources
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -19,10 +28,22 @@ from typing import Any
 
 from .errors import UserError
 
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, and none taken
+    fcntl = None
+
 
 def asset_path(name: str) -> Path:
     """A file shipped in bertforge/assets (the bundled corpora, the modeling file for `transformers`)."""
     return Path(str(importlib.resources.files("bertforge") / "assets" / name))
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(path: Path) -> None:
@@ -31,6 +52,19 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _publishable(root: Path) -> None:
+    """Every file and directory below `root` on disk, so that the rename that publishes it publishes data, and
+    with the modes the umask gives (libraries write some files 0600, as safetensors does)."""
+    mask = _umask()
+    for directory, _, files in os.walk(root):
+        for name in files:
+            with open(Path(directory) / name, "rb") as f:
+                os.fchmod(f.fileno(), 0o666 & ~mask)
+                os.fsync(f.fileno())
+        os.chmod(directory, 0o777 & ~mask)  # mkdtemp's 0700 is for secrets
+        _fsync_dir(Path(directory))
 
 
 def write_json(path: str | Path, data: Any) -> None:
@@ -43,6 +77,7 @@ def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for secrets; this is the user's file
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
             f.flush()
@@ -81,24 +116,43 @@ def write_answers(
     write_text(path, out.getvalue())
 
 
+def check_output_dir(out: Path, overwrite: bool, what: str, ours: bool) -> None:
+    """An --out a command may (re)write as a whole: new, empty, or holding `what` (`ours`: it holds nothing
+    else) and `overwrite` given. A directory holding anything else is never replaced."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file, not a directory")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not ours:
+        raise UserError(f"--out {out} holds files that are not {what}; choose another directory")
+    if not overwrite:
+        raise UserError(f"{out} already holds {what}; pass --overwrite to replace it")
+
+
+# A directory being written is `.NAME.tmp-PID-XXXX` beside NAME; one being replaced, `.NAME.old-XXXX` for a moment.
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?:(?P<pid>\d+)-)?[^/]*")
+
+
 @contextlib.contextmanager
 def atomic_directory(target: str | Path) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success it replaces `target` in one rename.
 
-    If the body raises (a full disk, a kill), the temporary directory is
-    removed and `target`, if it existed, is untouched.
+    If the body raises (a full disk, an interruption), the temporary directory is removed and `target`, if it
+    existed, is untouched. A SIGKILL leaves the temporary directory, named `.TARGET.tmp-PID-...`: never read as
+    data (a hidden name), and removed by the next writer of `target` once its process is gone. The writer holds
+    a lock on it while it writes, so that a concurrent writer's clean-up leaves it alone.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+    remove_abandoned(target.parent, target.name)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-{os.getpid()}-"))
+    held = _hold(tmp)
     try:
         yield tmp
-        for child in tmp.iterdir():
-            if child.is_file():
-                with open(child, "rb") as f:
-                    os.fsync(f.fileno())
+        _publishable(tmp)
         if target.exists():
-            # Two renames: the old directory is moved aside before the new one takes its name.
+            # Two renames: the old directory is moved aside before the new one takes its name. A kill between
+            # them leaves the old one in .TARGET.old-*, which the next writer puts back (remove_abandoned).
             old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
             os.replace(target, old / target.name)
             os.replace(tmp, target)
@@ -109,3 +163,96 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def remove_abandoned(parent: Path, name: str = "*") -> None:
+    """What killed writers of `parent/name` left: temporary directories whose process is gone are removed, and a
+    directory moved aside to be replaced comes back where the replacement never arrived. `name` may be a glob."""
+    if not parent.is_dir():
+        return
+    for leftover in sorted(parent.glob(f".{name}.*-*")):
+        match = _TEMPORARY.fullmatch(leftover.name)
+        if match is None or not leftover.is_dir():
+            continue
+        if match["kind"] == "old":
+            original = parent / match["name"]
+            if not original.exists() and (leftover / match["name"]).is_dir():
+                os.replace(leftover / match["name"], original)
+            shutil.rmtree(leftover, ignore_errors=True)
+        elif not _alive(match["pid"]) and (held := _hold(leftover)) is not None:
+            shutil.rmtree(leftover, ignore_errors=True)
+            os.close(held)
+
+
+def _alive(pid: str | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _hold(directory: Path) -> int | None:
+    """An exclusive lock on a directory we write (its descriptor; close it to release), or None if another
+    process holds one or the platform has none."""
+    if fcntl is None:
+        return None
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | Path, shared: bool = False) -> Iterator[None]:
+    """Hold an advisory lock on `directory` (created if need be) while the body runs.
+
+    Exclusive: the one process that writes it (a run, `prepare`). Shared: processes that read it (runs reading a
+    data directory), which keeps a writer out. A lock that cannot be had is one line naming the holder's pid.
+    The lock is taken on the directory itself, so that nothing is written into it (a data directory stays byte
+    for byte what `prepare` wrote, and one this user may only read can still be locked), and it goes with the
+    process, so a killed holder never blocks the next. Where the file system has no such locks, none is taken.
+    """
+    directory = Path(directory)
+    if fcntl is None:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                yield  # a file system without flock (some network ones): no lock to take
+                return
+            raise UserError(
+                f"{directory} is in use by another bertforge process ({_holder(fd)}); wait for it to finish, or stop it"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """Which process holds the lock on the file behind `fd`: "pid N", read from Linux's /proc/locks."""
+    inode = os.fstat(fd).st_ino
+    try:
+        with open("/proc/locks", encoding="ascii") as locks:
+            for line in locks:  # "1: FLOCK  ADVISORY  WRITE 1234 fd:00:5678 0 EOF"
+                fields = line.split()
+                if len(fields) > 5 and fields[1] == "FLOCK" and fields[5].rsplit(":", 1)[-1] == str(inode):
+                    return f"pid {fields[4]}"
+    except OSError:
+        pass
+    return "its pid unknown"

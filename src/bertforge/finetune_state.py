@@ -6,8 +6,9 @@
 
 Saved at every epoch's end, every --checkpoint-minutes within one, and when the run is stopped by a signal or
 an error. Each is built under a temporary name and renamed into place, and the older one removed after, so a
-kill at any moment leaves a whole checkpoint. The epoch's batches are not saved: resuming draws the batches
-of every epoch again from the seed, which leaves the data order where it was, and skips the ones done.
+kill at any moment leaves a whole checkpoint; its files' checksums are checked before a resume reads them.
+The epoch's batches are not saved: resuming draws the batches of every epoch again from the seed, which leaves
+the data order where it was, and skips the ones done.
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ import torch
 
 from .checkpoint import (
     checkpoint_dirs,
+    intact_checkpoint,
+    load_tensors,
     optimizer_and_rng,
     read_state_file,
     remove_stale_temporaries,
     restore_optimizer_and_rng,
+    write_checksums,
 )
 from .config import FinetuneConfig
 from .errors import UserError
 from .fileio import atomic_directory, write_json
 
 # Settings that may change on --resume: where and how fast it computes, how often it saves.
-FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing")  # how, not what
+FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing", "log_every")  # how, not what
 
 
 @dataclass
@@ -58,6 +62,7 @@ def save_fit_state(out: Path, model, optimizer, scaler, state: FitState, setting
     with atomic_directory(target) as tmp:
         torch.save({"model": model.state_dict(), **optimizer_and_rng(optimizer, scaler)}, tmp / "tensors.pt")
         write_json(tmp / "state.json", {"state": state.__dict__, "python_rng": random.getstate(), **settings})
+        write_checksums(tmp)
     for old in checkpoint_dirs(out)[:-1]:
         shutil.rmtree(old, ignore_errors=True)
     return target
@@ -72,7 +77,9 @@ def unfinished_step(out: Path) -> int | None:
 def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]) -> FitState:
     """Restore weights, optimizer and RNG from OUT's latest checkpoint in place; return where the run was."""
     remove_stale_temporaries(out)
-    directory = checkpoint_dirs(out)[-1]
+    directory = intact_checkpoint(out)
+    if directory is None:
+        raise UserError(f"{out}: every checkpoint is damaged (set aside as *.damaged); start over with --overwrite")
     saved = read_state_file(directory / "state.json")
     changed = [f"{k}: {saved.get(k)!r} -> {v!r}" for k, v in settings.items() if saved.get(k) != v]
     if changed:
@@ -80,10 +87,7 @@ def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]
             f"{out} holds a fine-tuning with other settings ({'; '.join(changed)}); resume it with the ones it "
             f"started with, or start over (finetune --overwrite, or delete {out})"
         )
-    try:  # our own file, and still loaded without unpickling arbitrary objects
-        tensors = torch.load(directory / "tensors.pt", map_location="cpu", weights_only=True)
-    except Exception as e:  # a torn or foreign file raises several types
-        raise UserError(f"{directory / 'tensors.pt'}: unreadable checkpoint ({e})") from None
+    tensors = load_tensors(directory / "tensors.pt")
     model.load_state_dict(tensors["model"])
     restore_optimizer_and_rng(tensors, optimizer, scaler)
     version, internal, gauss = saved["python_rng"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,12 +40,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from tokenizers import Tokenizer
-from tqdm import tqdm
 
 from .classification import PROBLEM_TYPES, ClassificationTask, Columns
 from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
 from .errors import Stopped, UserError
-from .fileio import write_json
+from .fileio import directory_lock, write_json
 from .finetune_state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
 from .hf import config_from_hf
 from .metrics import MetricsLog
@@ -54,6 +52,7 @@ from .model import set_activation_checkpointing, set_dropout
 from .modeldir import check_vocab, load_model, read_config, resolve_model_dir, save_model
 from .multiple_choice import ChoiceColumns, MultipleChoiceTask
 from .optim import build_optimizer, lr_factor, set_lr, warmup_fraction
+from .progress import Progress, say
 from .qa import QuestionAnsweringTask
 from .runtime import MixedPrecision, StopSignals, resolve_device, resolve_precision, use_fast_paths
 from .similarity import PairColumns, SimilarityTask
@@ -199,12 +198,13 @@ def finetune(
     use_fast_paths(model, device, precision.precision)
     set_activation_checkpointing(model, cfg.activation_checkpointing)
     fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind))
-    if unfinished is not None and resume:
-        fitting.restore()
-    else:
-        remove_fit_states(out)
-        (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
-    return fitting.run(progress)
+    with directory_lock(out):  # one process per fine-tuning, from here to its end
+        if unfinished is not None and resume:
+            fitting.restore()
+        else:
+            remove_fit_states(out)
+            (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
+        return fitting.run(progress)
 
 
 class _Fitting:
@@ -224,7 +224,7 @@ class _Fitting:
     def restore(self) -> None:
         self.state = load_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.settings)
         self.saved_step = self.state.step
-        tqdm.write(f"resumed at step {self.state.step} (epoch {self.state.epoch})", file=sys.stderr)
+        say(f"resumed at step {self.state.step} (epoch {self.state.epoch})")
 
     def run(self, progress: bool) -> dict[str, Any]:
         cfg, state = self.cfg, self.state
@@ -267,18 +267,12 @@ class _Fitting:
         cfg, state, precision = self.cfg, self.state, self.precision
         warmup = warmup_fraction(cfg.warmup, total_steps)
         self.model.train()
-        bar = tqdm(
-            total=len(batches),
-            initial=state.batch,
-            desc=f"epoch {epoch}/{cfg.epochs}",
-            disable=not progress,
-            file=sys.stderr,
-            mininterval=1.0,
-        )
+        bar = Progress(len(batches), f"epoch {epoch}/{cfg.epochs}", "batch", progress, state.batch, cfg.log_every)
         with bar:
             for batch in batches[state.batch :]:
                 batch = {k: v.to(precision.device) for k, v in batch.items()}
-                set_lr(self.optimizer, cfg.lr * lr_factor((state.step + 1) / total_steps, warmup, "linear"))
+                lr = cfg.lr * lr_factor((state.step + 1) / total_steps, warmup, "linear")
+                set_lr(self.optimizer, lr)
                 with precision.autocast():
                     _, loss = self.model(**batch)
                 precision.backward(loss)
@@ -286,8 +280,7 @@ class _Fitting:
                 state.step, state.batch = state.step + 1, state.batch + 1
                 state.train_loss += float(loss.detach())
                 state.elapsed = time.perf_counter() - started
-                bar.update()
-                bar.set_postfix(loss=f"{state.train_loss / state.batch:.4f}", refresh=False)
+                bar.update(1, f"step {state.step}  loss {state.train_loss / state.batch:.4f}  lr {lr:.2e}")
                 if signals.received:
                     self._save()
                     raise self._stopped(signals.received)
@@ -307,7 +300,7 @@ class _Fitting:
         }
         self.log.write(record)
         if scores:
-            tqdm.write(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()), file=sys.stderr)
+            say(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()))
             if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
                 extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
                 save_model(self.model, self.out / "model", self.tokenizer, extra)
@@ -325,13 +318,12 @@ class _Fitting:
             return
         try:
             self._save()
-            tqdm.write(
+            say(
                 f"saved a checkpoint at step {self.state.step} before stopping on an error; fix it, then run the "
-                "same command with --resume",
-                file=sys.stderr,
+                "same command with --resume"
             )
         except Exception as e:  # the original error matters more; say why nothing could be saved
-            tqdm.write(f"could not save a checkpoint after the error: {e}", file=sys.stderr)
+            say(f"could not save a checkpoint after the error: {e}")
 
     def _stopped(self, signal_number: int) -> Stopped:
         return Stopped(

@@ -276,9 +276,35 @@ def _pad_rows(table: torch.Tensor, config: ModelConfig) -> torch.Tensor:
     return torch.cat([table, padding], dim=0)
 
 
+def unloadable_parts(config: ModelConfig) -> list[tuple[str, str]]:
+    """(what no `transformers` class computes, the flag that trains a model without it), for each such part."""
+    parts = []
+    if config.attention_bias != "none":
+        parts.append((f"the {config.attention_bias} attention bias", "--attention-bias none"))
+    if config.feed_forward != "mlp":
+        parts.append(("the gated feed-forward", "--feed-forward mlp"))
+    if config.position_embedding == "rotary":
+        parts.append(("the rotary position encoding", "--position-embedding learned"))
+    return parts
+
+
 def needs_remote_code(config: ModelConfig) -> bool:
     """Whether no `transformers` class computes this model, so that its directory carries REMOTE_CODE."""
-    return config.attention_bias != "none" or config.feed_forward != "mlp" or config.position_embedding == "rotary"
+    return bool(unloadable_parts(config))
+
+
+def remote_code_note(config: ModelConfig) -> str | None:
+    """What a user is told of a model directory that carries its own code, or None for one plain transformers
+    loads."""
+    parts = unloadable_parts(config)
+    if not parts:
+        return None
+    names, flags = zip(*parts)
+    return (
+        f"note: {' and '.join(names)} {'have' if len(names) > 1 else 'has'} no transformers class: the model "
+        "directory carries its own (modeling_bertforge.py), which transformers runs only with "
+        f"trust_remote_code=True (train with {' '.join(flags)} for a model plain transformers loads)"
+    )
 
 
 def remote_classes(layout: Layout) -> dict[str, str]:

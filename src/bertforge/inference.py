@@ -26,7 +26,15 @@ from .batching import TextBatcher, length_buckets, mean_over_windows
 from .display import Record, markdown_table
 from .errors import UserError
 from .model import BertForPreTraining, mean_pool
-from .modeldir import load_model_and_tokenizer, pretraining_info, resolve_model_dir, sentence_embedding_pooling
+from .modeldir import (
+    PRETRAINING_HEADS,
+    load_model_and_tokenizer,
+    pretraining_heads,
+    pretraining_info,
+    read_config,
+    resolve_model_dir,
+    sentence_embedding_pooling,
+)
 from .runtime import autocast, resolve_device, resolve_precision
 from .similarity import nearest
 from .tokenizer import MASK, special_ids
@@ -63,6 +71,8 @@ class Bert:
         pair_objective: str = "nsp",
         precision: str = "fp32",
         sentence_pooling: str | None = None,
+        untrained_heads: frozenset[str] = frozenset(),
+        source: str = "this model",
     ):
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
@@ -72,19 +82,32 @@ class Bert:
         self.pair_objective = pair_objective  # what the pair head learned: nsp, sop or none
         # A model fine-tuned for sentence similarity: its vectors' pooling; it has no masked-LM or pair head
         self.sentence_pooling = sentence_pooling
+        # The pre-training heads ("mlm", "nsp") missing from the weights it was loaded from: a fine-tuned classifier
+        # kept none, and answers from them would come from new random weights. `source` names it in messages.
+        self.untrained_heads, self.source = untrained_heads, source
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
         pooling = sentence_embedding_pooling(resolve_model_dir(path))
         directory, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle, keep_heads=not pooling)
         pair_objective = pretraining_info(directory).get("pair_objective", "nsp")
-        return cls(model, tokenizer, device, pair_objective, precision, sentence_pooling=pooling)
+        missing = frozenset(PRETRAINING_HEADS) - pretraining_heads(directory, model.config)
+        architecture = (read_config(directory).get("architectures") or ["no architecture named"])[0]
+        return cls(
+            model, tokenizer, device, pair_objective, precision, pooling, missing, f"{directory} ({architecture})"
+        )
 
-    def _check_heads(self, what: str) -> None:
+    def _check_heads(self, what: str, head: str = "mlm") -> None:
         if self.sentence_pooling:
             raise UserError(
                 f"this model was fine-tuned for sentence similarity: it makes sentence vectors (embed), and has no "
                 f"head to {what}; use the model it was fine-tuned from"
+            )
+        if head in self.untrained_heads:
+            name = "masked-LM" if head == "mlm" else "next-sentence"
+            raise UserError(
+                f"{self.source} has no trained {name} head to {what} with (a fine-tuned model keeps only its task's "
+                "head); use the pre-trained model it was fine-tuned from"
             )
 
     def _autocast(self):
@@ -175,9 +198,9 @@ class Bert:
     def nsp(self, sentence_a: str, sentence_b: str) -> dict:
         """The pair head's answer: for NSP, the probability that B really follows A (class 0 = IsNext);
         for an SOP model, the probability that A and B are in their written order."""
-        self._check_heads("judge sentence pairs")
         if self.pair_objective not in PAIR_CLASSES:
             raise UserError("this model was pre-trained without a pair objective (MLM only): its NSP head is untrained")
+        self._check_heads("judge sentence pairs", "nsp")
         key, yes, no = PAIR_CLASSES[self.pair_objective]
         _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
         with self._autocast():

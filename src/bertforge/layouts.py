@@ -247,11 +247,15 @@ def _wrapped_paragraphs(lines: Iterable[str]) -> Iterator[Paragraph]:
 
 
 def _join_wrapped(lines: list[str], typeset: bool = False) -> str:
-    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one. Typeset
-    text (a PDF's) hyphenates words to fill lines, so there a word cut at a line's end ("manip-" "ulation") loses
-    its hyphen where the next line goes on in lower case, and keeps it otherwise ("X-" "Ray")."""
+    """A paragraph's lines joined by spaces; a word hyphenated at a line's end ("well-" "known") stays one, and
+    Chinese and Japanese, written without spaces, join without one. Typeset text (a PDF's) hyphenates words to
+    fill lines, so there a word cut at a line's end ("manip-" "ulation") loses its hyphen where the next line goes
+    on in lower case, and keeps it otherwise ("X-" "Ray")."""
     parts = [lines[0]]
     for line in lines[1:]:
+        if is_spaceless(parts[-1][-1:]) and is_spaceless(line[:1]):
+            parts.append(line)
+            continue
         if not WORD_HYPHEN_AT_END.search(parts[-1]):
             parts.append(" " + line)
             continue
@@ -261,9 +265,22 @@ def _join_wrapped(lines: list[str], typeset: bool = False) -> str:
     return "".join(parts)
 
 
+# Scripts written without spaces between words: CJK punctuation, kana, Han (with its extensions), full-width forms.
+SPACELESS = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f]")
+
+
+def is_spaceless(character: str) -> bool:
+    """Whether a character belongs to a script written without spaces (Chinese, Japanese): a line break between
+    two such characters is no space."""
+    return bool(character) and SPACELESS.match(character) is not None
+
+
 # Hard-wrapped prose is told from a paragraph or sentence per line by its first lines (WRAP_SAMPLE_LINES).
 WRAP_SAMPLE_LINES = 2000
-SENTENCE_ENDS = (".", "!", "?", "…", '"', "”", "'", "’", ")")
+# Sentence ends: Latin, Greek and Cyrillic punctuation and closing quotes; the CJK full stops, question and
+# exclamation marks and closing brackets; the Devanagari danda and double danda; the Arabic question mark and the
+# Urdu full stop.
+SENTENCE_ENDS = (".", "!", "?", "…", '"', "”", "'", "’", ")", "。", "！", "？", "．", "」", "』", "।", "॥", "؟", "۔")
 WORD_HYPHEN_AT_END = re.compile(r"[^\W\d_]-$")  # a letter, then the hyphen (not a dash: "--")
 
 

@@ -32,6 +32,7 @@ from .hf import (
     config_from_hf,
     config_to_hf,
     from_hf_state_dict,
+    layout_for,
     needs_remote_code,
     to_hf_state_dict,
 )
@@ -238,10 +239,15 @@ def save_model(
     return Path(directory)
 
 
+VOCAB_PADDING = 128  # a table padded for speed has fewer than this many rows beyond its tokenizer's ids
+
+
 def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
-    """A tokenizer with more ids than the model's table would index out of range; one with fewer leaves rows unused."""
+    """A tokenizer with more ids than the model's table would index out of range, and one with far fewer was not
+    trained with the model (its ids mean other words): both are refused. A table padded to a round size for
+    speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted."""
     size = tokenizer.get_vocab_size()
-    if size > vocab_size:
+    if size > vocab_size or size <= vocab_size - VOCAB_PADDING:
         raise UserError(
             f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "
             "they were not trained together"
@@ -279,6 +285,28 @@ def load_model_and_tokenizer(
     tokenizer = load_tokenizer(directory)
     check_vocab(tokenizer, model.config.vocab_size, str(directory))
     return directory, model, tokenizer
+
+
+PRETRAINING_HEADS = {"mlm": "mlm_head.transform", "nsp": "nsp_head"}  # a head -> its first layer, in our names
+
+
+def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
+    """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
+    and a model loaded from it would answer from freshly initialised ones. Read from the file's index alone."""
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it warned of any head it lacked
+    layout = layout_for(config)
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            names = list(f.keys())
+    except (SafetensorError, OSError) as e:
+        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
+    return {
+        head
+        for head, module in PRETRAINING_HEADS.items()
+        if any(name.startswith(layout.modules[module] + ".") for name in names)
+    }
 
 
 def pretraining_info(directory: Path) -> dict[str, Any]:

@@ -4,12 +4,18 @@ Everything streams: memory stays flat however large the corpus. Paragraphs are
 tokenised in chunks by a pool of worker processes, results come back in order,
 and the output is byte-identical for any number of workers. This module does not
 import torch, so `bertforge prepare` starts fast and its workers fork light.
+
+Prepared data can take hours to make, so it is never lost: the inputs are checked before anything is written,
+the directory is built under a temporary name and renamed into place only when whole, an existing one is
+replaced only with `overwrite` and only once the new one is complete, and never while a run reads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,17 +25,19 @@ from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
-from tqdm import tqdm
 
-from .corpus import CorpusOptions, Paragraph, find_files, read_paragraphs, split_sentences
-from .datadir import SPLITS, SplitWriter, token_dtype, write_meta
+from .corpus import CorpusOptions, Paragraph, read_paragraphs, readable_files, split_sentences
+from .datadir import SPLITS, SplitWriter, is_data_dir, token_dtype, write_meta
 from .errors import UserError
+from .fileio import atomic_directory, check_output_dir, directory_lock
 from .filters import compression_verdict
+from .progress import Progress
 from .spreadsheets import split_sheet
 from .textfiles import ReadStats
-from .tokenizer import load_tokenizer
+from .tokenizer import load_tokenizer, special_ids
 
 CHUNK_CHARS = 1 << 19  # paragraphs are tokenised in chunks of about 512k characters: bounded transient memory
+UNK_WARNING = 0.01  # more [UNK] than this share of the tokens: the tokenizer does not fit the text
 
 
 _worker_tokenizer: Tokenizer | None = None
@@ -38,6 +46,8 @@ _worker_tokenizer: Tokenizer | None = None
 def _init_worker(tokenizer_json: str, single_threaded: bool = False) -> None:
     global _worker_tokenizer
     if single_threaded:
+        # Ctrl-C reaches the whole process group: the main process alone decides what stops, and cleans up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         # Parallelism comes from the worker processes; threads inside each would only contend for the cores.
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _worker_tokenizer = Tokenizer.from_str(tokenizer_json)
@@ -139,6 +149,7 @@ def prepare(
     workers: int = 1,
     progress: bool = True,
     filter_report: str | Path | None = None,
+    overwrite: bool = False,
 ) -> dict:
     """Tokenise a corpus into DATA_DIR; returns its meta.json. The held-out split is whole documents.
 
@@ -149,17 +160,56 @@ def prepare(
     With `options.pair_column`, each row is an explicit pair: a document of two segments.
     The filters of `options` drop paragraphs; what they dropped goes to meta.json["filters"],
     and with `filter_report` also examples, to that JSON file.
+    An existing DATA_DIR is replaced only with `overwrite`, and only once the new one is complete.
     """
     options = options or CorpusOptions()
     pairs = options.pair_column is not None
     if pairs and (options.min_chars_per_token or options.max_chars_per_token):
         raise UserError("the characters-per-token filters judge single paragraphs; they do not apply to --pair-column")
-    split = options.split_sentences and not pairs
     tokenizer = load_tokenizer(tokenizer_dir)
+    sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
+    files = [file for _, paths in sources for file in readable_files(paths)]  # before anything is written
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_replaceable(out, overwrite, files)
+    with directory_lock(out) if out.exists() else contextlib.nullcontext(), atomic_directory(out) as tmp:
+        meta = _write_data(tmp, tokenizer, sources, files, valid_fraction, options, workers, progress, filter_report)
+    unk_share = meta["unk_tokens"] / max(meta["splits"]["train"]["tokens"] + meta["splits"]["valid"]["tokens"], 1)
+    if unk_share > UNK_WARNING:
+        warnings.warn(
+            f"{unk_share:.1%} of the tokens are [UNK]: the tokenizer does not know much of this text (trained on "
+            "other text, in another script, or cased differently); train one on this corpus with `bertforge "
+            "tokenizer train` and prepare again",
+            stacklevel=2,
+        )
+    return meta
+
+
+def _check_replaceable(out: Path, overwrite: bool, inputs: list[Path]) -> None:
+    """An --out that may become a data directory: new, empty, or (with `overwrite`) prepared data, and never a
+    directory that holds an input."""
+    resolved = out.resolve()
+    inside = next((f for f in inputs if resolved in split_sheet(f)[0].resolve().parents), None)
+    if inside is not None:
+        raise UserError(f"--out {out} holds the input {inside}: choose a directory outside the corpus")
+    check_output_dir(out, overwrite, "prepared data", out.is_dir() and is_data_dir(out))
+
+
+def _write_data(
+    out: Path,
+    tokenizer: Tokenizer,
+    sources: list[tuple[str, Sequence[str | Path]]],
+    files: list[Path],
+    valid_fraction: float,
+    options: CorpusOptions,
+    workers: int,
+    progress: bool,
+    filter_report: str | Path | None,
+) -> dict:
+    """The data directory's contents, written into `out` (a temporary directory that becomes DATA_DIR)."""
+    pairs = options.pair_column is not None
+    split = options.split_sentences and not pairs
     writers = {name: SplitWriter(out / name, token_dtype(tokenizer)) for name in SPLITS}
-    held_out = HeldOutSplit(writers["train"], writers["valid"], 0.0 if valid_files else valid_fraction)
+    held_out = HeldOutSplit(writers["train"], writers["valid"], 0.0 if len(sources) > 1 else valid_fraction)
     stats = ReadStats()
     paragraph_filter = options.paragraph_filter()  # one for all files: dedupe across them
     report = paragraph_filter.report
@@ -168,17 +218,15 @@ def prepare(
         "min_chars_per_token": options.min_chars_per_token,
         "max_chars_per_token": options.max_chars_per_token,
     }
-    sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
-    total_bytes = sum(split_sheet(p)[0].stat().st_size for _, paths in sources for p in find_files(paths))
-    # delay: nothing is drawn for a run that fails (or finishes) within a second, so an error stays one line
-    bar = tqdm(
-        total=total_bytes, unit="B", unit_scale=True, desc="prepare", disable=not progress, mininterval=0.5, delay=1.0
-    )
+    total_bytes = sum(split_sheet(p)[0].stat().st_size for p in files)
+    unk_id, unk_tokens = special_ids(tokenizer).unk, 0
+    bar = Progress(total_bytes, "prepare", unit="B", enabled=progress, unit_scale=True)
     # fork where the platform has it: spawned workers would re-import the package, seconds each.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     pool = context.Pool(workers, _init_worker, (tokenizer.to_str(), True)) if workers > 1 else None
     if pool is None:
         _init_worker(tokenizer.to_str())
+    finished = False
     try:
         for name, paths in sources:
             writer = writers[name]
@@ -186,6 +234,7 @@ def prepare(
             for job, (ids, lengths, counts, dropped) in _tokenized(jobs, pool, window=2 * workers):
                 for p, verdict in dropped.items():
                     report.drop(verdict, job.paragraphs[p])
+                unk_tokens += int(np.count_nonzero(ids == unk_id))
                 token_ends = np.cumsum(lengths)
                 sentence_ends = np.cumsum(counts)
                 for p, new_document in enumerate(job.new_document):
@@ -201,9 +250,13 @@ def prepare(
                 bar.update(max(0, min(stats.bytes_read, total_bytes) - bar.n))
             held_out.end_document(writer)
         held_out.finish()
+        finished = True
     finally:
         if pool is not None:
-            pool.close()
+            if finished:
+                pool.close()
+            else:
+                pool.terminate()  # interrupted or failed: the workers' chunks are not wanted
             pool.join()
         bar.close()
     counts = {name: writer.close() for name, writer in writers.items()}
@@ -211,10 +264,10 @@ def prepare(
         report.write(filter_report)
     if counts["train"]["tokens"] == 0:
         filtered = f" ({report})" if report.dropped else ""
-        raise UserError(f"no tokens produced from {', '.join(map(str, corpus))}{filtered}")
+        raise UserError(f"no tokens produced from {', '.join(str(p) for _, paths in sources for p in paths)}{filtered}")
     if counts["valid"]["documents"] == 0:
         warnings.warn(
-            "no held-out documents (the corpus has a single document): evaluation will be skipped", stacklevel=2
+            "no held-out documents (the corpus has a single document): evaluation will be skipped", stacklevel=3
         )
     return write_meta(
         out,
@@ -226,6 +279,7 @@ def prepare(
         split_sentences=split,
         pairs=pairs,
         filters=report.summary(),
+        unk_tokens=unk_tokens,
     )
 
 

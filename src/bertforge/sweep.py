@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from .checkpoint import SWEEP_LOG, holds_progress
 from .config import ModelConfig, TrainConfig, parse_field, preset_size
 from .display import cell, markdown_table
 from .electra import pretraining_model
@@ -126,8 +127,8 @@ def run_sweep(
             continue
         command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(data), "--out", str(run_dir), "--quiet"]
         command += as_flags({**fixed, **point})
-        # An interrupted run continues where it stopped, with its saved settings.
-        command += ["--resume"] if (run_dir / "config.json").is_file() else base
+        # An interrupted run continues where it stopped, with its saved settings; one that never saved starts again.
+        command += ["--resume"] if holds_progress(run_dir) else base
         pending.append((run_dir, command))
     running: list[tuple[Path, subprocess.Popen, Any]] = []
     failures: list[str] = []
@@ -178,7 +179,7 @@ def _drive(pending: list, running: list, failures: list[str], parallel: int, thr
         while pending and len(running) < parallel:
             run_dir, command = pending.pop(0)
             run_dir.mkdir(parents=True, exist_ok=True)
-            log = open(run_dir / "sweep.log", "a", encoding="utf-8")
+            log = open(run_dir / SWEEP_LOG, "a", encoding="utf-8")
             _say(f"run: {run_dir.name}", quiet)
             env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
             running.append((run_dir, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log))
@@ -187,7 +188,7 @@ def _drive(pending: list, running: list, failures: list[str], parallel: int, thr
             running.remove(item)
             item[2].close()
             if item[1].returncode != 0:
-                failures.append(f"{item[0].name} (exit {item[1].returncode}, see {item[0] / 'sweep.log'})")
+                failures.append(f"{item[0].name} (exit {item[1].returncode}, see {item[0] / SWEEP_LOG})")
 
 
 def count_parameters(model_config: dict[str, Any], train_config: dict[str, Any]) -> int:

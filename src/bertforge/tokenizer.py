@@ -3,15 +3,24 @@
 Two kinds:
   wordpiece  BERT's own: words split into pieces, continuations marked "##".
   word       the classic tutorials' whole-word vocabulary; rare words become [UNK].
-Both use BERT's normaliser (clean-up, CJK spacing, optional lowercasing and
+Both normalise text to NFC (so that a decomposed "é", as some editors and sources write it, is the same
+token as a composed one), then apply BERT's normaliser (clean-up, CJK spacing, optional lowercasing and
 accent stripping) and BERT's pre-tokeniser (split on spaces and punctuation).
+
+Whether to strip accents is measured from the text when not given (`accent_choice`): stripping merges
+distinct words in Vietnamese (bán, bàn, bạn -> ban), French (a, à), German (schon, schön), Russian (й -> и)
+or Japanese kana (が -> か), and decomposes Korean syllables, so there it is off; for English-like text it
+is BERT's uncased rule.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
+import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +56,78 @@ def special_ids(tokenizer: Tokenizer) -> SpecialIds:
     return SpecialIds(*ids)
 
 
-def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None) -> Tokenizer:
-    tokenizer.normalizer = normalizers.BertNormalizer(
+def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, nfc: bool = True) -> Tokenizer:
+    bert = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=strip_accents, lowercase=lowercase
     )
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFC(), bert]) if nfc else bert
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tokenizer
+
+
+# Accents are kept where stripping them would merge at least this share of the text's frequent words, or break
+# at least this share into letters. Measured on the 20,000 most frequent words (wordfreq's lists): merged English
+# 0.09% (Gutenberg's books 0.14-0.31%, WikiText's foreign names 0.50%), Dutch 0.69%, Italian 1.3%, German and
+# Russian 1.9%, Japanese 4.0%, French 9.6%, Hindi 23%, Vietnamese 42%; Korean merges none, but stripping (NFD)
+# takes 91% of its words apart into the letters of their syllables.
+MERGED_WORDS_TO_KEEP = 0.01
+SPLIT_WORDS_TO_KEEP = 0.05
+FREQUENT_WORDS = 20_000
+# Words, as measured: kana and Han characters one at a time (those scripts have no spaces between words, and a
+# voicing mark tells が from か), other letters and digits in runs.
+_WORD = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]|[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]+")
+
+
+@dataclass(frozen=True)
+class AccentChoice:
+    """Whether a tokenizer strips accents, and why: what stripping would do to the text's frequent words."""
+
+    strip: bool
+    lowercase: bool
+    words: int  # distinct frequent words measured
+    merged: int  # of them, those that stripping would make the same as another
+    split: int  # of them, those that stripping would take apart into more characters (Hangul syllables)
+    examples: tuple[tuple[str, ...], ...] = ()  # a few groups of words stripping would merge
+
+    @property
+    def reason(self) -> str:
+        if not self.lowercase:
+            return "keeping accents, as a cased tokenizer does (BERT cased); --strip-accents strips them"
+        examples = "; ".join("/".join(group) + " -> " + strip_accents(group[0]) for group in self.examples[:3])
+        share = f"{self.merged:,} of the {self.words:,} most frequent words ({self.merged / max(self.words, 1):.1%}"
+        share += f", e.g. {examples})" if examples else ")"
+        if self.strip:
+            return f"stripping accents, as BERT uncased does: that merges only {share}; --keep-accents keeps them"
+        split = f" and take {self.split / max(self.words, 1):.0%} of them apart into letters" if self.split else ""
+        return f"keeping accents: stripping them would merge {share}{split}; --strip-accents strips them anyway"
+
+
+def strip_accents(text: str) -> str:
+    """What BERT's normaliser makes of a word when it strips accents: NFD, then no combining marks."""
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+
+
+def accent_choice(texts: Iterable[str], lowercase: bool = True) -> AccentChoice:
+    """Strip accents or keep them, measured on `texts` (a sample of the corpus).
+
+    A cased tokenizer keeps them (BERT cased). An uncased one strips them, as BERT uncased, unless stripping
+    would merge a real share of the text's frequent words, or take them apart (MERGED_WORDS_TO_KEEP,
+    SPLIT_WORDS_TO_KEEP).
+    """
+    if not lowercase:
+        return AccentChoice(False, False, 0, 0, 0)
+    counts: collections.Counter[str] = collections.Counter()
+    for text in texts:
+        counts.update(_WORD.findall(unicodedata.normalize("NFC", text).lower()))
+    words = [word for word, _ in counts.most_common(FREQUENT_WORDS)]
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for word in words:
+        groups[strip_accents(word)].append(word)
+    merged_groups = [tuple(group) for group in groups.values() if len(group) > 1]
+    merged = sum(map(len, merged_groups))
+    split = sum(1 for word in words if len(strip_accents(word)) > len(word))
+    keeps = merged >= MERGED_WORDS_TO_KEEP * len(words) or split >= SPLIT_WORDS_TO_KEEP * len(words)
+    return AccentChoice(not keeps, True, len(words), merged, split, tuple(merged_groups[:3]))
 
 
 def _add_post_processor(tokenizer: Tokenizer) -> None:
@@ -76,7 +151,8 @@ def train_tokenizer(
     """Train on an iterator of texts; it is consumed once, in a stream.
 
     `strip_accents=None` follows BERT: strip accents when lowercasing. Pass
-    False to keep diacritics (Vietnamese, French), True to strip them always.
+    False to keep diacritics (Vietnamese, French), True to strip them always;
+    `accent_choice` measures which a corpus needs.
     """
     if kind == "wordpiece":
         tokenizer = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
@@ -120,6 +196,8 @@ def _settings(tokenizer: Tokenizer) -> dict:
     """Kind and normaliser options, read back from the tokenizer's own serialisation."""
     spec = json.loads(tokenizer.to_str())
     norm = spec.get("normalizer") or {}
+    if norm.get("type") == "Sequence":  # NFC, then BERT's
+        norm = next((n for n in norm["normalizers"] if n.get("type") == "BertNormalizer"), {})
     return {
         "kind": "wordpiece" if spec["model"]["type"] == "WordPiece" else "word",
         "lowercase": bool(norm.get("lowercase", False)),
@@ -128,13 +206,18 @@ def _settings(tokenizer: Tokenizer) -> dict:
 
 
 def hf_tokenizer_class(tokenizer: Tokenizer) -> str:
-    """The `transformers` class that loads it: BertTokenizerFast for WordPiece (it re-applies BERT's normalisation
-    from tokenizer_config.json), PreTrainedTokenizerFast for whole words."""
-    return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" else "PreTrainedTokenizerFast"
+    """The `transformers` class that loads it: PreTrainedTokenizerFast, which runs tokenizer.json as it is (NFC
+    included). BertTokenizerFast would build BERT's normaliser again from tokenizer_config.json and drop NFC, so
+    that a decomposed accent became [UNK] in transformers alone; a tokenizer without NFC (a directory written by
+    an older bertforge or by transformers) keeps it."""
+    spec = json.loads(tokenizer.to_str())
+    nfc = (spec.get("normalizer") or {}).get("type") == "Sequence"
+    return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" and not nfc else "PreTrainedTokenizerFast"
 
 
 def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length: int = 512) -> None:
-    """Write the four Hugging Face tokenizer files into `directory`."""
+    """Write the four Hugging Face tokenizer files into `directory` (one being written whole: a model's, or a
+    tokenizer's own under `atomic_directory`)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     settings = _settings(tokenizer)
@@ -190,7 +273,8 @@ def _from_vocab_txt(directory: Path) -> Tokenizer:
     tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(lines)}, unk_token=UNK))
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     tokenizer.add_special_tokens(SPECIAL_TOKENS)  # matched before normalisation: "[MASK]" is not lowercased
-    return _bert_pipeline(tokenizer, config.get("do_lower_case", True), config.get("strip_accents"))
+    # as transformers' BertTokenizer reads a bare vocab.txt: BERT's normaliser alone
+    return _bert_pipeline(tokenizer, config.get("do_lower_case", True), config.get("strip_accents"), nfc=False)
 
 
 def fingerprint(tokenizer: Tokenizer) -> str:

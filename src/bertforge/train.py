@@ -11,6 +11,9 @@ as one process with the full batch.
 
 No run is lost: an error anywhere in the loop (logging, evaluation, the progress
 bar) saves a checkpoint before it propagates, and SIGINT/SIGTERM save and stop.
+The run directory is locked for the run, and its data directory held against
+`prepare` replacing it; a damaged checkpoint is never resumed from, and weights
+that are no longer numbers are never saved.
 """
 
 from __future__ import annotations
@@ -31,10 +34,14 @@ from .checkpoint import (
     METRICS,
     TENSORBOARD,
     TrainerState,
+    all_finite,
+    check_run_dir,
     checkpoint_dirs,
+    intact_checkpoint,
     load_checkpoint,
     prepare_run_dir,
     read_trainer_state,
+    run_configs,
     save_checkpoint,
 )
 from .config import ModelConfig, TrainConfig
@@ -42,7 +49,8 @@ from .continued import check_start
 from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .electra import pretraining_model
-from .errors import UserError
+from .errors import TrainingFailed, UserError
+from .fileio import directory_lock
 from .flops import PeakMeter, pretraining_flops_per_token
 from .labels import IGNORE_INDEX
 from .metrics import MetricsLog, MetricSums, evaluate_batches, summarise
@@ -109,25 +117,46 @@ class Trainer:
         overwrite: bool = False,
         progress: bool = True,
         tensorboard: bool = False,
+        recipe: str | None = None,
     ):
         self.data_dir, self.run_dir, self.model_config, self.cfg = Path(data_dir), Path(run_dir), model_config, cfg
         self.show_progress = progress
         self.processes = setup_distributed(cfg.device)
         self.device = resolve_device(cfg.device, self.processes.local_rank)
         self.precision = MixedPrecision(self.device, resolve_precision(cfg.precision, self.device))
-        checkpoints = checkpoint_dirs(self.run_dir) if resume else []  # the last, not --init-from, holds the weights
-        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, "" if checkpoints else cfg.init_from)
+        self.locks = contextlib.ExitStack()  # held until `close`: the run directory, and the data it reads
+        try:
+            self._start(model_config, cfg, resume, overwrite, tensorboard, recipe)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, model_config: ModelConfig, cfg: TrainConfig, resume: bool, overwrite: bool, tensorboard, recipe):
+        resume = resume and run_configs(self.run_dir) is not None  # a run that never saved starts again
+        start_from = cfg.init_from if not resume else ""  # a resumed run's checkpoint, not --init-from, holds it
+        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, start_from)
         self.configs = {
             "model": model_config.to_dict(),
             "train": cfg.to_dict(),
             "data": str(self.data_dir),
             "tokenizer_fingerprint": fingerprint(self.tokenizer),
+            **({"recipe": recipe} if recipe else {}),
         }
         # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
         self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
+        if recipe:
+            self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
         if cfg.init_from:
             self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
-        prepare_run_dir(self.run_dir, self.configs, resume, overwrite, self.processes)
+        check_run_dir(self.run_dir, self.configs, resume, overwrite)
+        self._lock()
+        checkpoint = intact_checkpoint(self.run_dir, set_aside=self.processes.is_main) if resume else None
+        if resume and checkpoint is None:
+            raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
+        if self.processes.is_main:
+            prepare_run_dir(self.run_dir, self.configs, resume, overwrite)
+        if self.processes.world > 1:
+            dist.barrier()  # rank 0 has prepared the directory before any process reads or writes it
         tensorboard_dir = self.run_dir / TENSORBOARD if tensorboard else None
         self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
 
@@ -143,7 +172,7 @@ class Trainer:
                     f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
                     f"it learns them here, on {cfg.seq_len}-token sequences"
                 )
-        if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not checkpoints:
+        if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not resume:
             self._say(
                 f"ALiBi keeps each head near (slopes 1/2 to 1/{2**model_config.num_heads}), so [CLS] may not read "
                 f"the second text: the {cfg.pair_objective.upper()} head stayed at chance with it on tiny "
@@ -158,8 +187,8 @@ class Trainer:
             self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
         )
         self.state, self.window = TrainerState(), MetricSums()
-        if checkpoints:
-            self._restore(checkpoints[-1])
+        if checkpoint is not None:
+            self._restore(checkpoint)
 
         self.train_data = pretraining_dataset(
             self.data_dir, "train", cfg.seq_len, cfg.pair_objective, cfg.seed, cfg.short_seq_prob
@@ -173,8 +202,31 @@ class Trainer:
         self.peak = PeakMeter(self.device, dtype) if self.processes.is_main else None
         self.last_eval: dict[str, Any] = {}
         self._saving = False  # an error while saving must not trigger another save
+        self._save_failed = False  # a save that failed (a full disk) is not tried again on the way out
         self._bad_streak = 0  # consecutive steps with a non-finite gradient
         self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
+
+    def _lock(self) -> None:
+        """The main process locks the run directory (one process per run) and holds the data directory against
+        `prepare` replacing it; every process fails together if it cannot."""
+        failure = None
+        if self.processes.is_main:
+            try:
+                self.locks.enter_context(directory_lock(self.run_dir))
+                self.locks.enter_context(directory_lock(self.data_dir, shared=True))
+            except UserError as e:
+                failure = e
+        if self.processes.world > 1:
+            failed = torch.tensor([float(failure is not None)], device=self.device)
+            dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+            if failed.item() and failure is None:
+                failure = UserError(f"{self.run_dir}: the main process could not lock the run directory")
+        if failure is not None:
+            raise failure
+
+    def close(self) -> None:
+        """Release the run and data directories."""
+        self.locks.close()
 
     def _restore(self, checkpoint: Path) -> None:
         self.state = load_checkpoint(checkpoint, self.model, self.optimizer, self.precision.scaler)
@@ -211,7 +263,14 @@ class Trainer:
     # -------------------------------------------------------- the loop
 
     def train(self) -> RunResult:
-        """Step until the budget (steps or seconds) is spent or a signal arrives; save, evaluate, write the model."""
+        """Step until the budget (steps or seconds) is spent or a signal arrives; save, evaluate, write the model.
+        The directories are released when it returns or raises."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> RunResult:
         cfg = self.cfg
         plan = BatchPlan(self.train_data, cfg.batch_size, self.processes, cfg.seed, cfg.batch_size_at, cfg.grad_accum)
         position = (self.state.epoch, self.state.epoch_offset, self.state.step)
@@ -244,8 +303,8 @@ class Trainer:
                     self.state.elapsed = time.perf_counter() - started
                     progress.update(self.state.step, self.state.elapsed)
                     self._periodic(lr, progress)
-            except BaseException:
-                self._save_after_failure()
+            except BaseException as error:
+                self._save_after_failure(error)
                 raise
         self.save()
         if stop:
@@ -388,6 +447,8 @@ class Trainer:
         record = {"step": self.state.step, "split": "valid", **result, "elapsed": self.state.elapsed}
         self.log.write(record)
         self.last_eval = record
+        if not self.show_progress:  # --quiet: the final summary says the last one
+            return record
         self._say(
             f"step {self.state.step}: held-out MLM loss {result['mlm_loss']:.3f}, accuracy {result['mlm_acc']:.3f}, "
             f"perplexity {result['perplexity']:.1f}"
@@ -403,6 +464,7 @@ class Trainer:
         last = checkpoint_dirs(self.run_dir)
         if last and last[-1].name == f"step_{self.state.step:06d}":
             return
+        self._check_finite()
         window = {k: float(v) for k, v in self.window.sums.items()}
         self._saving = True
         try:
@@ -418,6 +480,7 @@ class Trainer:
                 self.extra_config,
             )
         except OSError as e:
+            self._save_failed = True
             raise UserError(
                 f"could not write a checkpoint in {self.run_dir / 'checkpoints'} ({e.strerror or e}); "
                 "the previous checkpoint is intact"
@@ -425,9 +488,21 @@ class Trainer:
         finally:
             self._saving = False
 
-    def _save_after_failure(self) -> None:
-        """An error in the loop: keep the work done so far, unless saving itself is what failed."""
-        if self._saving or self.state.step == 0:
+    def _check_finite(self) -> None:
+        """Weights that are no longer numbers are never saved: the run stops, naming the step."""
+        if all_finite(self.model):
+            return
+        last = checkpoint_dirs(self.run_dir)
+        kept = f"the last checkpoint, {last[-1].name}, is intact" if last else "no checkpoint was saved"
+        raise TrainingFailed(
+            f"the model's weights are not finite at step {self.state.step} (the run diverged, or resumed from "
+            f"damaged state); nothing was saved from it: {kept}. Lower --lr or --grad-clip, or check the data"
+        )
+
+    def _save_after_failure(self, error: BaseException) -> None:
+        """An error in the loop: keep the work done so far, unless saving itself is what failed (once is enough)
+        or the weights are what went wrong."""
+        if self._saving or self._save_failed or self.state.step == 0 or isinstance(error, TrainingFailed):
             return
         try:
             self.save()
@@ -441,7 +516,14 @@ class Trainer:
         """The final model directory (tokenizer included)."""
         if not self.processes.is_main:
             return
-        save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config)
+        self._check_finite()
+        try:
+            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config)
+        except OSError as e:
+            raise UserError(
+                f"could not write the model in {self.run_dir / 'model'} ({e.strerror or e}); the last checkpoint "
+                "is intact: make room, then run the same command with --resume"
+            ) from None
         self.log.close()
 
     def _say(self, message: str) -> None:
@@ -458,6 +540,7 @@ def pretrain(data_dir, run_dir, model_config: ModelConfig, cfg: TrainConfig, **o
             dist.barrier()  # rank 0 may still be saving; tearing down under it aborts the other processes
         return result
     finally:
+        trainer.close()
         if dist.is_initialized():
             # The DDP wrapper holds the process group; freed only at interpreter exit, Gloo's pending
             # work would need the GIL during finalisation and abort. Release it while Python is alive.

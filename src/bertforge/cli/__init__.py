@@ -14,18 +14,46 @@ signal raises Stopped, exit 128 + the signal.
 from __future__ import annotations
 
 import argparse
+import errno
+import signal
 import sys
+import threading
 import warnings
+from importlib.metadata import version
 from pathlib import Path
 
-from ..errors import Stopped, UserError
+from ..errors import Interrupted, Stopped, TrainingFailed, UserError
 from . import data, downstream, inference, training
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, but a mistake on the command line is two lines: the verb's short usage (what it
+    needs), and the error. argparse's own prints every flag of the verb first, 50 lines for pretrain."""
+
+    def error(self, message: str):
+        print(f"usage: {self.short_usage()}", file=sys.stderr)
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+    def short_usage(self) -> str:
+        """The verb, its positional arguments and its required flags; "[options]" for the rest."""
+        parts = [self.prog]
+        for action in self._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            metavar = action.metavar or action.dest.upper()
+            if not action.option_strings:
+                parts.append(metavar if action.nargs not in ("+", "*") else f"{metavar} [...]")
+            elif action.required:
+                parts.append(f"{action.option_strings[0]} {metavar}")
+        return " ".join(parts + ["[options]"])
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="bertforge", description="BERT pre-training from scratch: masked LM + next sentence prediction."
     )
+    parser.add_argument("--version", action="version", version=f"bertforge {version('bertforge')}")
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     data.register(verbs)
     training.register(verbs)
@@ -38,17 +66,42 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _warnings_as_lines(args.verb)
+    _signals_as_interruptions()
     try:
         return args.func(args) or 0
     except UserError as e:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 2
+    except TrainingFailed as e:
+        print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {e.filename}" if e.filename else ""
+        print(f"bertforge {args.verb}: error: the disk is full{where}; nothing was left half-written", file=sys.stderr)
+        return 1
     except Stopped as e:
         print(f"bertforge {args.verb}: {e}", file=sys.stderr)
         return 128 + e.signal_number
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        number = e.signal_number if isinstance(e, Interrupted) else signal.SIGINT
+        print(f"bertforge {args.verb}: interrupted (signal {number}); nothing was left half-written", file=sys.stderr)
+        return 128 + number
+
+
+def _signals_as_interruptions() -> None:
+    """SIGTERM (what `timeout`, systemd and Slurm send) unwinds the program as Ctrl-C does, so that temporary
+    directories are removed and the exit status says which signal it was. Training loops take both signals over
+    while they run, to save a checkpoint first (runtime.StopSignals)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def interrupt(signum, frame):
+        raise Interrupted(signum)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, interrupt)
 
 
 def _warnings_as_lines(verb: str) -> None:

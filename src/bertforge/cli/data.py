@@ -13,46 +13,49 @@ SMALL_CORPUS_WORDS = 50_000_000  # below this, a 30k vocabulary costs step time 
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
-    from ..corpus import ReadStats, describe_files, read_paragraphs
-    from ..tokenizer import save_tokenizer, train_tokenizer
+    from ..corpus import describe_files
+    from ..vocabulary import train_corpus_tokenizer
 
-    options = _corpus_options(args)
-    paragraph_filter = options.paragraph_filter()
-    stats = ReadStats()
-    words = 0
-
-    def texts():
-        nonlocal words
-        for paragraph in read_paragraphs(args.corpus, options, stats, paragraph_filter):
-            words += len(paragraph.text.split())
-            yield paragraph.text
-
-    tokenizer = train_tokenizer(
-        texts(),
+    made = train_corpus_tokenizer(
+        args.corpus,
+        args.out,
+        _corpus_options(args),
         kind=args.kind,
         vocab_size=args.vocab_size,
         min_frequency=args.min_frequency,
         lowercase=args.lowercase,
         strip_accents=args.strip_accents,
+        overwrite=args.overwrite,
     )
-    save_tokenizer(tokenizer, args.out)
+    tokenizer, report = made.tokenizer, made.filter_report
     if args.filter_report:
-        paragraph_filter.report.write(args.filter_report)
-    if paragraph_filter.report.dropped and not (args.quiet or args.json):
-        print(paragraph_filter.report, file=sys.stderr)
+        report.write(args.filter_report)
     if args.json:
-        print_json({"kind": args.kind, "vocab_size": tokenizer.get_vocab_size(), "words": words, "out": args.out})
-    elif not args.quiet:
-        print(
-            f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens on {words:,} words "
-            f"from {describe_files(stats.files)} -> {args.out}",
-            file=sys.stderr,
+        print_json(
+            {
+                "kind": args.kind,
+                "vocab_size": tokenizer.get_vocab_size(),
+                "words": made.words,
+                "strip_accents": made.accents.strip if made.accents else args.strip_accents,
+                "accents": made.accents.reason if made.accents else "as asked",
+                "out": args.out,
+            }
         )
-        if args.kind == "wordpiece" and words < SMALL_CORPUS_WORDS and tokenizer.get_vocab_size() > 16384:
+        return
+    if report.dropped and not args.quiet:
+        print(report, file=sys.stderr)
+    if made.accents and not args.quiet:
+        print(made.accents.reason, file=sys.stderr)
+    print(
+        f"trained a {args.kind} tokenizer with {tokenizer.get_vocab_size()} tokens on {made.words:,} words "
+        f"from {describe_files(made.files)} -> {args.out}"
+    )
+    if args.kind == "wordpiece" and made.words < SMALL_CORPUS_WORDS and tokenizer.get_vocab_size() > 16384:
+        if not args.quiet:
             print(
-                f"advice: for a corpus of {words:,} words, --vocab-size 8192 makes each pre-training step faster "
-                "(0.51 against 0.75 s on mini, measured) with no loss in what is learned at equal time "
-                "(README: Pre-training on a budget); BabyLM's best models used 6k-16k tokens for 10M words",
+                f"advice: for a corpus of {made.words:,} words, --vocab-size 8192 makes each pre-training step "
+                "faster (0.51 against 0.75 s on mini, measured) with no loss in what is learned at equal time "
+                "(docs/pretraining.md); BabyLM's best models used 6k-16k tokens for 10M words",
                 file=sys.stderr,
             )
 
@@ -84,6 +87,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         workers=args.workers,
         progress=not (args.quiet or args.json),
         filter_report=args.filter_report,
+        overwrite=args.overwrite,
     )
     if args.json:
         print_json(meta)
@@ -96,8 +100,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
         f"prepared {splits['train']['tokens']:,} train and {splits['valid']['tokens']:,} held-out tokens "
         f"({splits['valid']['tokens'] / max(total, 1):.1%}; "
         f"{splits['train']['documents']:,} + {splits['valid']['documents']:,} "
-        f"documents) from {describe_files(meta['sources'])} -> {args.out}",
-        file=sys.stderr,
+        f"documents) from {describe_files(meta['sources'])} -> {args.out}"
     )
 
 
@@ -172,14 +175,13 @@ def register(verbs) -> None:
         dest="strip_accents",
         action="store_true",
         default=None,
-        help="strip diacritics even when cased",
+        help="strip diacritics (default: measured on the corpus: kept where stripping would merge its words, as in "
+        "Vietnamese, French or German; stripped for English-like text when lowercasing, as BERT uncased)",
     )
     p.add_argument(
-        "--keep-accents",
-        dest="strip_accents",
-        action="store_false",
-        help="keep diacritics (default: strip when lowercasing, as BERT)",
+        "--keep-accents", dest="strip_accents", action="store_false", help="keep diacritics (default: measured)"
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the tokenizer already in --out")
     output_flags(p)
 
     p = add_verb(
@@ -204,6 +206,7 @@ def register(verbs) -> None:
     )
     p.add_argument("--valid", nargs="+", help="held-out files (instead of --valid-fraction)")
     p.add_argument("--workers", type=int, default=1, help="tokenising processes; output is identical for any number")
+    p.add_argument("--overwrite", action="store_true", help="replace the prepared data already in --out")
     output_flags(p)
 
     data_verbs = add_verb(verbs, "data", None, "look at prepared data").add_subparsers(

@@ -101,8 +101,10 @@ def cmd_classify(args: argparse.Namespace) -> None:
         pairs = None
     elif args.input:
         texts, pairs = read_texts(args.input, args.text_column, args.pair_column or ("1" if args.pairs else None))
-    elif args.text is not None:
-        texts, pairs = [args.text], [args.pair] if args.pair is not None else None
+    elif args.texts:
+        if args.pair is not None and len(args.texts) > 1:
+            raise UserError("--pair is the second text of one pair; give one text with it (or pairs in --input)")
+        texts, pairs = args.texts, [args.pair] if args.pair is not None else None
     else:
         raise UserError("give a text, or --input FILE")
     classifier = Classifier(args.model, device=args.device, trust_pickle=args.trust_pickle)
@@ -116,7 +118,7 @@ def cmd_classify(args: argparse.Namespace) -> None:
         print(f"wrote {len(results)} predictions to {args.out}", file=sys.stderr)
         return
     if args.json:
-        print_json(results if args.input else results[0])
+        print_json(results if args.input or len(results) > 1 else results[0])
         return
     for r in results:
         shown = r["source"] if sources else repr(r["text"]) + (f" / {r['pair']!r}" if "pair" in r else "")
@@ -327,7 +329,7 @@ def register(verbs) -> None:
 
     p = add_verb(verbs, "classify", cmd_classify, "label texts with a fine-tuned model")
     model_flags(p)
-    p.add_argument("text", nargs="?", help="the text")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to label (or --input)")
     pair_flags(p, positional=False)
     p.add_argument(
         "--input",

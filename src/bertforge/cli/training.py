@@ -6,58 +6,37 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, preset_size, recipe_configs
+from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, recipe_configs
 from ..errors import UserError
 from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flags, output_flags, print_json, with_format
 
 
-def resolve_run_configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
-    """Model and train configs for `pretrain`.
-
-    A new run: the recipe's defaults, its preset (or --preset), then the given flags; with --init-from, the
-    starting model's architecture instead of a preset.
-    `--resume`: the run's saved configs with the given flags on top (a --preset given
-    then sets only the size, which must match the saved one: the trainer checks).
-    """
-    from ..checkpoint import run_configs
-    from ..continued import continued_configs
-    from ..datadir import read_meta
-
-    model_overrides = config_values(args, ModelConfig)
-    train_overrides = config_values(args, TrainConfig)
-    saved = run_configs(Path(args.out)) if args.resume else None
-    if saved is None and train_overrides.get("init_from"):
-        if args.preset:
-            raise UserError(f"--preset {args.preset}: the model's size comes from --init-from; leave the flag out")
-        return continued_configs(
-            args.recipe or DEFAULT_RECIPE, train_overrides["init_from"], model_overrides, train_overrides
-        )
-    if saved is None:
-        model_overrides.setdefault("vocab_size", read_meta(args.data)["vocab_size"])
-        return recipe_configs(args.recipe or DEFAULT_RECIPE, args.preset, model_overrides, train_overrides)
-    if args.recipe:
-        raise UserError(
-            "--recipe chooses how a new run starts; a resumed run keeps its saved settings (flags change them)"
-        )
-    size = preset_size(args.preset) if args.preset else {}  # the size alone: the saved recipe's settings stay
-    model = ModelConfig.from_dict({**saved["model"], **size, **model_overrides})
-    return model, TrainConfig.from_dict({**saved["train"], **train_overrides})
-
-
 def cmd_pretrain(args: argparse.Namespace) -> int:
+    from ..hf import remote_code_note
     from ..plots import save_figure, training_curves
+    from ..progress import duration
+    from ..runconfig import plan_run
     from ..train import pretrain
 
-    model_config, train_config = resolve_run_configs(args)
+    plan = plan_run(
+        args.data,
+        args.out,
+        args.recipe,
+        args.preset,
+        config_values(args, ModelConfig),
+        config_values(args, TrainConfig),
+        resume=args.resume,
+    )
     result = pretrain(
         args.data,
         args.out,
-        model_config,
-        train_config,
+        plan.model,
+        plan.train,
         resume=args.resume,
         overwrite=args.overwrite,
         progress=not (args.quiet or args.json),
         tensorboard=args.tensorboard,
+        recipe=plan.recipe,
     )
     if result.interrupted:
         return 128 + result.interrupted
@@ -76,26 +55,15 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
             }
         )
     else:
+        final = result.final_eval
+        held_out = f"; held-out MLM loss {final['mlm_loss']:.3f}, accuracy {final['mlm_acc']:.3f}" if final else ""
         print(
-            f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s; "
-            f"model in {run / 'model'}",
-            file=sys.stderr,
+            f"done: {result.state.step} steps, {result.state.tokens_seen:,} tokens in "
+            f"{duration(result.state.elapsed)}{held_out}; model in {run / 'model'}"
         )
-    unloadable = []  # (what no transformers class computes, the flag that trains a model without it)
-    if model_config.attention_bias != "none":
-        unloadable.append((f"the {model_config.attention_bias} attention bias", "--attention-bias none"))
-    if model_config.feed_forward != "mlp":
-        unloadable.append(("the gated feed-forward", "--feed-forward mlp"))
-    if model_config.position_embedding == "rotary":
-        unloadable.append(("the rotary position encoding", "--position-embedding learned"))
-    if unloadable:
-        names, flags = zip(*unloadable)
-        print(
-            f"note: {' and '.join(names)} {'have' if len(names) > 1 else 'has'} no transformers class: the model "
-            "directory carries its own (modeling_bertforge.py), which transformers runs only with "
-            f"trust_remote_code=True (train with {' '.join(flags)} for a model plain transformers loads)",
-            file=sys.stderr,
-        )
+    note = remote_code_note(plan.model)
+    if note:  # shown even with --quiet: the one limit of the model just made
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -219,9 +187,10 @@ def register(verbs) -> None:
     )
     model_flags(p)
     p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
-    p.add_argument("--batch-size", type=int, default=32, help="sequences per batch")
-    p.add_argument("--seq-len", type=int, default=128, help="instance length")
-    p.add_argument("--max-batches", type=int, default=50, help="batches to evaluate (fixed masks, fixed order)")
+    own = "a run's own on its data directory (its last held-out line's figures), else"
+    p.add_argument("--batch-size", type=int, help=f"sequences per batch (default: {own} 32)")
+    p.add_argument("--seq-len", type=int, help=f"instance length (default: {own} 128)")
+    p.add_argument("--max-batches", type=int, help=f"batches to evaluate, fixed masks and order (default: {own} 50)")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32", help="as for pretrain")
     output_flags(p, quiet=False)
 

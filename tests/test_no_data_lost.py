@@ -1,0 +1,280 @@
+"""No data is lost, whatever the interruption: prepared data and tokenizers are written whole or not at all, a run
+directory and a data directory are one process's at a time, a damaged checkpoint is never trained on, weights that
+are no longer numbers are never saved, and a run that never took a step restarts with the same command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertforge.checkpoint import checkpoint_dirs, write_checksums
+from bertforge.errors import UserError
+from bertforge.fileio import directory_lock
+
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    assert_same_steps,
+    bertforge,
+    bertforge_ok,
+    make_documents,
+    one_line_error,
+    prepared_data,
+    write_corpus,
+)
+
+TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-every", "0"]
+
+
+def tree(directory: Path) -> dict[str, str]:
+    """Every file below `directory` by its path, with the sha256 of its bytes: equal trees are byte-identical."""
+    return {
+        p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def siblings(path: Path) -> list[str]:
+    """What lies beside `path` under a name that starts with its own: temporary directories of a writer."""
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A corpus, its tokenizer and its prepared data; and a larger corpus, which takes a few seconds to prepare."""
+    root = prepared_data(tmp_path_factory.mktemp("no_data_lost"), seed=31)
+    write_corpus(root / "big.txt", make_documents(n_docs=1500, sentences=60, seed=32))
+    return root
+
+
+# ---------------------------------------------------------------- prepare
+
+
+def test_a_failed_or_refused_prepare_leaves_existing_data_byte_identical(workdir, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(workdir / "data", data)
+    before = tree(data)
+    prepare = ["prepare", "--tokenizer", workdir / "tok", "--out", data]
+    one_line_error(bertforge(*prepare, tmp_path / "nope.txt", "--overwrite"), "nope.txt", "no such file")
+    (tmp_path / "inputs").mkdir()
+    shutil.copy(workdir / "corpus.txt", tmp_path / "inputs" / "good.txt")
+    (tmp_path / "inputs" / "bad.txt").write_bytes(bytes(range(256)) * 10)  # binary, inside a directory
+    one_line_error(bertforge(*prepare, tmp_path / "inputs", "--overwrite"), "bad.txt", "binary")
+    one_line_error(bertforge(*prepare, workdir / "corpus.txt"), "already holds prepared data", "--overwrite")
+    assert tree(data) == before and siblings(data) == []
+    (tmp_path / "one.txt").write_text("The cat sat.\n")
+    bertforge_ok(*prepare, tmp_path / "one.txt", "--overwrite", "--valid-fraction", "0")
+    assert json.loads((data / "meta.json").read_text())["splits"]["train"]["tokens"] < 10  # replaced, when asked
+
+
+def test_prepare_writes_nothing_for_bad_input_and_never_replaces_what_is_not_data(workdir, tmp_path):
+    tok = ["--tokenizer", workdir / "tok"]
+    one_line_error(bertforge("prepare", tmp_path / "nope.txt", *tok, "--out", tmp_path / "new"), "nope.txt")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no skeleton, no temporary directory
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("my notes\n")
+    for flags in ([], ["--overwrite"]):
+        done = bertforge("prepare", workdir / "corpus.txt", *tok, "--out", tmp_path / "notes", *flags)
+        one_line_error(done, "not prepared data")
+    assert (tmp_path / "notes" / "todo.md").read_text() == "my notes\n"
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(workdir / "corpus.txt", corpus / "a.txt")
+    one_line_error(bertforge("prepare", corpus, *tok, "--out", tmp_path), "holds the input")
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_prepare_leaves_the_old_data_and_nothing_else(workdir, tmp_path, number):
+    data = tmp_path / "data"
+    shutil.copytree(workdir / "data", data)
+    before = tree(data)
+    command = [sys.executable, "-m", "bertforge", "prepare", str(workdir / "big.txt"), "--tokenizer",
+               str(workdir / "tok"), "--out", str(data), "--overwrite", "--quiet"]  # fmt: skip
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not siblings(data) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.01)  # until it is writing its temporary directory
+    assert process.poll() is None, "prepare finished before it could be interrupted: give it more text"
+    time.sleep(0.3)
+    process.send_signal(number)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + number, stderr
+    assert f"interrupted (signal {number})" in stderr and "Traceback" not in stderr
+    assert tree(data) == before and siblings(data) == []
+
+
+def test_a_killed_prepare_leaves_a_named_temporary_that_the_next_one_clears(workdir, tmp_path):
+    data = tmp_path / "data"
+    command = [sys.executable, "-m", "bertforge", "prepare", str(workdir / "big.txt"), "--tokenizer",
+               str(workdir / "tok"), "--out", str(data), "--quiet"]  # fmt: skip
+    process = subprocess.Popen(command)
+    deadline = time.time() + 60
+    while not siblings(data) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    left = siblings(data)
+    assert not data.exists() and len(left) == 1 and left[0].startswith(f".data.tmp-{process.pid}-"), left
+    bertforge_ok("prepare", workdir / "corpus.txt", "--tokenizer", workdir / "tok", "--out", data)
+    assert (data / "meta.json").is_file() and siblings(data) == []
+
+
+def test_data_a_run_reads_is_not_replaced_under_it(workdir, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(workdir / "data", data)
+    with directory_lock(data, shared=True):  # as pretrain holds it
+        done = bertforge(
+            "prepare", workdir / "corpus.txt", "--tokenizer", workdir / "tok", "--out", data, "--overwrite"
+        )
+        one_line_error(done, "in use by another bertforge process", f"pid {os.getpid()}")
+        with pytest.raises(UserError, match="in use"):  # and a second writer in any process
+            with directory_lock(data):
+                pass
+
+
+def test_tokenizer_train_is_written_whole_and_replaced_only_when_asked(workdir, tmp_path):
+    bertforge_ok("tokenizer", "train", workdir / "corpus.txt", "--out", tmp_path / "tok", "--vocab-size", "120")
+    before = tree(tmp_path / "tok")
+    one_line_error(bertforge("tokenizer", "train", workdir / "corpus.txt", "--out", tmp_path / "tok"), "--overwrite")
+    one_line_error(bertforge("tokenizer", "train", tmp_path / "nope.txt", "--out", tmp_path / "tok", "--overwrite"))
+    assert tree(tmp_path / "tok") == before and siblings(tmp_path / "tok") == []
+
+
+# ---------------------------------------------------------------- runs
+
+
+def test_a_run_that_never_took_a_step_restarts_with_the_same_command(workdir, tmp_path):
+    run = tmp_path / "run"
+    too_big = ["pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "2"]
+    failed = bertforge(*too_big, "--batch-size", "100000")
+    one_line_error(failed, "fewer than one global batch")
+    assert sorted(p.name for p in run.iterdir()) == ["config.json"]
+    again = bertforge_ok(*too_big, "--recipe", "bert")  # the same command, fixed: no --resume or --overwrite needed
+    assert "stopped before its first checkpoint: starting it again" in again.stderr
+    assert [p.name for p in checkpoint_dirs(run)] == ["step_000002"]
+    # A run that saved resumes with the recipe it started from named again; another recipe is refused.
+    bertforge_ok(
+        "pretrain", "--data", workdir / "data", "--out", run, "--resume", "--recipe", "bert", "--max-steps", "4"
+    )
+    other = bertforge("pretrain", "--data", workdir / "data", "--out", run, "--resume", "--recipe", "budget")
+    one_line_error(other, "--recipe budget", "started from recipe bert")
+
+
+def test_a_run_directory_is_one_runs_and_holds_nothing_else(workdir, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with directory_lock(run):
+        done = bertforge("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "2")
+        one_line_error(done, "in use by another bertforge process", f"pid {os.getpid()}")
+    folder = tmp_path / "folder"
+    (folder / "model").mkdir(parents=True)
+    (folder / "model" / "mine.bin").write_bytes(b"keep me")
+    done = bertforge("pretrain", "--data", workdir / "data", "--out", folder, *TINY, "--max-steps", "2")
+    one_line_error(done, "holds files that are not a run")
+    assert (folder / "model" / "mine.bin").read_bytes() == b"keep me"
+
+
+def test_a_damaged_checkpoint_is_set_aside_and_the_run_resumes_from_the_one_before(workdir, tmp_path):
+    flags = ["--data", workdir / "data", *TINY, "--max-steps", "6", "--save-every", "2", "--log-every", "2"]
+    bertforge_ok("pretrain", "--out", tmp_path / "whole", *flags)
+    run = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "whole", run)
+    shutil.rmtree(run / "model")
+    latest = checkpoint_dirs(run)[-1]
+    weights = bytearray((latest / "model.safetensors").read_bytes())
+    weights[-4096:] = bytes(4096)  # 4 KB of the weights zeroed: still a readable safetensors file
+    (latest / "model.safetensors").write_bytes(bytes(weights))
+    done = bertforge_ok("pretrain", "--out", run, *flags, "--resume")
+    assert "step_000006 is damaged (model.safetensors does not match its checksum)" in done.stderr
+    assert "resuming from step_000004" in done.stderr
+    assert (run / "checkpoints" / "step_000006.damaged").is_dir()  # kept, under a name never read as a checkpoint
+    keys = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "grad_norm", "lr", "tokens")
+    assert_same_steps(tmp_path / "whole", run, [2, 4, 6], keys)  # steps 5 and 6 trained again, exactly
+
+
+def test_weights_that_are_not_numbers_are_never_saved(workdir, tmp_path):
+    flags = ["--data", workdir / "data", *TINY, "--save-every", "2", "--log-every", "2"]
+    run = tmp_path / "run"
+    bertforge_ok("pretrain", "--out", run, *flags, "--max-steps", "2")
+    shutil.rmtree(run / "model")
+    checkpoint = checkpoint_dirs(run)[-1]
+    tensors = torch.load(checkpoint / "optimizer.pt", weights_only=True)
+    for moments in tensors["optimizer"]["state"].values():
+        moments["exp_avg"].fill_(float("nan"))  # moments that passed their checksums, yet are not numbers
+    torch.save(tensors, checkpoint / "optimizer.pt")
+    write_checksums(checkpoint)
+    done = bertforge("pretrain", "--out", run, *flags, "--max-steps", "4", "--resume")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "weights are not finite at step 4" in done.stderr and "step_000002, is intact" in done.stderr
+    assert [p.name for p in checkpoint_dirs(run)] == ["step_000002"] and not (run / "model").exists()
+
+
+def test_sigterm_to_the_process_group_stops_with_a_checkpoint_and_143(workdir, tmp_path):
+    """What `timeout`, systemd and Slurm do: every process of the group gets SIGTERM, loader workers included."""
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(workdir / "data"), "--out", str(run),
+               *map(str, TINY), "--num-workers", "1", "--max-steps", "100000", "--save-every", "0"]  # fmt: skip
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while not (run / "metrics.jsonl").is_file() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # until it has logged a step
+    os.killpg(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143 and "Traceback" not in stderr, stderr
+    assert "stopped by signal 15" in stderr and "--resume" in stderr
+    assert checkpoint_dirs(run), "no checkpoint saved"
+
+
+def test_a_piped_log_has_lines_not_bars_and_results_go_to_stdout(workdir, tmp_path):
+    flags = ["--data", workdir / "data", *[f for f in TINY if f != "--quiet"], "--max-steps", "6", "--log-every", "2"]
+    done = bertforge_ok("pretrain", "--out", tmp_path / "run", *flags)
+    assert "\r" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("step ") and " lr " in line]
+    assert [line.split()[1] for line in lines] == ["2/6", "4/6", "6/6"] and all(" loss " in line for line in lines)
+    assert done.stdout.startswith("done: 6 steps")
+    quiet = bertforge_ok("pretrain", "--out", tmp_path / "quiet", *flags, "--quiet")
+    assert quiet.stderr == "" and quiet.stdout.startswith("done: 6 steps")  # --quiet keeps the summary
+
+
+def test_files_follow_the_umask(workdir, tmp_path):
+    """As any other tool's files: here umask 002, where a fixed 0644 or the temporary files' 0600 would show."""
+    umask = {"preexec_fn": lambda: os.umask(0o002)}
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", tmp_path / "run", *TINY, "--max-steps", "2", **umask)
+    bertforge_ok("prepare", workdir / "corpus.txt", "--tokenizer", workdir / "tok", "--out", tmp_path / "data", **umask)
+    for top in [tmp_path / "data", tmp_path / "run" / "model", *checkpoint_dirs(tmp_path / "run")]:
+        for path in [top, *top.rglob("*")]:
+            assert path.stat().st_mode & 0o777 == (0o775 if path.is_dir() else 0o664), path
+
+
+def test_a_full_disk_in_the_loop_is_one_line_and_one_attempt(workdir, tmp_path, monkeypatch):
+    from bertforge.config import ModelConfig, TrainConfig
+    from bertforge.train import Trainer
+
+    vocab_size = json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"]
+    model_config = ModelConfig.preset("tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64)
+    cfg = TrainConfig(seq_len=64, batch_size=8, max_steps=6, save_every=2, eval_every=0, num_workers=0,
+                      precision="fp32")  # fmt: skip
+    attempts = []
+
+    def disk_full(*args, **kwargs):
+        attempts.append(args[1])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("bertforge.checkpoint.torch.save", disk_full)
+    trainer = Trainer(workdir / "data", tmp_path / "run", model_config, cfg, progress=False)
+    with pytest.raises(UserError, match="could not write a checkpoint .*No space left on device.* intact"):
+        trainer.train()
+    assert len(attempts) == 1  # the save at step 2, not again on the way out
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert checkpoint_dirs(tmp_path / "run") == [] and not list(checkpoints.glob(".*"))  # nothing torn left
