@@ -356,7 +356,7 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
             module.alibi_bias(num_heads, seq_len), alibi_bias(num_heads, seq_len), rtol=0, atol=0
         )
     for seq_len, head_size in [(1, 2), (9, 16), (128, 64)]:
-        cos, sin = rotary_angles(seq_len, head_size)
+        cos, sin = rotary_angles(torch.arange(seq_len), head_size)
         torch.testing.assert_close(module.rotary_angles(seq_len, head_size), (cos, sin), rtol=0, atol=0)
         x = torch.randn(3, seq_len, head_size)
         torch.testing.assert_close(module.rotate(x, cos, sin), rotate(x, cos, sin), rtol=0, atol=0)

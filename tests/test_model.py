@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -358,7 +359,7 @@ def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
 
     torch.manual_seed(0)
     q, k = torch.randn(2, 16)  # one query and one key, head size 16
-    cos, sin = rotary_angles(seq_len=40, head_size=16)  # (T, hs) each
+    cos, sin = rotary_angles(torch.arange(40), head_size=16)  # (T, hs) each
     turned_q = rotate(q.expand(40, 16), cos, sin)  # (T, hs): q at every position
     turned_k = rotate(k.expand(40, 16), cos, sin)
     scores = turned_q @ turned_k.T  # (T, T): q at t against k at s
@@ -367,14 +368,14 @@ def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
         torch.testing.assert_close(diagonal, diagonal[:1].expand_as(diagonal), rtol=1e-4, atol=1e-4)
     assert not torch.allclose(scores.diagonal(0)[0], scores.diagonal(3)[0], atol=1e-3)  # the offset matters
     torch.testing.assert_close(turned_q.norm(dim=-1), q.norm().expand(40))
-    torch.testing.assert_close(rotate(q[None], *rotary_angles(1, 16)), q[None])  # position 0 is not turned
+    torch.testing.assert_close(rotate(q[None], *rotary_angles(torch.arange(1), 16)), q[None])  # 0 is not turned
 
 
 @pytest.mark.parametrize("explicit", [False, True])
 def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
     """With rotary positions the table stays zero and frozen, yet the model tells word order apart; the explicit
     path and SDPA agree, padding changes no real position, and bf16 autocast runs (q and k stay bf16)."""
-    from bertforge.model import SelfAttention, set_explicit_attention
+    from bertforge.model import set_explicit_attention
 
     torch.manual_seed(0)
     model = BertForPreTraining(small_config(position_embedding="rotary")).eval()
@@ -396,11 +397,9 @@ def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
         )
 
     assert cls_changes() > 1e-2
-    for attention in (m for m in model.modules() if isinstance(m, SelfAttention)):
-        attention.rotary = False  # without the turn, nothing tells positions apart: a bag of words
+    model.config.position_embedding = "none"  # without the turn, nothing tells positions apart: a bag of words
     assert cls_changes() < 1e-5
-    for attention in (m for m in model.modules() if isinstance(m, SelfAttention)):
-        attention.rotary = True
+    model.config.position_embedding = "rotary"
     mask = torch.ones_like(ids)
     mask[0, 8:] = 0
     padded = model.bert(ids, types, mask, output_attentions=explicit).sequence_output
@@ -451,3 +450,83 @@ def test_cls_reads_the_whole_window_at_initialisation_under_each_recipe(recipe):
             assert far.max() < 1e-3  # what the recipe must not do
         else:
             assert far.min() > 0.35, far.min()  # about the uniform 0.5
+
+
+MODERN = dict(
+    norm_style="pre",
+    position_embedding="rotary",
+    feed_forward="glu",
+    type_vocab_size=0,
+    norm_bias=False,
+    linear_bias=False,
+    first_attention_norm=False,
+    task_head="transform",
+)
+
+
+@pytest.mark.parametrize("position_embedding", ["rotary", "learned"])
+def test_packed_documents_are_kept_apart_as_if_each_ran_alone(position_embedding):
+    """A window of three documents with document ids: each document's outputs are those of the document run on
+    its own (attention stays inside it, positions restart at it), and changing one leaves the others' unchanged."""
+    torch.manual_seed(0)
+    model = BertForPreTraining(small_config(**{**MODERN, "position_embedding": position_embedding})).eval()
+    ids = torch.randint(5, 90, (1, 20))
+    documents = torch.tensor([[0] * 7 + [1] * 5 + [2] * 8])  # (1, 20)
+    packed = model.bert(ids, document_ids=documents).sequence_output[0]  # (20, H)
+    bounds = [(0, 7), (7, 12), (12, 20)]
+    for start, end in bounds:
+        alone = model.bert(ids[:, start:end]).sequence_output[0]  # the document as its own sequence
+        torch.testing.assert_close(packed[start:end], alone, rtol=1e-5, atol=1e-5)
+    changed = ids.clone()
+    changed[0, 8:11] = torch.randint(5, 90, (3,))  # the middle document's tokens
+    again = model.bert(changed, document_ids=documents).sequence_output[0]
+    torch.testing.assert_close(again[:7], packed[:7], rtol=0, atol=0)
+    torch.testing.assert_close(again[12:], packed[12:], rtol=0, atol=0)
+    assert not torch.allclose(again[7:12], packed[7:12])
+    # Without document ids the window is one text: the documents see each other.
+    assert not torch.allclose(model.bert(changed).sequence_output[0, :7], model.bert(ids).sequence_output[0, :7])
+
+
+def test_a_packed_window_knows_the_document_of_each_token(tmp_path, wordpiece_tokenizer):
+    """[CLS] and each document's closing [SEP] belong to it; the window's last [SEP] to its last document."""
+    from bertforge.data import PackedDataset
+    from bertforge.datadir import SplitWriter, token_dtype, write_meta
+
+    writer = SplitWriter(tmp_path / "train", token_dtype(wordpiece_tokenizer))
+    lengths = [5, 3, 9, 2, 6]
+    token = 10
+    for n in lengths:
+        writer.add_sentences(np.arange(token, token + n), np.array([n]))
+        writer.end_document()
+        token += n
+    SplitWriter(tmp_path / "valid", token_dtype(wordpiece_tokenizer)).close()
+    write_meta(tmp_path, wordpiece_tokenizer, {"train": writer.close()})
+    dataset = PackedDataset(tmp_path, "train", max_seq_len=12, cls_id=2, sep_id=3)
+    for i in range(dataset.num_instances(0)):
+        x = dataset[(0, i)]
+        assert len(x.document_ids) == len(x.input_ids) == 12
+        assert np.all(np.diff(x.document_ids) >= 0) and x.document_ids[0] == 0
+        for position in np.flatnonzero(x.input_ids[1:-2] == 3) + 1:  # a [SEP] before a token: that one starts the next
+            assert x.document_ids[position + 1] == x.document_ids[position] + 1
+        for doc in np.unique(x.document_ids):  # each document's real tokens are one run of consecutive ids
+            real = x.input_ids[(x.document_ids == doc) & (x.input_ids >= 10)]
+            assert np.all(np.diff(real) == 1)
+
+
+def test_modernbert_settings_shape_the_model():
+    model = BertForPreTraining(small_config(**MODERN, local_attention=4, global_attention_every=2))
+    first, second = model.bert.layers
+    assert isinstance(first.attention_norm, torch.nn.Identity) and isinstance(second.attention_norm, torch.nn.LayerNorm)
+    assert model.bert.embeddings.segment is None
+    assert all(not name.endswith(".bias") for name, _ in model.bert.named_parameters() if "pooler" not in name)
+    assert (first.is_global, second.is_global) == (True, False)
+    # A local layer's token does not see past local_attention / 2 tokens: one local layer alone.
+    torch.manual_seed(0)
+    local = BertForPreTraining(small_config(**MODERN, num_layers=1, local_attention=4, global_attention_every=2))
+    local.bert.layers[0].is_global = False
+    ids = torch.randint(5, 90, (1, 12))
+    far = ids.clone()
+    far[0, 6:] = torch.randint(5, 90, (6,))  # more than 2 positions away from tokens 0..3
+    out, changed = (local.bert(x).sequence_output[0] for x in (ids, far))
+    torch.testing.assert_close(out[:4], changed[:4], rtol=0, atol=0)
+    assert not torch.allclose(out[4:6], changed[4:6])

@@ -137,6 +137,15 @@ ARCHITECTURE_FIELDS = (
     "tie_word_embeddings",
     "pad_token_id",
     "pad_vocab_multiple",
+    "norm_bias",
+    "linear_bias",
+    "first_attention_norm",
+    "rope_theta",
+    "local_attention",
+    "global_attention_every",
+    "local_rope_theta",
+    "task_head",
+    "classifier_pooling",
 )
 
 
@@ -154,7 +163,9 @@ class ModelConfig(_DictMixin):
         "longest sequence the position table covers; pretrain makes it --seq-len unless given, and a run that "
         "continues (--init-from) on longer sequences grows it, as BERT's second phase at 512 tokens",
     )
-    type_vocab_size: int = documented(2, "number of segments (A and B)")
+    type_vocab_size: int = documented(
+        2, "number of segments (A and B); 0: no segment embeddings, for MLM alone (as ModernBERT has none)"
+    )
     hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
     attention_dropout: float = documented(0.1, "dropout on attention probabilities")
     layer_norm_eps: float = documented(1e-12, "LayerNorm epsilon")
@@ -192,6 +203,39 @@ class ModelConfig(_DictMixin):
     pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")
     initializer_range: float = documented(0.02, "std of the normal init of weights")
     pad_vocab_multiple: int = documented(64, "round the embedding table up to a multiple of this for speed (1 = off)")
+    norm_bias: bool = documented(True, "every LayerNorm has a bias (BERT); ModernBERT's have none")
+    linear_bias: bool = documented(
+        True, "the attention, feed-forward and head projections have biases (BERT); ModernBERT's have none"
+    )
+    first_attention_norm: bool = documented(
+        True,
+        "pre-LN: the first layer normalises its input before attention (false: as ModernBERT, which relies on the "
+        "embeddings' LayerNorm just before it)",
+    )
+    rope_theta: float = documented(
+        10000.0, "rotary: the base of the angles, θ_i = base^(-2i/hs) (ModernBERT's global layers: 160,000)"
+    )
+    local_attention: int = documented(
+        0,
+        "sliding-window attention: in a local layer each token sees the tokens within local_attention/2 on either "
+        "side (ModernBERT: 128); 0 = every layer sees the whole sequence",
+    )
+    global_attention_every: int = documented(
+        1, "with local_attention: layers 0, N, 2N, ... see the whole sequence, the others a window (ModernBERT: 3)"
+    )
+    local_rope_theta: float = documented(10000.0, "rotary: the base of the local layers' angles (ModernBERT: 10,000)")
+    task_head: str = documented(
+        "pooler",
+        "what a fine-tuning head reads: pooler (BERT: dense + tanh on [CLS] for a sequence, the hidden states as "
+        "they are for tagging and QA) or transform (ModernBERT: dense, activation and LayerNorm, on [CLS] or on "
+        "every token, before the task's classifier)",
+        ("pooler", "transform"),
+    )
+    classifier_pooling: str = documented(
+        "cls",
+        "what a sequence classifier summarises a text by: [CLS], or (mean) the mean of its tokens",
+        ("cls", "mean"),
+    )
 
     def __post_init__(self) -> None:
         _require(
@@ -211,9 +255,26 @@ class ModelConfig(_DictMixin):
                     "vocab_size, num_layers and pad_vocab_multiple must be positive",
                 ),
                 (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
+                (self.type_vocab_size >= 0, f"type_vocab_size must be >= 0, not {self.type_vocab_size}"),
+                (
+                    self.first_attention_norm or self.norm_style == "pre",
+                    "first_attention_norm false leaves out a pre-LN norm: it needs norm_style pre",
+                ),
+                (
+                    self.local_attention >= 0 and self.global_attention_every >= 1,
+                    "local_attention must be >= 0 and global_attention_every >= 1",
+                ),
+                (
+                    self.classifier_pooling == "cls" or self.task_head == "transform",
+                    "classifier_pooling mean is ModernBERT's, with task_head transform",
+                ),
             ],
             "model",
         )
+
+    def is_global_layer(self, layer: int) -> bool:
+        """Whether layer `layer` (from 0) sees the whole sequence, not a window of it."""
+        return not self.local_attention or layer % self.global_attention_every == 0
 
     @property
     def padded_vocab_size(self) -> int:
@@ -319,6 +380,11 @@ class TrainConfig(_DictMixin):
         "memory for about a third more compute, for long sequences or a large model on a small GPU",
     )
     num_workers: int = documented(1, "data loader worker processes")
+    document_mask: bool = documented(
+        False,
+        "without a pair objective: attention stays inside each document of a packed window, and positions "
+        "restart at each (ModernBERT, MosaicBERT, NeoBERT); otherwise documents joined by [SEP] see each other",
+    )
 
     def __post_init__(self) -> None:
         _require(
@@ -357,6 +423,11 @@ class TrainConfig(_DictMixin):
                 (
                     self.generator_layers > 0 and self.rtd_weight > 0 and self.generator_temperature > 0,
                     "generator_layers, rtd_weight and generator_temperature must be positive",
+                ),
+                (
+                    not self.document_mask or self.pair_objective == "none",
+                    "document_mask keeps the documents of a packed window apart: it needs pair_objective none "
+                    "(pairs are never packed)",
                 ),
             ],
             "train",

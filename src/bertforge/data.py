@@ -4,7 +4,8 @@
                           nsp  B is the true continuation, or (half the time) text from another document
                           sop  A and B are consecutive text, in order or (half the time) swapped (ALBERT)
     PackedDataset       [CLS] x1 ... xW [SEP]: full-length windows of the token stream, documents joined
-                        by [SEP], for MLM alone (RoBERTa's FULL-SENTENCES): no padding, no pair task
+                        by [SEP], for MLM alone (RoBERTa's FULL-SENTENCES): no padding, no pair task;
+                        with each token's document, so that attention can keep them apart (ModernBERT)
     MaskingCollator     15% of the non-special tokens predicted: 80% [MASK], 10% random, 10% unchanged
     thin_masks          a mask-rate schedule: masks chosen at the peak rate, then thinned to the current one
 
@@ -47,6 +48,7 @@ class Instance:
     epoch: int
     a_doc: int
     b_doc: int
+    document_ids: np.ndarray | None = None  # (T,) packed windows: each token's document, its [SEP] included
 
 
 class PretrainingDataset(torch.utils.data.Dataset):
@@ -153,7 +155,9 @@ class PackedDataset(torch.utils.data.Dataset):
     The split is read as one stream, each document followed by [SEP]; instance i
     of an epoch is [CLS] + the stream's window [o + i·W, o + (i+1)·W) + [SEP],
     with W = max_seq_len - 2 and an offset o drawn per epoch, so windows start at
-    new places each epoch. Every instance is exactly max_seq_len long.
+    new places each epoch. Every instance is exactly max_seq_len long. Each token's
+    document comes with it (0 for the first document of the window, 1 for the next, ...):
+    [CLS] and a document's closing [SEP] belong to it, the window's last [SEP] to the last.
     """
 
     def __init__(
@@ -197,7 +201,7 @@ class PackedDataset(torch.utils.data.Dataset):
         first_doc = int(
             np.searchsorted(self.stream_ends, start, side="left")
         )  # the document (or its [SEP]) holding `start`
-        pieces, doc = [], first_doc
+        pieces, owners, doc = [], [], first_doc
         while start < end:
             token_from = max(start, int(self.stream_starts[doc]))
             token_to = min(end, int(self.stream_ends[doc]))
@@ -205,10 +209,13 @@ class PackedDataset(torch.utils.data.Dataset):
                 pieces.append(np.asarray(self.store.tokens[token_from - doc : token_to - doc], dtype=np.int64))
             if token_to < end:
                 pieces.append(np.array([self.sep_id], dtype=np.int64))  # the document ends inside the window
+            owners.append(np.full(min(end, token_to + 1) - start, doc - first_doc, dtype=np.int64))
             start = token_to + 1
             doc += 1
         input_ids = np.concatenate([[self.cls_id], *pieces, [self.sep_id]]).astype(np.int64)
-        return Instance(input_ids, np.zeros(len(input_ids), dtype=np.int64), 0, index, epoch, first_doc, doc - 1)
+        document_ids = np.concatenate([[0], *owners, [doc - 1 - first_doc]])  # (T,): [CLS] with the first
+        zeros = np.zeros(len(input_ids), dtype=np.int64)
+        return Instance(input_ids, zeros, 0, index, epoch, first_doc, doc - 1, document_ids)
 
 
 def pretraining_dataset(
@@ -394,9 +401,15 @@ class MaskingCollator:
     """
 
     def __init__(
-        self, tokenizer: Tokenizer, config: MaskingConfig = MaskingConfig(), seed: int = 0, pad_multiple: int = 8
+        self,
+        tokenizer: Tokenizer,
+        config: MaskingConfig = MaskingConfig(),
+        seed: int = 0,
+        pad_multiple: int = 8,
+        document_ids: bool = False,
     ):
         self.config = config
+        self.document_ids = document_ids  # batches of packed windows carry each token's document
         self.seed = seed
         self.pad_multiple = pad_multiple
         ids = special_ids(tokenizer)
@@ -481,7 +494,21 @@ class MaskingCollator:
         }
         if draws is not None:
             batch["thinning_draws"] = torch.from_numpy(draws)
+        if self.document_ids and instances[0].document_ids is not None:
+            documents = np.full((B, width), -1, dtype=np.int64)  # padding: a document of its own
+            for row, x in enumerate(instances):
+                documents[row, : len(x.document_ids)] = x.document_ids
+            batch["document_ids"] = torch.from_numpy(documents)
         return batch
+
+
+def packed_documents(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The batch's document ids (B, T), where some window holds more than one document; None where none does,
+    so that the model needs no mask (decided on the CPU copy, before the batch moves to the device)."""
+    documents = batch.get("document_ids")
+    if documents is None or not bool((documents[:, 1:] != documents[:, :-1]).any()):
+        return None
+    return documents
 
 
 def thin_masks(batch: dict[str, torch.Tensor], keep: float) -> dict[str, torch.Tensor]:

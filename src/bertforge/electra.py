@@ -62,6 +62,7 @@ class ElectraForPreTraining(nn.Module):
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> PreTrainingOutput:
         """input_ids etc. (B, T) as for BertForPreTraining; mlm_labels are required (they say what was masked).
 
@@ -69,14 +70,14 @@ class ElectraForPreTraining(nn.Module):
         """
         if mlm_labels is None or nsp_labels is not None:
             raise ValueError("ELECTRA trains on masked positions (mlm_labels) and has no pair objective")
-        generated = self.generator(input_ids, token_type_ids, attention_mask, mlm_labels)  # logits (N, V)
+        generated = self.generator(input_ids, token_type_ids, attention_mask, mlm_labels, None, document_ids)
         masked = mlm_labels != IGNORE_INDEX  # (B, T)
         with torch.no_grad():
             original = torch.where(masked, mlm_labels, input_ids)  # (B, T): the text before masking
             sampled = sample(generated.mlm_logits.float() / self.temperature)  # (N,)
             corrupted = original.masked_scatter(masked, sampled)  # (B, T); row-major, the order of the N rows
             replaced = corrupted != original  # (B, T): a sample equal to the original counts as original
-        logits = self.discriminator(corrupted, token_type_ids, attention_mask)  # (B, T)
+        logits = self.discriminator(corrupted, token_type_ids, attention_mask, document_ids)  # (B, T)
         real = torch.ones_like(masked) if attention_mask is None else attention_mask.bool()  # (B, T)
         rtd_loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
         return dataclasses.replace(

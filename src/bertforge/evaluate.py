@@ -42,6 +42,7 @@ def evaluate_model(
     seed: int | None = None,
     trust_pickle: bool = False,
     layout: str | None = None,
+    document_mask: bool | None = None,
 ) -> dict:
     """Evaluate a model on a prepared data directory (its held-out split) or on raw text files.
 
@@ -49,7 +50,8 @@ def evaluate_model(
     for nsp/sop, full-length windows for none), or as `layout` says: one layout for
     every model makes the MLM accuracies of different recipes comparable. What is not given is the run's own
     evaluation for a run's model on its data (`own_evaluation`), else 50 batches of 32 sequences of 128 tokens,
-    masked with EVAL_SEED.
+    masked with EVAL_SEED. Packed windows keep their documents apart where the model was trained so
+    (`document_mask` None: as its directory records).
     """
     own = own_evaluation(model_path, data)
     batch_size = batch_size or own.get("batch_size", 32)
@@ -60,7 +62,10 @@ def evaluate_model(
     device = resolve_device(device)
     model.to(device)
     seq_len = min(seq_len, model.config.max_position_embeddings)
-    pair_objective = layout or pretraining_info(directory).get("pair_objective", "nsp")
+    info = pretraining_info(directory)
+    pair_objective = layout or info.get("pair_objective", "nsp")
+    if document_mask is None:
+        document_mask = bool(info.get("document_mask"))
     with tempfile.TemporaryDirectory() as scratch:
         if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():
             data_dir = Path(data[0])
@@ -79,7 +84,7 @@ def evaluate_model(
         if dataset.num_instances(0) == 0:
             raise UserError(f"{', '.join(data)}: too little text to build a single instance")
         masking = MaskingConfig.for_evaluation(seq_len, own.get("whole_word_mask", False))
-        collator = MaskingCollator(tokenizer, masking, seed=mask_seed)
+        collator = MaskingCollator(tokenizer, masking, seed=mask_seed, document_ids=document_mask)
         batches = fixed_batches(dataset, collator, batch_size, max_batches)
         result = evaluate_batches(
             model, batches, MixedPrecision(device, resolve_precision(precision, device)), pair_objective

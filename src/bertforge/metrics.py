@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .data import packed_documents
 from .display import Table
 from .errors import UserError
 from .runtime import Distributed, MixedPrecision
@@ -103,6 +104,8 @@ def evaluate_batches(
     sums = MetricSums()
     pair = pair_objective != "none"
     for batch in batches:
+        documents = packed_documents(batch)
+        apart = {"document_ids": documents.to(precision.device)} if documents is not None else {}
         batch = {k: v.to(precision.device) for k, v in batch.items()}
         with precision.autocast():
             out = model(
@@ -111,6 +114,7 @@ def evaluate_batches(
                 batch["attention_mask"],
                 batch["mlm_labels"],
                 batch["nsp_labels"] if pair else None,
+                **apart,
             )
         sums.add_batch(out, batch["nsp_labels"] if pair else None)
     model.train(was_training)

@@ -11,6 +11,12 @@ N number of predicted (masked) positions (N' rounded up to a multiple of 64), V 
 Parallelism, compilation and device placement live in the trainer, not here.
 Each model class names the `transformers` architecture it corresponds to;
 `hf.py` maps the weights and `modeldir.py` saves and loads model directories.
+
+ModernBERT (Warner et al. 2024) is this same code with other settings (ModelConfig): pre-LN without the first
+layer's attention norm, no biases, no segment or position tables (rotary positions), a gated feed-forward,
+sliding-window layers, and task heads that transform their input (dense, activation, LayerNorm) first.
+Packed windows may keep their documents apart (`document_ids`): attention stays inside each document, and
+positions restart at each.
 """
 
 from __future__ import annotations
@@ -59,15 +65,30 @@ def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None =
     return -slopes[:, None, None] * distance  # (nh, T, T)
 
 
-def rotary_angles(seq_len: int, head_size: int, device: torch.device | str | None = None):
-    """RoPE's angles (Su et al. 2021): position t turns the pair of dims (i, i + hs/2) by t·θ_i, θ_i = 10000^(-2i/hs).
+def rotary_angles(positions: torch.Tensor, head_size: int, base: float = 10000.0):
+    """RoPE's angles (Su et al. 2021): position t turns the pair of dims (i, i + hs/2) by t·θ_i, θ_i = base^(-2i/hs).
 
-    Returns cos and sin, each (T, hs), every angle written twice (once for each dim of its pair).
+    positions (T,) or (B, T) -> cos and sin, each (..., hs), every angle written twice (once for each dim of its
+    pair).
     """
-    inv_freq = 10000.0 ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=device) / head_size)  # (hs/2,)
-    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # (T, hs/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
+    inv_freq = base ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=positions.device) / head_size)
+    angles = positions.float()[..., None] * inv_freq  # (..., hs/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., hs)
     return angles.cos(), angles.sin()
+
+
+def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) document ids of a packed window -> (B, T) positions, from 0 at each document's first token."""
+    index = torch.arange(document_ids.shape[1], device=document_ids.device).expand_as(document_ids)  # (B, T)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]  # (B, T): where a document begins
+    return index - torch.where(starts, index, 0).cummax(dim=1).values  # (B, T)
+
+
+def sliding_window(seq_len: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, T) bool: True where key j lies within window // 2 of query i (ModernBERT's local layers)."""
+    position = torch.arange(seq_len, device=device)
+    return (position[:, None] - position[None, :]).abs() <= window // 2
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -97,13 +118,16 @@ def additive_mask(attn_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 class Embeddings(nn.Module):
-    """BERT's input representation: token + segment + position, then LayerNorm and dropout."""
+    """BERT's input representation: token + segment + position, then LayerNorm and dropout. Rotary positions enter
+    in attention instead (the table's slot stays, frozen at zero, for the directories that carry it), and a model
+    without a pair objective may have no segments (type_vocab_size 0): ModernBERT's is the token alone."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.token = nn.Embedding(config.padded_vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
         self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.rotary = config.position_embedding == "rotary"
         if config.position_embedding == "sinusoidal":  # a fixed table in the learned slot: frozen, never re-initialised
             # At the token embeddings' scale: unscaled (entries of RMS 0.71 against 0.02) it drowned the tokens in
             # the sum that LayerNorm sees, and a budget run stayed at the unigram level for 800 steps. The paper
@@ -112,27 +136,33 @@ class Embeddings(nn.Module):
                 sinusoidal_table(config.max_position_embeddings, config.hidden_size, config.initializer_range),
                 requires_grad=False,
             )
-        elif config.position_embedding == "rotary":  # positions enter in attention; the slot stays, frozen at zero
+        elif self.rotary:  # positions enter in attention; the slot stays, frozen at zero
             self.position.weight = nn.Parameter(torch.zeros_like(self.position.weight), requires_grad=False)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = Dropout(config.hidden_dropout)
 
-    def position_vectors(self, seq_len: int) -> torch.Tensor:
-        return self.position.weight[:seq_len]  # (T, H)
-
     def parts(
-        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The three summands, before LayerNorm: each (B, T, H)."""
-        seq_len = input_ids.shape[1]
+        """The three summands, before LayerNorm: each (B, T, H); zeros for a part the model has not.
+        `positions` (B, T) where they are not 0..T-1 (documents packed apart)."""
         token = self.token(input_ids)
-        segment = self.segment(token_type_ids)
-        position = self.position_vectors(seq_len).unsqueeze(0).expand_as(token)
+        segment = self.segment(token_type_ids) if self.segment is not None else torch.zeros_like(token)
+        if positions is not None:
+            position = self.position(positions)  # (B, T, H)
+        else:
+            position = self.position.weight[: input_ids.shape[1]].unsqueeze(0).expand_as(token)  # (B, T, H)
         return token, segment, position
 
-    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
-        token, segment, position = self.parts(input_ids, token_type_ids)
-        return self.dropout(self.norm(token + segment + position))  # (B, T, H)
+    def forward(
+        self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = self.token(input_ids)  # (B, T, H)
+        if self.segment is not None:
+            x = x + self.segment(token_type_ids)
+        if not self.rotary:
+            x = x + (self.position(positions) if positions is not None else self.position.weight[: x.shape[1]])
+        return self.dropout(self.norm(x))  # (B, T, H)
 
 
 class SelfAttention(nn.Module):
@@ -150,24 +180,31 @@ class SelfAttention(nn.Module):
         super().__init__()
         self.num_heads = config.num_heads
         self.head_size = config.hidden_size // config.num_heads
-        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
-        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.linear_bias)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
         self.dropout_p = config.attention_dropout
-        self.rotary = config.position_embedding == "rotary"
         self.explicit = False  # compute attention in the explicit form even when no probabilities are asked for
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
-        """x (B, T, H); attn_mask None (every key is real), or (B, 1, 1, T) bool with True = a real key, or a float
-        bias added to the scores, (B or 1, nh, T, T), -inf on padding keys.
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        need_weights: bool = False,
+    ):
+        """x (B, T, H); attn_mask None (every query sees every key), or bool, True where a query may see a key:
+        (B, 1, 1, T) for padding keys, (B or 1, 1, T, T) for documents or windows; or a float bias added to the
+        scores, (B or 1, nh, T, T), -inf where a key is out of sight. `rotary`: the (cos, sin) of each position,
+        (T, hs) or (B, T, hs), for rotary positions.
 
         Returns the output (B, T, H) and, only if `need_weights`, the
-        attention probabilities (B, nh, T, T), whose rows sum to 1 and are zero on padding keys.
+        attention probabilities (B, nh, T, T), whose rows sum to 1 and are zero on keys out of sight.
         """
         B, T, H = x.shape
         qkv = self.qkv(x)  # (B, T, 3H)
         query_key, v = qkv[..., : 2 * H], qkv[..., 2 * H :]  # (B, T, 2H), (B, T, H)
-        if self.rotary:  # queries and keys turned together, every head of both at once
-            cos, sin = (a.to(qkv.dtype)[:, None] for a in rotary_angles(T, self.head_size, x.device))  # (T, 1, hs)
+        if rotary is not None:  # queries and keys turned together, every head of both at once
+            cos, sin = (a.to(qkv.dtype).unsqueeze(-2) for a in rotary)  # (T or B, T, 1, hs)
             heads = query_key.view(B, T, 2 * self.num_heads, self.head_size)  # (B, T, 2nh, hs)
             query_key = rotate(heads, cos, sin).view(B, T, 2 * H)
         q, k = query_key.split(H, dim=2)  # 2 × (B, T, H)
@@ -199,8 +236,9 @@ class FeedForward(nn.Module):
         super().__init__()
         self.gated = config.feed_forward == "glu"
         inner = config.intermediate_size
-        self.up = nn.Linear(config.hidden_size, 2 * inner if self.gated else inner)  # gate rows, then value rows
-        self.down = nn.Linear(inner, config.hidden_size)
+        # gate rows, then value rows (ModernBERT's Wi: its "input" rows, activated, then its "gate" rows)
+        self.up = nn.Linear(config.hidden_size, 2 * inner if self.gated else inner, bias=config.linear_bias)
+        self.down = nn.Linear(inner, config.hidden_size, bias=config.linear_bias)
         self.act = activation(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -215,24 +253,28 @@ class EncoderLayer(nn.Module):
 
     post-LN (BERT):  x = LN(x + drop(attn(x)));   x = LN(x + drop(ffn(x)))
     pre-LN:          x = x + drop(attn(LN(x)));   x = x + drop(ffn(LN(x)))
+    ModernBERT's first layer leaves out its attention LN: the embeddings' LayerNorm has just normalised x.
     """
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, index: int = 0):
         super().__init__()
         self.pre_norm = config.norm_style == "pre"
         self.attention = SelfAttention(config)
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        keeps_norm = index > 0 or config.first_attention_norm
+        norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.attention_norm = norm if keeps_norm else nn.Identity()
         self.ffn = FeedForward(config)
-        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = Dropout(config.hidden_dropout)
+        self.is_global = config.is_global_layer(index)  # sees the whole sequence, not a window of it
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, need_weights: bool = False):
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rotary=None, need_weights: bool = False):
         if self.pre_norm:
-            attended, probs = self.attention(self.attention_norm(x), attn_mask, need_weights)
+            attended, probs = self.attention(self.attention_norm(x), attn_mask, rotary, need_weights)
             x = x + self.dropout(attended)
             x = x + self.dropout(self.ffn(self.ffn_norm(x)))
         else:
-            attended, probs = self.attention(x, attn_mask, need_weights)
+            attended, probs = self.attention(x, attn_mask, rotary, need_weights)
             x = self.attention_norm(x + self.dropout(attended))
             x = self.ffn_norm(x + self.dropout(self.ffn(x)))
         return x, probs  # (B, T, H), (B, nh, T, T) or None
@@ -253,10 +295,12 @@ class BertModel(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = Embeddings(config)
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.num_layers))
         # Pre-LN leaves the residual stream unnormalised, so it needs one LayerNorm at the top.
         self.final_norm = (
-            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+            if config.norm_style == "pre"
+            else None
         )
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
         self.recompute_layers = False  # set_activation_checkpointing: a training-time choice, not the architecture
@@ -268,26 +312,32 @@ class BertModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        document_ids: torch.Tensor | None = None,
     ) -> EncoderOutput:
-        """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 on real tokens, 0 on padding."""
+        """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 on real tokens, 0 on padding.
+        document_ids (B, T): which document of a packed window each token belongs to; attention stays inside
+        each, and positions restart at each (None: one text per row)."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        attn_mask = None
-        # With no padding the mask is dropped, which lets SDPA pick its fastest (flash) kernel.
-        if attention_mask is not None and not bool(attention_mask.all()):
-            attn_mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
-        if self.config.attention_bias == "alibi":  # one bias for all layers, padding folded in as -inf
-            bias = alibi_bias(self.config.num_heads, input_ids.shape[1], input_ids.device)[None]  # (1, nh, T, T)
-            attn_mask = bias if attn_mask is None else bias.masked_fill(~attn_mask, float("-inf"))  # (B, nh, T, T)
-        x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
+        T = input_ids.shape[1]
+        positions = document_positions(document_ids) if document_ids is not None else None  # (B, T)
+        global_mask = self._attention_mask(attention_mask, document_ids, T, input_ids.device)
+        local_mask = global_mask
+        if self.config.local_attention and any(not layer.is_global for layer in self.layers):
+            window = sliding_window(T, self.config.local_attention, input_ids.device)  # (T, T)
+            local_mask = _restrict(global_mask, window)
+        rotary = self._rotary_angles(positions, T, input_ids.device)
+        x = self.embeddings(input_ids, token_type_ids, positions)  # (B, T, H)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         recompute = self.recompute_layers and self.training and torch.is_grad_enabled()
         for layer in self.layers:
+            mask = global_mask if layer.is_global else local_mask
+            angles = rotary[layer.is_global] if rotary is not None else None
             if recompute:  # keep only the layer's input; its inside is computed again in the backward pass
-                x, probs = checkpoint(layer, x, attn_mask, output_attentions, use_reentrant=False)
+                x, probs = checkpoint(layer, x, mask, angles, output_attentions, use_reentrant=False)
             else:
-                x, probs = layer(x, attn_mask, output_attentions)
+                x, probs = layer(x, mask, angles, output_attentions)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:
@@ -299,6 +349,46 @@ class BertModel(nn.Module):
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): the [CLS] summary
         return EncoderOutput(x, pooled, hidden_states, attentions)
 
+    def _attention_mask(
+        self, attention_mask: torch.Tensor | None, document_ids: torch.Tensor | None, seq_len: int, device
+    ) -> torch.Tensor | None:
+        """What the global layers may see: None for everything (SDPA's fastest kernel), else bool (True = may see)
+        or, with ALiBi, its float bias with -inf where a key is out of sight."""
+        mask = None
+        # With no padding the mask is dropped, which lets SDPA pick its fastest (flash) kernel.
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
+        if document_ids is not None:  # a token sees its own document's tokens only
+            same = (document_ids[:, :, None] == document_ids[:, None, :])[:, None]  # (B, 1, T, T)
+            mask = same if mask is None else mask & same
+        if self.config.attention_bias == "alibi":  # one bias for all layers, what is out of sight folded in
+            bias = alibi_bias(self.config.num_heads, seq_len, device)[None]  # (1, nh, T, T)
+            mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
+        return mask
+
+    def _rotary_angles(self, positions: torch.Tensor | None, seq_len: int, device) -> dict | None:
+        """{is a global layer: (cos, sin)} for rotary positions (each (T, hs), or (B, T, hs) with `positions`),
+        computed once for all layers; ModernBERT's local layers turn by another base than its global ones."""
+        config = self.config
+        if config.position_embedding != "rotary":
+            return None
+        head_size = config.hidden_size // config.num_heads
+        positions = positions if positions is not None else torch.arange(seq_len, device=device)
+        angles = {True: rotary_angles(positions, head_size, config.rope_theta)}
+        if config.local_attention:
+            same = config.local_rope_theta == config.rope_theta
+            angles[False] = angles[True] if same else rotary_angles(positions, head_size, config.local_rope_theta)
+        return angles
+
+
+def _restrict(mask: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:
+    """A global layer's mask narrowed to a window (T, T) of bool: keys outside it out of sight too."""
+    if mask is None:
+        return window[None, None]  # (1, 1, T, T)
+    if mask.is_floating_point():
+        return mask.masked_fill(~window, float("-inf"))
+    return mask & window
+
 
 class MaskedLMHead(nn.Module):
     """dense -> activation -> LayerNorm -> decoder (tied to the token embeddings) + bias."""
@@ -306,9 +396,9 @@ class MaskedLMHead(nn.Module):
     def __init__(self, config: ModelConfig, token_embedding: nn.Embedding):
         super().__init__()
         self.vocab_size = config.vocab_size
-        self.transform = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
         self.act = activation(config)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
         if config.tie_word_embeddings:
             self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
         else:
@@ -365,9 +455,11 @@ class BertForPreTraining(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)
+        # A model without segments (type_vocab_size 0) cannot tell A from B: no pair head, nor the pooler it reads.
+        pair = config.type_vocab_size > 0
+        self.bert = BertModel(config, pooler=pair)
         self.mlm_head = MaskedLMHead(config, self.bert.embeddings.token)
-        self.nsp_head = nn.Linear(config.hidden_size, 2)
+        self.nsp_head = nn.Linear(config.hidden_size, 2) if pair else None
         self.apply(lambda module: init_weights(module, config))
 
     def forward(
@@ -377,12 +469,14 @@ class BertForPreTraining(nn.Module):
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
+        document_ids: torch.Tensor | None = None,
     ) -> PreTrainingOutput:
         """mlm_labels (B, T): the original id where a prediction is due, -100 elsewhere.
-        nsp_labels (B,): 0 = IsNext, 1 = NotNext; omit them to train MLM only."""
-        encoded = self.bert(input_ids, token_type_ids, attention_mask)
+        nsp_labels (B,): 0 = IsNext, 1 = NotNext; omit them to train MLM only.
+        document_ids (B, T): the documents of packed windows, kept apart (BertModel)."""
+        encoded = self.bert(input_ids, token_type_ids, attention_mask, document_ids=document_ids)
         if mlm_labels is None:
-            nsp_logits = self.nsp_head(encoded.pooled_output)  # (B, 2)
+            nsp_logits = self.nsp_head(encoded.pooled_output) if self.nsp_head is not None else None  # (B, 2)
             return PreTrainingOutput(None, None, None, self.mlm_head(encoded.sequence_output), nsp_logits)
         # Training MLM only, the pair head stays out of the graph: under DDP an output no loss uses is an error.
         nsp_logits = self.nsp_head(encoded.pooled_output) if nsp_labels is not None else None  # (B, 2)
@@ -432,9 +526,45 @@ class BertForReplacedTokenDetection(nn.Module):
         self.rtd_head = ReplacedTokenHead(config)
         self.apply(lambda module: init_weights(module, config))
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, document_ids=None) -> torch.Tensor:
         """Logits (B, T): > 0 where the token is judged replaced."""
-        return self.rtd_head(self.bert(input_ids, token_type_ids, attention_mask).sequence_output)
+        encoded = self.bert(input_ids, token_type_ids, attention_mask, document_ids=document_ids)
+        return self.rtd_head(encoded.sequence_output)
+
+
+class HeadTransform(nn.Module):
+    """ModernBERT's task head before each classifier (task_head "transform"): dense -> activation -> LayerNorm,
+    on [CLS] for a sequence, on every token for tagging and QA. BERT's sequence heads read the pooler instead."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
+        self.act = activation(config)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(hidden)))  # (..., H)
+
+
+def sequence_summary(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
+    """(B, H): what a sequence head classifies. BERT: the pooler's tanh(dense([CLS])). ModernBERT: the head
+    transform of [CLS], or of the mean of the tokens (classifier_pooling "mean")."""
+    encoded = encoder(input_ids, token_type_ids, attention_mask)
+    if head is None:
+        return encoded.pooled_output  # (B, H)
+    if encoder.config.classifier_pooling == "mean":
+        return head(mean_pool(encoded.sequence_output, attention_mask))
+    return head(encoded.sequence_output[:, 0])
+
+
+def token_states(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
+    """(B, T, H): what a token head (tagging, QA) classifies: the hidden states, transformed by ModernBERT's head."""
+    hidden = encoder(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+    return head(hidden) if head is not None else hidden
+
+
+def task_head(config: ModelConfig) -> HeadTransform | None:
+    return HeadTransform(config) if config.task_head == "transform" else None
 
 
 # The kinds of sequence classification, by the names `transformers` keeps in config.json's problem_type.
@@ -457,7 +587,8 @@ class BertForSequenceClassification(nn.Module):
         self.config = config
         self.problem_type = problem_type
         self.num_labels = 1 if problem_type == REGRESSION else num_labels
-        self.bert = BertModel(config)
+        self.head = task_head(config)
+        self.bert = BertModel(config, pooler=self.head is None)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.apply(lambda module: init_weights(module, config))
@@ -465,7 +596,7 @@ class BertForSequenceClassification(nn.Module):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """labels: class ids (B,); for multi-label 0/1 per label (B, num_labels); for regression values (B,).
         Returns (logits (B, num_labels), loss or None)."""
-        pooled = self.bert(input_ids, token_type_ids, attention_mask).pooled_output  # (B, H)
+        pooled = sequence_summary(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, H)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         if labels is None:
             return logits, None
@@ -492,7 +623,8 @@ class BertForMultipleChoice(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)
+        self.head = task_head(config)
+        self.bert = BertModel(config, pooler=self.head is None)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.apply(lambda module: init_weights(module, config))
@@ -502,7 +634,7 @@ class BertForMultipleChoice(nn.Module):
         loss or None)."""
         choices = input_ids.shape[1]
         flat = [x.flatten(0, 1) if x is not None else None for x in (input_ids, token_type_ids, attention_mask)]
-        pooled = self.bert(*flat).pooled_output  # (B·C, H)
+        pooled = sequence_summary(self.bert, self.head, *flat)  # (B·C, H)
         logits = self.classifier(self.dropout(pooled)).view(-1, choices)  # (B, C)
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
@@ -563,13 +695,14 @@ class BertForTokenClassification(nn.Module):
         self.config = config
         self.num_labels = num_labels
         self.bert = BertModel(config, pooler=False)
+        self.head = task_head(config)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.apply(lambda module: init_weights(module, config))
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """labels (B, T): a tag id on each word's first piece, -100 elsewhere. Returns (logits (B, T, tags), loss)."""
-        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
         logits = self.classifier(self.dropout(hidden))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -586,6 +719,7 @@ class BertForQuestionAnswering(nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, pooler=False)
+        self.head = task_head(config)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.apply(lambda module: init_weights(module, config))
 
@@ -594,7 +728,7 @@ class BertForQuestionAnswering(nn.Module):
 
         Returns (logits (B, T, 2): start and end, loss or None); the loss averages the two cross-entropies, as BERT's.
         """
-        hidden = self.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
         logits = self.qa_outputs(hidden)  # (B, T, 2); span decoding keeps answers inside the context
         loss = None
         if labels is not None:
@@ -645,4 +779,5 @@ def init_weights(module: nn.Module, config: ModelConfig) -> None:
                 module.weight[module.padding_idx].zero_()
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
-        nn.init.zeros_(module.bias)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)

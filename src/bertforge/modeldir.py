@@ -287,12 +287,13 @@ def load_model_and_tokenizer(
     return directory, model, tokenizer
 
 
-PRETRAINING_HEADS = {"mlm": "mlm_head.transform", "nsp": "nsp_head"}  # a head -> its first layer, in our names
+PRETRAINING_HEADS = ("mlm", "nsp")
 
 
 def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
     """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
-    and a model loaded from it would answer from freshly initialised ones. Read from the file's index alone."""
+    and a model loaded from it would answer from freshly initialised ones. Read from the file's index alone: the
+    masked LM by its decoder's bias, the next-sentence head by its own name."""
     weights = directory / "model.safetensors"
     if not weights.is_file():
         return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it warned of any head it lacked
@@ -302,10 +303,11 @@ def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
             names = list(f.keys())
     except (SafetensorError, OSError) as e:
         raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
+    markers = {"mlm": layout.params["mlm_head.bias"], "nsp": layout.modules.get("nsp_head")}
     return {
         head
-        for head, module in PRETRAINING_HEADS.items()
-        if any(name.startswith(layout.modules[module] + ".") for name in names)
+        for head, marker in markers.items()
+        if marker and any(name == marker or name.startswith(marker + ".") for name in names)
     }
 
 

@@ -46,7 +46,7 @@ from .checkpoint import (
 )
 from .config import ModelConfig, TrainConfig
 from .continued import check_start
-from .data import MaskingCollator, MaskingConfig, fixed_batches, pretraining_dataset, thin_masks
+from .data import MaskingCollator, MaskingConfig, fixed_batches, packed_documents, pretraining_dataset, thin_masks
 from .datadir import read_meta
 from .electra import pretraining_model
 from .errors import TrainingFailed, UserError
@@ -93,6 +93,11 @@ def check_data(
         )
     if cfg.time_budget and cfg.warmup >= 1:
         raise UserError("with --time-budget, give --warmup as a fraction of the budget (< 1)")
+    if cfg.pair_objective != "none" and model_config.type_vocab_size < 2:
+        raise UserError(
+            f"--pair-objective {cfg.pair_objective} tells segment A from B: it needs --type-vocab-size 2, "
+            f"not {model_config.type_vocab_size}"
+        )
     return tokenizer, start
 
 
@@ -144,6 +149,8 @@ class Trainer:
         }
         # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
         self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
+        if cfg.document_mask:
+            self.extra_config[PRETRAINING_KEY]["document_mask"] = True
         if recipe:
             self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
         if cfg.init_from:
@@ -193,7 +200,8 @@ class Trainer:
         self.train_data = pretraining_dataset(
             self.data_dir, "train", cfg.seq_len, cfg.pair_objective, cfg.seed, cfg.short_seq_prob
         )
-        self.collator = MaskingCollator(self.tokenizer, MaskingConfig.for_training(cfg), seed=cfg.seed)
+        masking = MaskingConfig.for_training(cfg)
+        self.collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed, document_ids=cfg.document_mask)
         self.eval_batches = self._eval_batches()
         self.step_model = self._wrap(self.model)
         dtype = AUTOCAST_DTYPES.get(
@@ -241,9 +249,8 @@ class Trainer:
             return []
         cfg = self.cfg
         valid = pretraining_dataset(self.data_dir, "valid", cfg.seq_len, cfg.pair_objective, cfg.seed)
-        collator = MaskingCollator(
-            self.tokenizer, MaskingConfig.for_evaluation(cfg.seq_len, cfg.whole_word_mask), seed=cfg.seed + 1
-        )
+        masking = MaskingConfig.for_evaluation(cfg.seq_len, cfg.whole_word_mask)
+        collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed + 1, document_ids=cfg.document_mask)
         return fixed_batches(valid, collator, cfg.batch_size, cfg.eval_batches)
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -343,9 +350,12 @@ class Trainer:
         masked, sequences, tokens = self._global_counts(micro_batches)
         pair = self.cfg.pair_objective != "none"
         for i, batch in enumerate(micro_batches):
-            # Decided on the CPU copy: no padding means no mask (flash attention), without a device sync.
+            # Decided on the CPU copy: no padding (and one document a window) means no mask (flash attention),
+            # without a device sync.
             unpadded = bool(batch["attention_mask"].all())
+            documents = packed_documents(batch)
             batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            apart = {"document_ids": documents.to(self.device)} if documents is not None else {}
             last = i == len(micro_batches) - 1
             sync = self.step_model.no_sync() if self.processes.world > 1 and not last else contextlib.nullcontext()
             with sync:
@@ -356,6 +366,7 @@ class Trainer:
                         None if unpadded else batch["attention_mask"],
                         batch["mlm_labels"],
                         batch["nsp_labels"] if pair else None,
+                        **apart,
                     )
                 # Sums over this micro-batch, divided by the whole step's counts; × world undoes DDP's averaging.
                 loss = out.mlm_loss * (out.mlm_targets.numel() / max(masked, 1.0))
