@@ -262,7 +262,10 @@ def run_dir(out: Path, arm: str, seed: int) -> Path:
 
 
 def calibration_path(out: Path, arm: str) -> Path:
-    return out / "runs" / arm / "calibration.json"
+    """out/calibration/ARM.json, beside the calibration's throwaway run: a run directory holds a run alone (pretrain
+    refuses one holding other files). Kept where earlier sessions wrote it, runs/ARM/calibration.json, if there."""
+    earlier = out / "runs" / arm / "calibration.json"
+    return earlier if earlier.is_file() else out / "calibration" / f"{arm}.json"
 
 
 def calibration_of(out: Path, arm: str) -> dict:
@@ -294,6 +297,7 @@ def train_arm(arm: str, seed: int, out: Path, data: Path, flags: list[str], budg
         bertforge("pretrain", "--data", data, "--out", run, "--resume", *common, log=run / "train.log", threads=threads)
     else:
         log = out / "runs" / f"{run.name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
         seeded = [*flags, "--seed", seed]
         bertforge("pretrain", "--data", data, "--out", run, *seeded, *common, log=log, threads=threads)
 
@@ -507,7 +511,7 @@ def main() -> None:
     parser.add_argument(
         "--relative-to",
         metavar="BASE",
-        help="calibrate each new arm as BASE's calibration (runs/BASE/calibration.json, e.g. from an earlier "
+        help="calibrate each new arm as BASE's calibration (calibration/BASE.json, e.g. from an earlier "
         "session) times the two arms' step-cost ratio, measured alternating three times: equal time to BASE's runs",
     )
     parser.add_argument(

@@ -96,15 +96,22 @@ def test_a_directory_reads_the_archives_in_it(tmp_path):
 
 
 def test_one_member_is_on_disk_at_a_time_and_nothing_is_left_behind(tmp_path, monkeypatch):
-    """A member is copied out to be read by its format: the disk a corpus needs is its largest member's."""
+    """Text members stream out of the archive; a member read from a path (an archive inside, a document) is copied
+    out, one at a time: the disk a corpus needs is its largest such member's."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    archive = pack(write_directory(tmp_path / "corpus"), tmp_path / "corpus.zip")
+    corpus = write_directory(tmp_path / "corpus")
+    for name in ("inner1", "inner2"):  # archives inside the archive: read from copies
+        with zipfile.ZipFile(corpus / f"{name}.zip", "w") as inner:
+            inner.writestr(f"{name}.txt", f"A text inside {name}.\n")
+    archive = pack(corpus, tmp_path / "corpus.zip")
+    stats = ReadStats()
     on_disk = []
-    for _ in read_paragraphs([archive]):
-        on_disk.append(sum(1 for p in scratch.rglob("*") if p.is_file()))
-    assert on_disk and max(on_disk) == 1
+    for _ in read_paragraphs([archive], stats=stats):
+        on_disk.append((stats.files[-1], sum(1 for p in scratch.rglob("*") if p.is_file())))
+    assert on_disk and max(n for _, n in on_disk) == 1
+    assert all(n == 0 for name, n in on_disk if "inner" not in name)  # text members were never copied
     assert not any(scratch.iterdir())
 
 

@@ -57,6 +57,17 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "1073741824", "512M", "1G", "1.5GB" or "64k" (powers of 1,024)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*", text, re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r} (use 512M, 1G or a number of bytes)")
+    return int(float(match[1]) * _SIZE_UNITS[match[2].lower()])
+
+
 def parse_bool(text: str) -> bool:
     if text.lower() in ("true", "1", "yes", "on"):
         return True
@@ -147,6 +158,19 @@ ARCHITECTURE_FIELDS = (
     "task_head",
     "classifier_pooling",
 )
+
+
+# The largest of each size a model directory may ask for: a config.json is input, and one asking for two billion
+# token ids would have torch allocate a terabyte before anything else is checked. Far past every BERT built.
+SIZE_LIMITS = {
+    "vocab_size": 1 << 24,
+    "hidden_size": 1 << 16,
+    "num_layers": 1024,
+    "num_heads": 1024,
+    "intermediate_size": 1 << 18,
+    "max_position_embeddings": 1 << 20,
+    "type_vocab_size": 1024,
+}
 
 
 @dataclass
@@ -253,6 +277,10 @@ class ModelConfig(_DictMixin):
                 (
                     self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0,
                     "vocab_size, num_layers and pad_vocab_multiple must be positive",
+                ),
+                *(
+                    (getattr(self, name) <= most, f"{name} {getattr(self, name):,} is past any BERT's ({most:,})")
+                    for name, most in SIZE_LIMITS.items()
                 ),
                 (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
                 (self.type_vocab_size >= 0, f"type_vocab_size must be >= 0, not {self.type_vocab_size}"),

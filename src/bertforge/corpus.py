@@ -42,14 +42,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .archives import members
-from .config import documented
+from .archives import MAX_DEPTH, ArchiveLimits, members
+from .config import documented, parse_size
 from .errors import UserError
 from .filters import ParagraphFilter
 from .layouts import (
     WIKIEXTRACTOR_FILE,
     Paragraph,
     html_paragraphs,
+    paragraph_pieces,
     subtitle_paragraphs,
     text_paragraphs,
     wikipedia_articles,
@@ -61,13 +62,18 @@ from .textfiles import (
     COMPRESSIONS,
     DOCUMENTS,
     FORMATS,
+    MAX_EXPANSION,
     STREAMED,
     ReadStats,
+    decompressed,
     format_of,
+    format_of_name,
     hidden,
     open_text,
     read_errors,
     read_rows,
+    text_rows,
+    text_stream,
 )
 from .zipdocs import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
 
@@ -125,6 +131,20 @@ class CorpusOptions:
     max_chars_per_token: float = documented(
         0.0, "prepare: drop paragraphs with more characters per token than this (runs of [UNK]); 0 = off"
     )
+    max_expansion: float = documented(
+        MAX_EXPANSION,
+        "archives: refuse a member that expands more than this many times its compressed size (text expands 3 to "
+        "10 times, a zip bomb a thousand)",
+    )
+    max_member_size: int = documented(
+        1 << 30,
+        "archives: the largest member copied to scratch disk to be read (documents, spreadsheets, archives "
+        "inside): 1G, 512M or bytes; text members stream and need none",
+        parse=parse_size,
+    )
+
+    def archive_limits(self) -> ArchiveLimits:
+        return ArchiveLimits(self.max_expansion, self.max_member_size)
 
     def paragraph_filter(self) -> ParagraphFilter:
         """The text-only filters these options ask for; one instance deduplicates across every file it sees."""
@@ -258,7 +278,8 @@ def read_paragraphs(
                 boundary = boundary or paragraph.new_document
                 continue
             seen_text = True
-            yield Paragraph(text, paragraph.new_document or boundary)
+            for i, piece in enumerate(paragraph_pieces(text)):  # every reader's paragraphs bounded here
+                yield Paragraph(piece, (paragraph.new_document or boundary) and i == 0)
             boundary = False
         if stats.invalid_utf8 > before:
             warnings.warn(
@@ -270,19 +291,20 @@ def read_paragraphs(
 
 
 def _read_file(
-    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter, name: str | None = None
+    path: Path,
+    options: CorpusOptions,
+    stats: ReadStats,
+    paragraph_filter: ParagraphFilter,
+    name: str | None = None,
+    depth: int = 0,
 ) -> Iterator[Paragraph]:
     """A file's paragraphs by its format, and an archive's files' in turn. `name` is what `stats.files` and error
-    messages call the file: an archive member's local copy is called by the archive's path and its own."""
+    messages call the file: an archive member's local copy is called by the archive's path and its own. `depth`
+    counts the archives around it."""
     kind = format_of(path)
     try:
         if kind == "archive":
-            read = 0
-            for member, copy in members(path, _is_corpus_member):
-                yield from _read_file(copy, options, stats, paragraph_filter, f"{name or path}/{member}")
-                read += 1
-            if not read:
-                raise _no_text_files(path, "archive")
+            yield from _read_archive(path, options, stats, paragraph_filter, name or str(path), depth)
         else:
             stats.files.append(name or str(path))
             yield from _read_format(kind, path, options, stats, paragraph_filter)
@@ -290,6 +312,52 @@ def _read_file(
         if name is None:
             raise
         raise UserError(str(e).replace(str(path), name)) from None
+
+
+# Formats read from a text stream: an archive's member of one is read as it comes out, with no copy on disk.
+STREAM_READ = ("txt", "html", "subtitles", "jsonl", "csv", "tsv")
+
+
+def _read_archive(
+    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter, name: str, depth: int
+) -> Iterator[Paragraph]:
+    """An archive's members in order: text streams read as they come out, anything else (documents, archives
+    inside) from a scratch copy."""
+    if depth >= MAX_DEPTH:
+        raise UserError(f"{name}: archives nested more than {MAX_DEPTH} deep; unpack them first")
+    read = 0
+    for member in members(path, _is_corpus_member, options.archive_limits()):
+        member_name = f"{name}/{member.name}"
+        kind = format_of_name(member.name)
+        if kind in STREAM_READ:
+            stats.files.append(member_name)
+            yield from _read_stream(kind, member.stream, member_name, options, stats, paragraph_filter)
+        else:
+            with member.copy() as copy:
+                yield from _read_file(copy, options, stats, paragraph_filter, member_name, depth + 1)
+        read += 1
+    if not read:
+        raise _no_text_files(name, "archive")
+
+
+def _read_stream(
+    kind: str, raw, name: str, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+) -> Iterator[Paragraph]:
+    """A text format read from a byte stream (an archive's member), decompressed as its name says."""
+    try:
+        with text_stream(decompressed(raw, name), name, stats) as f:
+            if kind == "txt":
+                yield from text_paragraphs(f, stats, options.line_breaks)
+            elif kind in TEXT_LAYOUTS:
+                yield from TEXT_LAYOUTS[kind](f, stats)
+            elif options.pair_column:
+                columns = [options.text_column, options.pair_column]
+                yield from _pairs(text_rows(f, name, kind, columns, stats, options.on_error), options, paragraph_filter)
+            else:
+                rows = text_rows(f, name, kind, _record_columns(options), stats, options.on_error)
+                yield from wikipedia_articles(_records(rows, name, options, stats))
+    except read_errors() as e:  # e.g. a truncated compressed member
+        raise UserError(f"{name}: cannot read ({e})") from None
 
 
 def _read_format(
@@ -307,23 +375,28 @@ def _read_format(
     elif kind in DOCUMENT_READERS:
         yield from DOCUMENT_READERS[kind](path, stats)
     elif options.pair_column:
-        yield from _read_pairs(path, options, stats, paragraph_filter)
+        columns = [options.text_column, options.pair_column]
+        yield from _pairs(read_rows(path, columns, stats, options.on_error), options, paragraph_filter)
     else:
-        yield from wikipedia_articles(_read_records(path, options, stats))
+        rows = read_rows(path, _record_columns(options), stats, options.on_error)
+        yield from wikipedia_articles(_records(rows, str(path), options, stats))
 
 
-def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
+def _record_columns(options: CorpusOptions) -> list[str]:
+    return [options.text_column] + ([options.doc_column] if options.doc_column else [])
+
+
+def _records(rows, name: str, options: CorpusOptions, stats: ReadStats) -> Iterator[Paragraph]:
     """JSONL objects or table rows: one document each, or grouped by --doc-column; a text may hold several lines."""
-    columns = [options.text_column] + ([options.doc_column] if options.doc_column else [])
     previous_doc = object()
-    for number, row in read_rows(path, columns, stats, options.on_error):
+    for number, row in rows:
         text = row[options.text_column]
         if not isinstance(text, str):
             if options.on_error == "skip":
                 stats.skipped_lines += 1
                 continue
             raise UserError(
-                f"{path}:{number}: field {options.text_column!r} is not a string "
+                f"{name}:{number}: field {options.text_column!r} is not a string "
                 "(use --on-error skip to skip such lines)"
             )
         doc = row[options.doc_column] if options.doc_column else number
@@ -332,14 +405,12 @@ def _read_records(path: Path, options: CorpusOptions, stats: ReadStats) -> Itera
         previous_doc = doc
 
 
-def _read_pairs(
-    path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
-) -> Iterator[Paragraph]:
+def _pairs(rows, options: CorpusOptions, paragraph_filter: ParagraphFilter) -> Iterator[Paragraph]:
     """Explicit pairs: each row is a document of two paragraphs, A then B (newlines inside each become spaces).
 
     The filters judge a pair as a whole, so a pair is kept or dropped together.
     """
-    for _, row in read_rows(path, [options.text_column, options.pair_column], stats, options.on_error):
+    for _, row in rows:
         a, b = (" ".join(str(row[c]).split()) for c in (options.text_column, options.pair_column))
         if a and b and paragraph_filter.keep(f"{a}\t{b}"):
             yield Paragraph(a, True)

@@ -123,9 +123,29 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    check_shapes(directory, config)
     model = cls(config, **model_kwargs)
     load_weights(model, directory, trust_pickle, keep_heads)
     return model.eval()
+
+
+def check_shapes(directory: Path, config: ModelConfig) -> None:
+    """The token table's shape in the weights' index against config.json, before a model of that config is built:
+    a config that disagrees with its weights is refused without allocating what it asks for."""
+    weights = directory / "model.safetensors"
+    if not weights.is_file():
+        return
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            tables = [name for name in f.keys() if name.endswith(("word_embeddings.weight", "tok_embeddings.weight"))]
+            shape = tuple(f.get_slice(tables[0]).get_shape()) if tables else None
+    except (SafetensorError, OSError) as e:
+        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
+    if shape is not None and shape != (config.vocab_size, config.hidden_size):
+        raise UserError(
+            f"{directory}: weights do not match config.json (the token table is {shape[0]} x {shape[1]}; "
+            f"config.json says vocab_size {config.vocab_size}, hidden_size {config.hidden_size})"
+        )
 
 
 def load_weights(

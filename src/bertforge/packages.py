@@ -9,7 +9,8 @@ the file where a part is missing or broken, never a traceback.
     member_xml(package, name, path, what)         a small part parsed whole
     relationships(package, member, path, kind)    {relationship id: part name} of a part's .rels
     part_name(folder, target)                     a link's target as a part name
-    odf_text(element)                             an OpenDocument paragraph's text, its markup left out
+    odf_text(element, where)                      an OpenDocument paragraph's text, its markup left out
+    count_attribute(element, name, ...)           a repeat count, or one line saying it is none
 """
 
 from __future__ import annotations
@@ -71,16 +72,42 @@ def part_name(folder: str, target: str) -> str:
     return target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
 
 
-def odf_text(element: ElementTree.Element) -> str:
+MAX_SPACES = 64  # <text:s text:c="N"/>: N spaces, at most this many (whitespace collapses anyway)
+
+
+def count_attribute(element: ElementTree.Element, name: str, default: int, where: str) -> int:
+    """An attribute holding a count (a run of repeated rows, cells or spaces), or one line saying it is none."""
+    text = element.get(name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise UserError(f"{where}: {name.rsplit('}', 1)[-1]}={text!r} is not a count")
+    return int(text)
+
+
+def odf_text(element: ElementTree.Element, where: str) -> str:
     """A paragraph's text: ODF mixes it with its markup (spans, links), so each child's tail counts; <text:s
-    text:c="3"/> is three spaces; nested paragraphs (a text box's) and notes are not this paragraph's."""
+    text:c="3"/> is three spaces; nested paragraphs (a text box's) and notes are not this paragraph's. Walked
+    with a stack of its own, not by recursion: spans nested thousands deep are only deep, not an error. `where`
+    names the file in messages."""
     parts = [element.text or ""]
-    for child in element:
-        if child.tag == f"{ODF_TEXT}s":
-            parts.append(" " * int(child.get(f"{ODF_TEXT}c", "1")))
+    stack: list = [iter(element)]  # iterators over children still to read, and tails due once they are read
+    while stack:
+        top = stack[-1]
+        if isinstance(top, str):
+            parts.append(stack.pop())
+            continue
+        child = next(top, None)
+        if child is None:
+            stack.pop()
+        elif child.tag == f"{ODF_TEXT}s":
+            spaces = min(count_attribute(child, f"{ODF_TEXT}c", 1, where), MAX_SPACES)
+            parts += [" " * spaces, child.tail or ""]
         elif child.tag in (f"{ODF_TEXT}tab", f"{ODF_TEXT}line-break"):
-            parts.append(" ")
-        elif child.tag not in ODF_PARAGRAPHS and child.tag not in ODF_ASIDE:
-            parts.append(odf_text(child))
-        parts.append(child.tail or "")
+            parts += [" ", child.tail or ""]
+        elif child.tag in ODF_PARAGRAPHS or child.tag in ODF_ASIDE:
+            parts.append(child.tail or "")
+        else:
+            parts.append(child.text or "")
+            stack += [child.tail or "", iter(child)]
     return "".join(parts)

@@ -29,9 +29,21 @@ from typing import NoReturn
 from xml.etree import ElementTree
 
 from .errors import UserError
-from .packages import ODF_BODY, ODF_PARAGRAPHS, RELATIONSHIP_ID, member_info, member_xml, odf_text, relationships
+from .packages import (
+    ODF_BODY,
+    ODF_PARAGRAPHS,
+    RELATIONSHIP_ID,
+    count_attribute,
+    member_info,
+    member_xml,
+    odf_text,
+    relationships,
+)
 
 SHEET_MARK = "#"  # reviews.xlsx#test: the sheet "test"
+# A sheet's size in Excel and LibreOffice: a run of repeated rows or cells, or a cell reference, past it is not a
+# sheet's (a crafted file's "2,000,000,000 repeated cells" would ask for gigabytes).
+MAX_ROWS, MAX_COLUMNS = 1_048_576, 16_384
 SUFFIXES = (".xlsx", ".ods")
 MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 WORKBOOK = "xl/workbook.xml"
@@ -118,11 +130,15 @@ def _rows(sheet, strings: list[str], path: Path) -> Iterator[tuple[int, list[str
     for _, element in ElementTree.iterparse(sheet):
         if element.tag != f"{MAIN}row":
             continue
-        number = int(element.get("r") or number + 1)
+        number = count_attribute(element, "r", number + 1, str(path))
+        if number > MAX_ROWS:
+            raise UserError(f"{path}: row {number} is beyond a sheet's {MAX_ROWS:,} rows")
         cells: list[str] = []
         for cell in element.iter(f"{MAIN}c"):
             reference = CELL_REFERENCE.fullmatch(cell.get("r") or "")
             column = _column_index(reference.group(1)) if reference else len(cells)
+            if column >= MAX_COLUMNS:
+                raise UserError(f"{path}:{number}: cell {cell.get('r')!r} is beyond a sheet's last column, XFD")
             cells.extend([""] * (column - len(cells)))  # empty cells are left out of the file
             cells.append(_value(cell, strings, path, number))
         element.clear()  # what is read is let go: bounded memory
@@ -171,8 +187,9 @@ def _ods_rows(book: zipfile.ZipFile, path: Path, name: str | None) -> Iterator[t
             elif element.tag == f"{TABLE}table" and reading:
                 return  # the end of the sheet read
             elif element.tag == f"{TABLE}table-row" and event == "end":
-                repeated = int(element.get(f"{TABLE}number-rows-repeated", "1"))
-                cells = _ods_cells(element) if reading else []
+                repeated = count_attribute(element, f"{TABLE}number-rows-repeated", 1, str(path))
+                repeated = min(repeated, MAX_ROWS - number)  # the rows past the sheet's last are no rows
+                cells = _ods_cells(element, path) if reading else []
                 element.clear()  # what is read is let go: bounded memory
                 if any(cell.strip() for cell in cells):
                     for offset in range(1, repeated + 1):
@@ -181,16 +198,19 @@ def _ods_rows(book: zipfile.ZipFile, path: Path, name: str | None) -> Iterator[t
     _no_such_sheet(path, name, names)
 
 
-def _ods_cells(row: ElementTree.Element) -> list[str]:
+def _ods_cells(row: ElementTree.Element, path: Path) -> list[str]:
     """A row's cells, each run of equal cells as its count of them; the empty cells at the row's end are left out
-    (a sheet's last row runs to its 16,384th column)."""
+    (a sheet's last row runs to its 16,384th column), and none past that column is read."""
     cells: list[str] = []
     empty = 0  # empty cells not yet placed: placed only where a value follows them
     for cell in row:
         if cell.tag not in ODS_CELLS:
             continue
-        repeated = int(cell.get(f"{TABLE}number-columns-repeated", "1"))
-        value = _ods_value(cell)
+        repeated = count_attribute(cell, f"{TABLE}number-columns-repeated", 1, str(path))
+        repeated = min(repeated, MAX_COLUMNS - len(cells) - empty)
+        if repeated <= 0:
+            break
+        value = _ods_value(cell, path)
         if not value:
             empty += repeated
             continue
@@ -199,10 +219,10 @@ def _ods_cells(row: ElementTree.Element) -> list[str]:
     return cells
 
 
-def _ods_value(cell: ElementTree.Element) -> str:
+def _ods_value(cell: ElementTree.Element, path: Path) -> str:
     kind = cell.get(f"{OFFICE}value-type")
     if kind == "boolean":
         return "TRUE" if cell.get(f"{OFFICE}boolean-value") == "true" else "FALSE"
     if kind in ODS_VALUES:
         return cell.get(f"{OFFICE}{ODS_VALUES[kind]}", "")
-    return "\n".join(odf_text(p) for p in cell if p.tag in ODF_PARAGRAPHS)  # a string, or a formula's text
+    return "\n".join(odf_text(p, str(path)) for p in cell if p.tag in ODF_PARAGRAPHS)  # a string or formula text

@@ -28,7 +28,7 @@ import re
 import sys
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -47,8 +47,57 @@ def optional_module(name: str, path: Path):
         raise UserError(f"{path}: reading this format needs {name}: {FORMATS_EXTRA}") from None
 
 
-def _open_zstd(path: Path, mode: str):
-    return optional_module("zstandard", path).open(path, mode)
+def _open_zstd(path: Path, mode: str) -> IO[bytes]:
+    """A .zst file's bytes, decompressed as a stream; a file that ends inside a frame raises EOFError when the
+    reading gets there, as gzip, bz2 and xz do for a file cut short (zstandard's own reader stops quietly)."""
+    if mode != "rb":
+        raise ValueError(f"a .zst file is read as bytes, not {mode!r}")
+    return _zstd_reader(open(path, "rb"), optional_module("zstandard", path))
+
+
+def _zstd_reader(raw: IO[bytes], zstandard) -> IO[bytes]:
+    return io.BufferedReader(_ZstdStream(raw, zstandard), buffer_size=1 << 17)
+
+
+class _ZstdStream(io.RawIOBase):
+    """The decompressed bytes of zstd frames, one after another (`zstd` writes one; `pzstd` several)."""
+
+    def __init__(self, raw: IO[bytes], zstandard):
+        self._file = raw
+        self._new_frame = zstandard.ZstdDecompressor().decompressobj
+        self._frame = self._new_frame()
+        self._in_frame = False  # compressed bytes of the current frame have been read
+        self._out = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._out:
+            compressed = self._file.read(1 << 17)
+            if not compressed:
+                if self._in_frame:
+                    raise EOFError("the zstd data ends inside a frame: the file is cut short")
+                return 0
+            self._out = self._decompress(compressed)
+        n = min(len(buffer), len(self._out))
+        buffer[:n] = self._out[:n]
+        self._out = self._out[n:]
+        return n
+
+    def _decompress(self, compressed: bytes) -> bytes:
+        out = []
+        while compressed:
+            out.append(self._frame.decompress(compressed))
+            self._in_frame = not self._frame.eof
+            compressed = self._frame.unused_data if self._frame.eof else b""
+            if self._frame.eof:
+                self._frame, self._in_frame = self._new_frame(), bool(compressed)
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def read_errors() -> tuple[type[BaseException], ...]:
@@ -61,6 +110,76 @@ def read_errors() -> tuple[type[BaseException], ...]:
 
 
 COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open, ".zst": _open_zstd}
+# The longest record a reader takes whole: a JSONL line, a CSV field, an element of a JSON array (characters).
+# Longer ones are refused in one line: a 3 GB line would need gigabytes, and no training text is one record of
+# more than a book or two.
+MAX_RECORD_CHARS = 1 << 26
+
+
+MAX_EXPANSION = 200.0  # expanded bytes per compressed byte of an archive's member, at most (CorpusOptions)
+RATIO_CHECKED_AFTER = 1 << 20  # expanded bytes before the ratio is judged: a small file compresses oddly
+
+
+@dataclass
+class ExpandedBytes:
+    """Bytes expanded so far, over the members of one tar."""
+
+    bytes: int = 0
+
+
+class Bounded(io.RawIOBase):
+    """Expanded bytes (an archive member's), refused once they pass `max_ratio` times the compressed bytes behind
+    them: text expands 3 to 10 times, a zip bomb a thousand and more."""
+
+    def __init__(
+        self,
+        raw: IO[bytes],
+        compressed: Callable[[], int],
+        max_ratio: float,
+        where: str,
+        total: ExpandedBytes | None = None,
+    ):
+        self.raw, self.compressed, self.max_ratio, self.where = raw, compressed, max_ratio, where
+        self.total = total if total is not None else ExpandedBytes()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer) if hasattr(self.raw, "readinto") else self._read_into(buffer)
+        self.total.bytes += n or 0
+        expanded, compressed = self.total.bytes, self.compressed()
+        if expanded > RATIO_CHECKED_AFTER and expanded > self.max_ratio * max(compressed, 1):
+            raise UserError(
+                f"{self.where}: expands more than {self.max_ratio:g} times its compressed size (a zip bomb?); "
+                "--max-expansion raises the limit"
+            )
+        return n
+
+    def _read_into(self, buffer) -> int:
+        data = self.raw.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def decompressed(raw: IO[bytes], name: str) -> IO[bytes]:
+    """`raw` (a member of an archive) decompressed as its name's suffix says (.gz, .bz2, .xz, .zst), or as it is."""
+    suffix = compression_of(Path(name))
+    if suffix == ".gz":
+        return gzip.GzipFile(fileobj=raw)
+    if suffix == ".bz2":
+        return bz2.BZ2File(raw)
+    if suffix == ".xz":
+        return lzma.LZMAFile(raw)
+    if suffix == ".zst":
+        return _zstd_reader(raw, optional_module("zstandard", Path(name)))
+    return raw
+
+
 FORMATS = {
     ".jsonl": "jsonl",
     ".json": "jsonl",
@@ -104,6 +223,7 @@ class ReadStats:
     bytes_read: int = 0
     invalid_utf8: int = 0
     skipped_lines: int = 0
+    error_handler: str = field(default="", repr=False, compare=False)  # the codec handler that counts invalid_utf8
 
 
 def compression_of(path: Path) -> str | None:
@@ -121,6 +241,13 @@ def format_of(path: Path) -> str:
     if name.endswith(".zip") and (inner := zipped_file(path)) is not None:
         return _named_format(_uncompressed(inner.filename))
     return "jsonl" if "." not in name and _starts_with_brace(path) else _named_format(name)
+
+
+def format_of_name(name: str) -> str | None:
+    """What a file's name alone says of its format (as `format_of`, without opening it); None for a name without
+    a suffix (WikiExtractor's wiki_00), whose first bytes decide."""
+    bare = _uncompressed(PurePosixPath(name).name)
+    return _named_format(bare) if "." in bare else None
 
 
 def _uncompressed(name: str) -> str:
@@ -182,17 +309,21 @@ BYTE_ORDER_MARKS = (
 )
 
 
-class _CountingDecoder:
-    """Decoding that replaces invalid bytes with U+FFFD and counts them."""
+def _counting_errors(stats: ReadStats | None) -> str:
+    """The codec error handler that replaces invalid bytes with U+FFFD and counts them in `stats`: one per
+    ReadStats, registered once (Python keeps every registered handler for ever, and a handler per file grew
+    without bound over an archive of millions of members); plain "replace" where nothing counts."""
+    if stats is None:
+        return "replace"
+    if not stats.error_handler:
+        stats.error_handler = f"bertforge-count-{id(stats)}"
 
-    def __init__(self, stats: ReadStats):
-        self.stats = stats
-        self.name = f"bertforge-count-{id(self)}"
-        codecs.register_error(self.name, self._handle)
+        def count(error: UnicodeDecodeError):
+            stats.invalid_utf8 += 1
+            return "\ufffd", error.end
 
-    def _handle(self, error: UnicodeDecodeError):
-        self.stats.invalid_utf8 += 1
-        return "\ufffd", error.end
+        codecs.register_error(stats.error_handler, count)
+    return stats.error_handler
 
 
 def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
@@ -203,7 +334,8 @@ def open_text(path: str | Path, stats: ReadStats | None = None) -> IO[str]:
         raise UserError(f"{path}: no such file")
     if path.name.lower().endswith(".zip") and (inner := zipped_file(path)) is not None:
         name = f"{path}/{inner.filename}"  # the member's stream keeps the archive open until it closes
-        return text_stream(open_member(zipfile.ZipFile(path), inner, name), name, stats)
+        member = open_member(zipfile.ZipFile(path), inner, name)
+        return text_stream(Bounded(member, lambda: inner.compress_size, MAX_EXPANSION, name), name, stats)
     if format_of(path) == "archive":
         raise UserError(f"{path}: an archive of files, not one text file; unpack it and name the file to read")
     opener = COMPRESSIONS.get(compression_of(path) or "", open)
@@ -225,8 +357,7 @@ def text_stream(raw: IO[bytes], name: str, stats: ReadStats | None = None) -> IO
             f"{name}: looks like a binary file (NUL bytes), not text; if it is UTF-16 text without a byte-order mark, "
             f"convert it to UTF-8 (iconv -f UTF-16LE -t UTF-8 {Path(name).name} > utf8.txt)"
         )
-    decoder = _CountingDecoder(stats if stats is not None else ReadStats())
-    return io.TextIOWrapper(raw, encoding=encoding, errors=decoder.name, newline="")
+    return io.TextIOWrapper(raw, encoding=encoding, errors=_counting_errors(stats), newline="")
 
 
 def read_rows(
@@ -267,14 +398,21 @@ def read_rows(
         return
     try:
         with open_text(path, stats) as f:
-            rows = (
-                _jsonl_rows(f, path, stats)
-                if kind == "jsonl"
-                else _table_rows(_delimited(f, kind, stats), path, columns, kind)
-            )
-            yield from _checked(rows, path, kind, columns, on_error, stats)
+            yield from text_rows(f, str(path), kind, columns, stats, on_error)
     except read_errors() as e:  # a truncated or corrupt compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
+
+
+def text_rows(
+    f: IO[str], name: str, kind: str, columns: list[str], stats: ReadStats, on_error: str = "fail"
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """`read_rows` of a JSONL, CSV or TSV text stream (a file's, or an archive member's); `name` for messages."""
+    rows = (
+        _jsonl_rows(f, name, stats)
+        if kind == "jsonl"
+        else _table_rows(_delimited(f, kind, stats, name), name, columns, kind)
+    )
+    yield from _checked(rows, name, kind, columns, on_error, stats)
 
 
 def _checked(
@@ -312,8 +450,13 @@ def _jsonl_rows(f: IO[str], path: Path, stats: ReadStats) -> Iterator[tuple[int,
     if head.lstrip().startswith("["):
         yield from _json_array_rows(f, head, path, stats)
         return
-    for number, line in enumerate(itertools.chain(io.StringIO(head + f.readline()), f), start=1):
+    lines = itertools.chain(
+        io.StringIO(head + f.readline(MAX_RECORD_CHARS)), iter(lambda: f.readline(MAX_RECORD_CHARS), "")
+    )
+    for number, line in enumerate(lines, start=1):
         stats.bytes_read += len(line)
+        if len(line) >= MAX_RECORD_CHARS and not line.endswith("\n"):
+            raise UserError(f"{path}:{number}: a line of more than {MAX_RECORD_CHARS:,} characters; split it")
         if not line.strip():
             continue
         try:
@@ -358,6 +501,8 @@ def _json_array_rows(f: IO[str], text: str, path: Path, stats: ReadStats) -> Ite
                 raise UserError(f"{path}:{where}: not JSON ({e.msg}); an array is not read past it") from None
             complete = False
         if not complete:
+            if len(text) - at > MAX_RECORD_CHARS:
+                raise UserError(f"{path}:{line}: an element of more than {MAX_RECORD_CHARS:,} characters; split it")
             text, at, done = _read_on(f, text, at, stats)
             continue
         yield line, row if isinstance(row, dict) else "not a JSON object"
@@ -391,6 +536,9 @@ def _columnar_rows(
             raise UserError(f"{path}: no column {unknown[0]!r}; the columns are {', '.join(map(repr, names))}")
         number = 0
         for batch in batches(list(dict.fromkeys(wanted))):
+            # A crafted file's offsets may point anywhere: checked before Python reads a string through them, which
+            # would read out of bounds (SIGSEGV) or ask for a negative size.
+            batch.validate(full=True)
             values = batch.to_pydict()
             for i in range(batch.num_rows):
                 number += 1
@@ -458,15 +606,18 @@ def label_name(value: Any, names: tuple[str, ...], where: str) -> str:
     return names[int(text)]
 
 
-def _delimited(f: IO[str], kind: str, stats: ReadStats) -> Iterator[tuple[int, list[str]]]:
-    """(line number, cells) of a CSV or TSV file."""
-    csv.field_size_limit(sys.maxsize)
+def _delimited(f: IO[str], kind: str, stats: ReadStats, name: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) of a CSV or TSV file; a field longer than MAX_RECORD_CHARS is refused, naming its line."""
+    csv.field_size_limit(MAX_RECORD_CHARS)
     reader = csv.reader(
         f, delimiter="," if kind == "csv" else "\t", quoting=csv.QUOTE_MINIMAL if kind == "csv" else csv.QUOTE_NONE
     )
-    for cells in reader:
-        stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
-        yield reader.line_num, cells
+    try:
+        for cells in reader:
+            stats.bytes_read += sum(len(cell) for cell in cells) + len(cells)
+            yield reader.line_num, cells
+    except csv.Error as e:
+        raise UserError(f"{name}:{reader.line_num}: {e} ({MAX_RECORD_CHARS:,} characters); split the text") from None
 
 
 def _table_rows(

@@ -147,7 +147,7 @@ def odt_paragraphs(path: Path, stats: ReadStats) -> Iterator[Paragraph]:
                     if element.tag in ODF_ASIDE:
                         aside += 1 if event == "start" else -1
                     elif event == "end" and element.tag in ODF_PARAGRAPHS:
-                        text = "" if aside else " ".join(odf_text(element).split())
+                        text = "" if aside else " ".join(odf_text(element, str(path)).split())
                         element.clear()  # what is read is let go: bounded memory
                         if text:
                             yield Paragraph(text, first)

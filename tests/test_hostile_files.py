@@ -1,0 +1,295 @@
+"""Files from strangers: every reader is bounded in memory, disk and time, a file cut short is never read as if
+whole, and each crafted file below is refused in one line (exit 2) or read correctly. Each file is made here,
+small on disk."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import time
+import tracemalloc
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from bertforge.corpus import CorpusOptions, read_paragraphs
+from bertforge.errors import UserError
+from bertforge.textfiles import read_rows
+
+from conftest import bertforge, one_line_error, save_random_model
+
+ODS_MIME = "application/vnd.oasis.opendocument.spreadsheet"
+ODS_BODY = (
+    '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:spreadsheet>'
+    '<table:table table:name="s">{rows}</table:table></office:spreadsheet></office:body></office:document-content>'
+)
+ODT_BODY = (
+    '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+    "{paragraphs}</office:text></office:body></office:document-content>"
+)
+
+
+def package(path: Path, parts: dict[str, str]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in parts.items():
+            z.writestr(name, text)
+    return path
+
+
+def ods(path: Path, rows: str) -> Path:
+    return package(path, {"mimetype": ODS_MIME, "content.xml": ODS_BODY.format(rows=rows)})
+
+
+def text_cell(text: str, repeat: str = "") -> str:
+    repeated = f' table:number-columns-repeated="{repeat}"' if repeat else ""
+    return f'<table:table-cell office:value-type="string"{repeated}><text:p>{text}</text:p></table:table-cell>'
+
+
+def cells_of(path: Path, column: str = "0") -> list[str]:
+    return [row[column] for _, row in read_rows(path, [column])]
+
+
+# ---------------------------------------------------------------- crashes and silent truncation
+
+
+def test_an_arrow_shard_with_an_offset_out_of_bounds_is_refused_not_a_crash(tmp_path):
+    pa = pytest.importorskip("pyarrow", exc_type=ModuleNotFoundError)
+    table = pa.table({"text": ["hello world", "second row", "third"] * 100})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = bytearray(sink.getvalue().to_pybytes())
+    at = data.find(struct.pack("<iii", 0, 11, 21))  # the string offsets
+    data[at + 4 : at + 8] = struct.pack("<i", 50_000_000)
+    (tmp_path / "data-00000-of-00001.arrow").write_bytes(bytes(data))
+    tok = save_random_model(tmp_path / "m", _tokenizer())
+    done = bertforge("prepare", tmp_path / "data-00000-of-00001.arrow", "--tokenizer", tok, "--out", tmp_path / "d")
+    one_line_error(done, "data-00000-of-00001.arrow", "out of bounds")  # was SIGSEGV
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_zst_file_cut_short_is_refused_where_it_ends(tmp_path):
+    zstandard = pytest.importorskip("zstandard", exc_type=ModuleNotFoundError)
+    text = "".join(f"line {i} of the corpus.\n" for i in range(50_000))
+    whole = zstandard.ZstdCompressor().compress(text.encode())
+    (tmp_path / "whole.txt.zst").write_bytes(whole)
+    (tmp_path / "half.txt.zst").write_bytes(whole[: len(whole) // 2])
+    assert len(list(read_paragraphs([tmp_path / "whole.txt.zst"]))) == 50_000
+    with pytest.raises(UserError, match=r"half\.txt\.zst: cannot read .*cut short"):
+        list(read_paragraphs([tmp_path / "half.txt.zst"]))  # read 17,539 lines and stopped quietly before
+
+
+# ---------------------------------------------------------------- archives: disk, memory, time
+
+
+@pytest.mark.parametrize("member", ["bomb.txt", "bomb.docx"])  # streamed, and copied out to be read from a path
+def test_an_archive_bomb_is_refused_before_it_fills_memory_or_disk(tmp_path, member):
+    archive = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open(member, "w") as out:  # 256 MB of spaces: about 250 kB deflated, a ratio of 1,000
+            block = b" " * (1 << 20)
+            for _ in range(256):
+                out.write(block)
+    started = time.perf_counter()
+    with pytest.raises(UserError, match=rf"{member}: expands more than 200 times its compressed size"):
+        list(read_paragraphs([archive]))
+    assert time.perf_counter() - started < 10
+    generous = CorpusOptions(max_expansion=1e6, max_member_size=1 << 20)
+    if member.endswith(".docx"):  # past a raised ratio, the copy's own cap
+        with pytest.raises(UserError, match="larger than the 1,048,576 bytes an archive member may be copied out"):
+            list(read_paragraphs([archive], generous))
+
+
+def test_a_tar_of_many_members_is_read_in_bounded_memory(tmp_path):
+    """tarfile keeps every member it has seen, even reading a stream: 480 bytes each, a gigabyte for millions."""
+    headers = []
+    for i in range(12_000):
+        info = tarfile.TarInfo(f"d/{i}.txt")
+        info.size = 0
+        headers.append(info.tobuf(tarfile.USTAR_FORMAT))
+    (tmp_path / "many.tar.gz").write_bytes(gzip.compress(b"".join(headers) + bytes(1024), 1))
+    tracemalloc.start()
+    try:
+        with pytest.raises(UserError, match="no text found"):
+            list(read_paragraphs([tmp_path / "many.tar.gz"]))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # 20,000 members: 6.8 MB, most of it the members' names the reading lists; 15.7 MB when tarfile kept them all
+    assert peak < 6e6, f"{peak / 1e6:.1f} MB for 12,000 empty members"
+
+
+def test_nested_archives_long_names_and_depth(tmp_path):
+    inner = tmp_path / "inner.zip"
+    package(inner, {"a.txt": "Inside, two levels down.\n"})
+    long_name = "長" * 90 + ".zip"  # 270 bytes: longer than a file name may be, so never used as the copy's
+    outer = tmp_path / "outer.zip"
+    with zipfile.ZipFile(outer, "w") as z:
+        z.write(inner, long_name)
+    assert [p.text for p in read_paragraphs([outer])] == ["Inside, two levels down."]
+    deep = inner
+    for level in range(10):
+        wrapper = tmp_path / f"level{level}.zip"
+        with zipfile.ZipFile(wrapper, "w") as z:
+            z.write(deep, f"level{level}.zip" if level else "inner.zip")
+        deep = wrapper
+    with pytest.raises(UserError, match="archives nested more than 8 deep"):
+        list(read_paragraphs([deep]))
+
+
+def test_an_interrupted_tokenizer_training_leaves_no_scratch(tmp_path):
+    """A member copied out while SIGTERM arrives: the scratch directory goes with the process."""
+    inner = tmp_path / "big.zip"
+    with zipfile.ZipFile(inner, "w", zipfile.ZIP_STORED) as z:  # stored: copying it out takes a moment
+        z.writestr("a.txt", "words and more words\n" * 1_000_000)
+    outer = tmp_path / "corpus.zip"
+    with zipfile.ZipFile(outer, "w", zipfile.ZIP_STORED) as z:
+        for i in range(3):
+            z.write(inner, f"part{i}.zip")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    command = [sys.executable, "-m", "bertforge", "tokenizer", "train", str(outer), "--out", str(tmp_path / "tok")]
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 60
+    while not any(scratch.iterdir()) and process.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    assert not any(scratch.iterdir()) and not (tmp_path / "tok").exists()
+
+
+# ---------------------------------------------------------------- office files
+
+
+def test_spreadsheet_repeats_are_clamped_to_a_sheets_size(tmp_path):
+    huge_columns = ods(tmp_path / "columns.ods", f"<table:table-row>{text_cell('x', '2000000000')}</table:table-row>")
+    started = time.perf_counter()
+    row = next(read_rows(huge_columns, ["16383"]))[1]  # the last column a sheet has, and none past it
+    assert row["16383"] == "x" and "16384" not in row
+    endless_row = f'<table:table-row table:number-rows-repeated="1000000000000">{text_cell("y")}</table:table-row>'
+    endless = ods(tmp_path / "rows.ods", endless_row)
+    assert len(cells_of(endless)) == 1_048_576  # a sheet's rows, not 10^12 of them
+    paragraph = '<text:p>a<text:s text:c="3000000000"/>b</text:p>'  # three billion spaces
+    spaces = package(tmp_path / "spaces.odt", {"content.xml": ODT_BODY.format(paragraphs=paragraph)})
+    assert [p.text for p in read_paragraphs([spaces])] == ["a b"]
+    assert time.perf_counter() - started < 30
+    for count in ("many", "-1"):
+        bad = ods(tmp_path / "bad.ods", f"<table:table-row>{text_cell('x', count)}</table:table-row>")
+        with pytest.raises(UserError, match=f"number-columns-repeated='{count}' is not a count"):
+            cells_of(bad)
+
+
+def test_an_xlsx_cell_past_the_last_column_is_refused(tmp_path):
+    workbook = (
+        '<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.'
+        'openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="s" r:id="rId1"/></sheets>'
+        "</workbook>"
+    )
+    rels = (
+        '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" '
+        'Target="worksheets/sheet1.xml" Type="worksheet"/></Relationships>'
+    )
+    for reference in ("ZZZZZZZ2", "ZZZZZZZZZZZZZZZ2"):  # 8·10^9 cells; and a number too large for a list
+        sheet = (
+            '<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData><row r="2">'
+            f'<c r="{reference}" t="inlineStr"><is><t>x</t></is></c></row></sheetData></worksheet>'
+        )
+        book = package(tmp_path / "book.xlsx", {"xl/workbook.xml": workbook, "xl/_rels/workbook.xml.rels": rels,
+                                                "xl/worksheets/sheet1.xml": sheet})  # fmt: skip
+        with pytest.raises(UserError, match=f"cell '{reference}' is beyond a sheet's last column"):
+            cells_of(book)
+
+
+def test_spans_nested_thousands_deep_are_read_not_a_recursion_error(tmp_path):
+    nested = "<text:span>" * 5000 + "deep text" + "</text:span>" * 5000
+    odt = package(tmp_path / "deep.odt", {"content.xml": ODT_BODY.format(paragraphs=f"<text:p>{nested}</text:p>")})
+    assert [p.text for p in read_paragraphs([odt])] == ["deep text"]
+
+
+# ---------------------------------------------------------------- records and paragraphs
+
+
+def test_every_reader_caps_a_paragraph_and_records_have_a_limit(tmp_path, monkeypatch):
+    words = " ".join(f"word{i % 50}" for i in range(60_000))  # ~420,000 characters in one field
+    (tmp_path / "long.jsonl").write_text(json.dumps({"text": words}) + "\n")
+    pieces = [p.text for p in read_paragraphs([tmp_path / "long.jsonl"])]
+    assert max(map(len, pieces)) <= 1 << 16 and " ".join(pieces) == words  # cut at spaces, nothing lost
+    monkeypatch.setattr("bertforge.textfiles.MAX_RECORD_CHARS", 100_000)  # the limit, small enough to test
+    with pytest.raises(UserError, match=r"long\.jsonl:1: a line of more than 100,000 characters"):
+        list(read_paragraphs([tmp_path / "long.jsonl"]))
+    (tmp_path / "long.csv").write_text(f'id,text\n1,"{words}"\n')
+    with pytest.raises(UserError, match=r"long\.csv:2: field larger than field limit"):
+        list(read_paragraphs([tmp_path / "long.csv"]))
+    (tmp_path / "long.json").write_text(json.dumps([{"text": words}]))
+    with pytest.raises(UserError, match=r"long\.json:1: an element of more than 100,000 characters"):
+        list(read_paragraphs([tmp_path / "long.json"]))
+
+
+def test_a_word_of_300000_characters_does_not_stall_tokenizer_training(tmp_path):
+    from bertforge.vocabulary import train_corpus_tokenizer
+
+    blob = "a" * 300_000  # an unclosed HTML comment, a base64 blob: 55 s in the WordPiece trainer
+    (tmp_path / "c.txt").write_text(f"the cat sat on the mat.\n{blob}\nthe dog sat on the log.\n" * 3)
+    started = time.perf_counter()
+    made = train_corpus_tokenizer([tmp_path / "c.txt"], tmp_path / "tok", vocab_size=60, min_frequency=1)
+    assert time.perf_counter() - started < 10
+    assert made.filter_report.summary()["dropped"]["long_words"]["paragraphs"] >= 3  # each a piece of a line, or more
+
+
+# ---------------------------------------------------------------- model directories
+
+
+def test_absurd_or_mistyped_model_configs_are_refused_before_anything_is_allocated(tmp_path):
+    model = save_random_model(tmp_path / "m", _tokenizer())
+    config = json.loads((model / "config.json").read_text())
+    for key, value, fragment in [
+        ("vocab_size", 2_000_000_000, "vocab_size 2,000,000,000 is past any BERT's"),
+        ("vocab_size", 99, "the token table is"),
+        ("hidden_size", "big", "hidden_size is 'big', not an int"),
+    ]:
+        bad = tmp_path / f"{key}-{value}"
+        shutil.copytree(model, bad)
+        (bad / "config.json").write_text(json.dumps({**config, key: value}))
+        one_line_error(bertforge("fill-mask", bad, "the [MASK] sat."), fragment)
+
+
+def _tokenizer():
+    from bertforge.tokenizer import train_tokenizer
+
+    return train_tokenizer(["the cat sat on the mat.", "a dog and a bird."] * 10, vocab_size=60, min_frequency=1)
+
+
+def test_a_full_scratch_disk_is_said_as_such(tmp_path, monkeypatch):
+    from bertforge import archives
+
+    inner = package(tmp_path / "inner.zip", {"a.txt": "Some text.\n"})
+    outer = tmp_path / "outer.zip"
+    with zipfile.ZipFile(outer, "w") as z:
+        z.write(inner, "inner.zip")
+    real_open = Path.open
+
+    def full(self, mode="r", *args, **kwargs):
+        if "w" in mode and "bertforge-archive-" in str(self):
+            handle = io.BytesIO()
+            handle.write = lambda data: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+            return handle
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", full)
+    with pytest.raises(UserError, match="inner.zip: no room to unpack it"):
+        list(read_paragraphs([outer]))
+    assert archives._SCRATCH == set()
