@@ -19,8 +19,8 @@ $(BIN)/bertforge: pyproject.toml
 setup: $(BIN)/bertforge
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks experiments scripts
+	$(BIN)/ruff format --check src tests benchmarks experiments scripts
 
 # Two workers, one torch thread each (tests/conftest.py): on 2 cores the suite takes 343 s instead of 627-776 s
 # serially (benchmarks are not tests, so nothing here is timed). TEST_WORKERS=0 runs it in one process.

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import VOCAB, Contender, hf_loss, hf_model, ours, race  # noqa: E402
 
 from bertforge import ModelConfig  # noqa: E402
-from bertforge.model import set_activation_checkpointing  # noqa: E402
+from bertforge.model.bert import set_activation_checkpointing  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import VOCAB, Contender, MatmulProbe, hf_loss, hf_model, mask_fraction, ours, race  # noqa: E402
 
 from bertforge import ModelConfig  # noqa: E402
-from bertforge.flops import training_flops_per_token  # noqa: E402
-from bertforge.runtime import keep_freed_memory  # noqa: E402
+from bertforge.engine.runtime import keep_freed_memory  # noqa: E402
+from bertforge.training.flops import training_flops_per_token  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 

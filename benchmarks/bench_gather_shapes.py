@@ -51,9 +51,9 @@ def one_arm(arm: str, preset: str, vocab: int, steps: int, precision: str) -> di
     import torch
     from bench_train import autocast, hf_model
 
-    import bertforge.model as bertforge_model
+    import bertforge.model.bert as bertforge_model
     from bertforge import BertForPreTraining, ModelConfig
-    from bertforge.runtime import use_fast_paths
+    from bertforge.model.bert import use_fast_paths
 
     config = ModelConfig.preset(preset, vocab_size=vocab, hidden_dropout=0.0, attention_dropout=0.0)
     torch.manual_seed(0)

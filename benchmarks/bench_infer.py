@@ -27,11 +27,12 @@ import numpy as np
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
-from bertforge.corpus import read_paragraphs, split_sentences
+from bertforge.engine.hardware import cpu_has_bf16_instructions
 from bertforge.fileio import asset_path
-from bertforge.flops import cpu_has_bf16_instructions
+from bertforge.formats.corpus import read_paragraphs
+from bertforge.formats.text import split_sentences
 from bertforge.inference import load
-from bertforge.model import set_explicit_attention
+from bertforge.model.bert import set_explicit_attention
 from bertforge.tokenizer import train_tokenizer
 
 from common import machine_description

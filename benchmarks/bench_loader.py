@@ -24,13 +24,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.batchplan import BatchPlan, make_loader  # noqa: E402
-from bertforge.config import TrainConfig  # noqa: E402
-from bertforge.data import MaskingCollator, PretrainingDataset  # noqa: E402
+from bertforge.data.instances import PretrainingDataset
+from bertforge.data.masking import MaskingCollator  # noqa: E402
+from bertforge.data.prepare import prepare  # noqa: E402
+from bertforge.engine.runtime import Distributed, autocast, resolve_precision  # noqa: E402
 from bertforge.fileio import asset_path  # noqa: E402
-from bertforge.prepare import prepare  # noqa: E402
-from bertforge.runtime import Distributed, autocast, resolve_precision, use_fast_paths  # noqa: E402
+from bertforge.model.bert import use_fast_paths
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer  # noqa: E402
+from bertforge.training.config import TrainConfig  # noqa: E402
+from bertforge.training.loader import BatchPlan, make_loader  # noqa: E402
 
 
 def main() -> None:

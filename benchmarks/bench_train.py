@@ -38,18 +38,17 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bertforge.dropout  # noqa: E402
-import bertforge.model  # noqa: E402
+import bertforge.model.bert  # noqa: E402
+import bertforge.model.dropout  # noqa: E402
 from bertforge import BertForPreTraining, ModelConfig  # noqa: E402
-from bertforge.flops import (  # noqa: E402
-    cpu_has_bf16_instructions,
-    matmul_flops_per_second,
-    matmul_operands,
-    training_flops_per_token,
-)
+from bertforge.engine.hardware import cpu_has_bf16_instructions, matmul_flops_per_second, matmul_operands  # noqa: E402
+from bertforge.engine.runtime import AUTOCAST_DTYPES, autocast, resolve_precision  # noqa: E402
 from bertforge.labels import IGNORE_INDEX  # noqa: E402
-from bertforge.model import set_explicit_attention  # noqa: E402
-from bertforge.runtime import AUTOCAST_DTYPES, autocast, resolve_precision, use_fast_paths  # noqa: E402
+from bertforge.model.bert import (
+    set_explicit_attention,  # noqa: E402
+    use_fast_paths,
+)
+from bertforge.training.flops import training_flops_per_token  # noqa: E402
 
 from common import gutenberg_batches, machine_description, synthetic_batches  # noqa: E402
 
@@ -98,8 +97,8 @@ def ours_torch_dropout_loss(model, device: str, precision: str):
 
     def forward(batch):
         with (
-            mock.patch.object(bertforge.model, "dropout", torch_dropout),
-            mock.patch.object(bertforge.dropout, "dropout", torch_dropout),
+            mock.patch.object(bertforge.model.bert, "dropout", torch_dropout),
+            mock.patch.object(bertforge.model.dropout, "dropout", torch_dropout),
         ):
             return forward_with_our_masks(batch)
 

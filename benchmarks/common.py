@@ -10,14 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bertforge.corpus import read_paragraphs
-from bertforge.data import Instance, MaskingCollator, PretrainingDataset
-from bertforge.prepare import prepare
+from bertforge.data.instances import Instance, PretrainingDataset
+from bertforge.data.masking import MaskingCollator
+from bertforge.data.prepare import prepare
+from bertforge.formats.corpus import read_paragraphs
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
 
 def machine_description() -> str:
-    """CPU model, cores and the ISA flags that decide bf16 speed, with the torch build: one line for RESULTS.md.
+    """CPU model, cores and the ISA flags that decide bf16 speed, with the torch build: one line for a results table.
 
     The family number tells chips of one name apart: VMs report every AMD as "AMD EPYC", and a family-26 EPYC
     (Zen 5) ran bf16 matmuls 4x faster than fp32 where an earlier AVX-512 BF16 EPYC ran them 1.5x faster.

@@ -23,10 +23,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bertforge.batchplan import BatchPlan, make_loader  # noqa: E402
-from bertforge.config import ModelConfig, TrainConfig, parse_field, recipe_configs  # noqa: E402
-from bertforge.datadir import read_meta  # noqa: E402
-from bertforge.train import Trainer  # noqa: E402
+from bertforge.config import parse_field
+from bertforge.data.directory import read_meta  # noqa: E402
+from bertforge.model.config import ModelConfig  # noqa: E402
+from bertforge.training.config import TrainConfig, recipe_configs
+from bertforge.training.loader import BatchPlan, make_loader  # noqa: E402
+from bertforge.training.trainer import Trainer  # noqa: E402
 
 from common import machine_description  # noqa: E402
 

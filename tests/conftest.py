@@ -21,9 +21,40 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 from bertforge import BertForPreTraining, ModelConfig
-from bertforge.checkpoint import checkpoint_dirs
-from bertforge.modeldir import save_model
+from bertforge.engine.checkpoint import checkpoint_dirs
+from bertforge.model.directory import save_model
 from bertforge.tokenizer import train_tokenizer
+
+# The only reasons a test may skip: hardware this machine lacks. A skip for any other reason (a package
+# missing, a condition a test forgot) fails the session, so a test cannot stop running unnoticed.
+EXPECTED_SKIPS = ("needs a CUDA GPU", "the setting is glibc's")
+_unexpected_skips: list[str] = []
+
+
+def needs(module: str):
+    """`module`, or a skip for the test that needs it: only a missing package skips, a broken one fails."""
+    return pytest.importorskip(module, exc_type=ModuleNotFoundError)
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if not any(expected in reason for expected in EXPECTED_SKIPS):
+            _unexpected_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    is_worker = hasattr(session.config, "workerinput")  # xdist's controller collects every worker's reports
+    if _unexpected_skips and exitstatus == 0 and not is_worker:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _unexpected_skips:
+        terminalreporter.write_line("unexpected skips (the suite fails on them):", red=True)
+        for line in _unexpected_skips:
+            terminalreporter.write_line(f"  {line}", red=True)
+
 
 SUBJECTS = ["the cat", "the dog", "a bird", "my friend", "the teacher", "an old man", "the child", "her brother"]
 VERBS = ["sat on", "looked at", "walked to", "painted", "found", "cleaned", "watched", "carried"]

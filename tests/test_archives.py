@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bertforge.corpus import ReadStats, read_paragraphs, read_passages
 from bertforge.errors import UserError
-from bertforge.textfiles import read_rows
+from bertforge.formats.corpus import ReadStats, read_paragraphs, read_passages
+from bertforge.formats.textfiles import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, make_documents, one_line_error, save_random_model
 

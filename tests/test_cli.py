@@ -14,7 +14,7 @@ from bertforge.cli import build_parser
 from bertforge.errors import UserError
 from bertforge.inference import load
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 # Verbs that print a result a program may want to read.
 RESULT_VERBS = [
@@ -208,6 +208,17 @@ def test_classify_and_nsp_read_tables_and_pair_lines(wordpiece_tokenizer, tmp_pa
     single = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "--pair", "the dog ran.", "--json").stdout)
     positional = json.loads(bertforge_ok("nsp", tmp_path / "m", "the cat sat.", "the dog ran.", "--json").stdout)
     assert single == positional == from_lines[0]
+    # The probability is IsNext's (class 0 of BERT's head), as transformers computes it from the same directory.
+    transformers = needs("transformers")
+    reference = transformers.BertForPreTraining.from_pretrained(tmp_path / "m").eval()
+    their_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "m")
+    for answer, (a, b) in zip(from_lines, [("the cat sat.", "the dog ran."), ("a bird sang.", "the mat was red.")]):
+        with torch.no_grad():
+            logits = reference(**their_tokenizer(a, b, return_tensors="pt")).seq_relationship_logits[0]
+        is_next = logits.softmax(-1)[0].item()
+        assert answer["is_next_prob"] == pytest.approx(is_next, abs=1e-5)
+        assert answer["label"] == ("IsNext" if is_next >= 0.5 else "NotNext")
+        assert abs(is_next - 0.5) > 1e-3  # far enough from a coin that the classes swapped would show
 
 
 def test_a_mistake_on_the_command_line_is_the_verbs_short_usage_and_the_error():
@@ -231,11 +242,11 @@ def test_durations_read_as_people_write_them():
 
 
 def test_max_steps_beside_a_time_budget_is_refused_not_ignored(wordpiece_tokenizer, tmp_path):
-    from bertforge.runconfig import plan_run
+    from bertforge.training.plan import plan_run
 
     with pytest.raises(UserError, match="--max-steps and --time-budget both"):
         plan_run(tmp_path, tmp_path / "run", train_values={"time_budget": 60.0, "max_steps": 100})
-    assert plan_run.__module__ == "bertforge.runconfig"  # the rule lives in the library, where the API reaches it
+    assert plan_run.__module__ == "bertforge.training.plan"  # the rule lives in the library, where the API reaches it
 
 
 def test_a_tokenizer_far_smaller_than_the_models_vocabulary_is_refused(wordpiece_tokenizer, tmp_path):

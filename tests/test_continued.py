@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, load_model
-from bertforge.config import TrainConfig
-from bertforge.continued import continued_configs
 from bertforge.errors import UserError
-from bertforge.train import Trainer
+from bertforge.training.config import TrainConfig
+from bertforge.training.continued import continued_configs
+from bertforge.training.trainer import Trainer
 
 from conftest import (
     TINY_MODEL,

@@ -13,20 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertforge import textfiles
-from bertforge.corpus import (
-    CorpusOptions,
-    ReadStats,
-    clean_text,
-    describe_files,
-    find_files,
-    read_paragraphs,
-    split_sentences,
-)
 from bertforge.errors import UserError
 from bertforge.fileio import asset_path
-from bertforge.layouts import looks_wrapped
-from bertforge.textfiles import open_text, read_rows
+from bertforge.formats import textfiles
+from bertforge.formats.corpus import ReadStats, describe_files, find_files, read_paragraphs
+from bertforge.formats.layouts import looks_wrapped
+from bertforge.formats.options import CorpusOptions
+from bertforge.formats.text import clean_text, split_sentences
+from bertforge.formats.textfiles import open_text, read_rows
 
 from conftest import documents_of
 

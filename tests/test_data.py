@@ -11,12 +11,13 @@ import warnings
 import numpy as np
 import pytest
 
-from bertforge.corpus import CorpusOptions
-from bertforge.data import MaskingCollator, MaskingConfig, PretrainingDataset, thin_masks
-from bertforge.datadir import data_stats
+from bertforge.data.directory import data_stats
+from bertforge.data.instances import PretrainingDataset
+from bertforge.data.masking import MaskingCollator, MaskingConfig, thin_masks
+from bertforge.data.prepare import prepare
+from bertforge.formats.options import CorpusOptions
 from bertforge.labels import IS_NEXT, NOT_NEXT
-from bertforge.model import IGNORE_INDEX
-from bertforge.prepare import prepare
+from bertforge.model.bert import IGNORE_INDEX
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
 from conftest import make_documents, write_corpus
@@ -212,7 +213,7 @@ def test_whole_word_masking_takes_whole_words_only(prepared):
     assert any(t.startswith("##") for t in tokenizer.encode(texts[0], add_special_tokens=False).tokens)
     config = MaskingConfig(mask_prob=0.3, whole_word_mask=True, thinning_draws=True)
     collator = MaskingCollator(tokenizer, config, seed=0)
-    from bertforge.data import Instance
+    from bertforge.data.instances import Instance
 
     for i in range(300):
         encoding = tokenizer.encode(texts[i % 2], texts[(i + 1) % 2])
@@ -296,7 +297,7 @@ def test_data_show_jsonl_from_the_outside(prepared):
 
 def test_prepared_tokens_equal_encoding_each_sentence(tmp_path, wordpiece_tokenizer):
     """prepare encodes whole paragraphs and cuts at sentence offsets: it must equal encoding sentence by sentence."""
-    from bertforge.corpus import split_sentences
+    from bertforge.formats.text import split_sentences
 
     paragraphs = [
         "Mr. Smith sat on the mat. The dog (a big one) found 3.5 bones!",
@@ -396,7 +397,7 @@ def test_sentence_order_prediction_swaps_half_the_pairs(prepared):
 
 def test_packed_windows_are_full_length_and_cover_the_stream(prepared):
     """No pair objective: [CLS] window [SEP], each seq_len long, documents joined by [SEP], nothing lost."""
-    from bertforge.data import PackedDataset
+    from bertforge.data.instances import PackedDataset
 
     root, tokenizer = prepared
     ids = special_ids(tokenizer)

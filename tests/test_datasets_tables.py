@@ -7,20 +7,17 @@ import json
 
 import pytest
 
-from bertforge.classification import ClassificationTask, Columns, read_examples
-from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
-from bertforge.finetuning import finetune
-from bertforge.model import REGRESSION
-from bertforge.score import parse_task
-from bertforge.tagging import Sentence, TagColumns, read_sentences
-from bertforge.textfiles import class_label_names
+from bertforge.formats.textfiles import class_label_names
+from bertforge.model.bert import REGRESSION
+from bertforge.studies.score import parse_task
+from bertforge.tasks.classification import ClassificationTask, Columns, read_examples
+from bertforge.tasks.config import FinetuneConfig
+from bertforge.tasks.finetune import finetune
+from bertforge.tasks.tagging import Sentence, TagColumns, read_sentences
 from bertforge.tokenizer import train_tokenizer
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
-
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 TAGS = ["O", "B-person", "I-person", "B-place"]  # the ClassLabel's names, in their order
 SENTENCES = [
@@ -39,6 +36,7 @@ def datasets_metadata(**features) -> dict[bytes, bytes]:
 
 def tag_table(words_column: str = "tokens", tags_column: str = "ner_tags", list_type: str = "Sequence"):
     """The sentences as a table with integer tags, and a `-DOCSTART-` row as CoNLL-2003's Hub copy has."""
+    pa = needs("pyarrow")
     rows = [(["-DOCSTART-"], [0]), *SENTENCES]
     table = pa.table({words_column: [w for w, _ in rows], tags_column: [t for _, t in rows]})
     tags_feature = {"feature": {"names": TAGS, "_type": "ClassLabel"}, "_type": list_type}
@@ -48,6 +46,7 @@ def tag_table(words_column: str = "tokens", tags_column: str = "ner_tags", list_
 
 def write_arrow_stream(table, path) -> None:
     """As `datasets.save_to_disk` writes a shard: the Arrow IPC stream format."""
+    pa = needs("pyarrow")
     with pa.ipc.new_stream(str(path), table.schema) as writer:
         writer.write_table(table)
 
@@ -61,6 +60,7 @@ def write_jsonl(path, rows: list[dict]) -> None:
 
 
 def test_every_tagging_layout_reads_as_the_conll_file(tmp_path):
+    pq = needs("pyarrow.parquet")
     write_conll(tmp_path / "train.conll", NAMED)
     pq.write_table(tag_table(), tmp_path / "hub.parquet")
     write_arrow_stream(tag_table(list_type="List"), tmp_path / "data-00000-of-00001.arrow")  # datasets 4's "List"
@@ -75,6 +75,8 @@ def test_every_tagging_layout_reads_as_the_conll_file(tmp_path):
 
 
 def test_class_label_names_come_from_the_datasets_metadata_or_nowhere(tmp_path):
+    pa = needs("pyarrow")
+    pq = needs("pyarrow.parquet")
     table = pa.table({"sentence": ["a fine film", "dull"], "label": [1, 0], "idx": [0, 1]})
     pq.write_table(table, tmp_path / "plain.parquet")
     label_feature = {"names": ["negative", "positive"], "_type": "ClassLabel"}
@@ -90,6 +92,8 @@ def test_class_label_names_come_from_the_datasets_metadata_or_nowhere(tmp_path):
 def test_numbered_labels_are_named_in_every_table_format(tmp_path):
     """SST-2 from the Hub (ClassLabel), the same as a TSV of 0 and 1 with --label-names, and GoEmotions'
     lists of label ids: each reads as the labels' names."""
+    pa = needs("pyarrow")
+    pq = needs("pyarrow.parquet")
     label_feature = {"names": ["negative", "positive"], "_type": "ClassLabel"}
     table = pa.table({"sentence": ["a fine film", "dull"], "label": [1, 0]})
     pq.write_table(table.replace_schema_metadata(datasets_metadata(label=label_feature)), tmp_path / "sst2.parquet")
@@ -109,6 +113,7 @@ def test_numbered_labels_are_named_in_every_table_format(tmp_path):
 def test_a_parquet_tagging_table_fine_tunes_exactly_as_its_conll_file(tmp_path):
     """The same sentences from CoNLL (the API), Parquet with the Hub's metadata (the API) and JSONL of numbers
     named by --label-names (the CLI) train step for step alike, and save the tags' names."""
+    pq = needs("pyarrow.parquet")
     tokenizer = train_tokenizer([" ".join(w) for w, _ in SENTENCES], kind="word", vocab_size=60, min_frequency=1)
     encoder = save_random_model(tmp_path / "encoder", tokenizer)
     write_conll(tmp_path / "train.conll", NAMED)
@@ -175,6 +180,7 @@ def test_label_names_where_they_mean_nothing_exit_2(tmp_path):
 
 
 def test_score_finds_datasets_splits_and_own_tagging_columns(tmp_path):
+    pq = needs("pyarrow.parquet")
     for split in ("train", "validation", "test"):
         pq.write_table(tag_table(), tmp_path / f"{split}-00000-of-00001.parquet")
     task = parse_task(f"ner={tmp_path}")

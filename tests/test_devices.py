@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig
+from bertforge.engine.optim import build_optimizer
+from bertforge.engine.runtime import _GLIBC, autocast, resolve_device, resolve_precision
 from bertforge.errors import UserError
-from bertforge.optim import build_optimizer
-from bertforge.runtime import _GLIBC, autocast, resolve_device, resolve_precision
 
 
 @pytest.mark.parametrize("bf16, expected", [(True, "bf16"), (False, "fp16")])
@@ -24,19 +24,19 @@ def test_auto_precision_on_cuda(monkeypatch, bf16, expected):
 
 
 def test_auto_precision_on_cpu_follows_the_measurement(monkeypatch):
-    monkeypatch.setattr("bertforge.runtime.cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr("bertforge.engine.runtime.cpu_has_fast_bf16", lambda: False)
     assert resolve_precision("auto", "cpu") == "fp32"
-    monkeypatch.setattr("bertforge.runtime.cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr("bertforge.engine.runtime.cpu_has_fast_bf16", lambda: True)
     assert resolve_precision("auto", "cpu") == "bf16"
     with pytest.raises(UserError, match="fp16 needs CUDA"):
         resolve_precision("fp16", "cpu")
 
 
 def test_bf16_asked_for_on_a_cpu_that_would_emulate_it_is_warned_about(monkeypatch):
-    monkeypatch.setattr("bertforge.runtime.cpu_has_bf16_instructions", lambda: False)
+    monkeypatch.setattr("bertforge.engine.runtime.cpu_has_bf16_instructions", lambda: False)
     with pytest.warns(UserWarning, match="emulated"):
         assert resolve_precision("bf16", "cpu") == "bf16"  # what was asked for, with the warning
-    monkeypatch.setattr("bertforge.runtime.cpu_has_bf16_instructions", lambda: True)
+    monkeypatch.setattr("bertforge.engine.runtime.cpu_has_bf16_instructions", lambda: True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert resolve_precision("bf16", "cpu") == "bf16"
@@ -122,7 +122,7 @@ def test_bf16_inference_stays_within_the_stated_tolerance_of_fp32(wordpiece_toke
 # Steps that each allocate and free a 64 MB tensor; the page faults of the last two, once the heap has settled.
 STEPS = """
 import resource, sys, torch
-from bertforge.runtime import keep_freed_memory
+from bertforge.engine.runtime import keep_freed_memory
 if sys.argv[1] == "kept":
     keep_freed_memory()
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt

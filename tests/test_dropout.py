@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from bertforge.dropout import dropout, keep_mask
+from bertforge.model.dropout import dropout, keep_mask
 
 N = 400_000
 
@@ -75,7 +75,7 @@ def test_cpu_attention_with_dropout_takes_the_explicit_form_with_this_mask():
     """In training on CPU, attention with dropout computes what the probabilities-returning form does, mask
     included: the fused kernel (which would draw torch's mask instead) is not used."""
     from bertforge import ModelConfig
-    from bertforge.model import SelfAttention
+    from bertforge.model.bert import SelfAttention
 
     config = ModelConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64)
     config.attention_dropout = 0.3

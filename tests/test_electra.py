@@ -3,15 +3,18 @@ a run end to end with exact resume, and the discriminator in `transformers`."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from bertforge.config import ModelConfig, TrainConfig
-from bertforge.electra import GENERATOR_DIR, ElectraForPreTraining, sample
 from bertforge.errors import UserError
-from bertforge.model import BertForReplacedTokenDetection, BertForSequenceClassification
-from bertforge.modeldir import load_model, save_model
+from bertforge.model.bert import BertForReplacedTokenDetection, BertForSequenceClassification
+from bertforge.model.config import ModelConfig
+from bertforge.model.directory import load_model, save_model
+from bertforge.model.electra import GENERATOR_DIR, ElectraForPreTraining, sample
+from bertforge.training.config import TrainConfig
 
 from conftest import (
     TINY_MODEL,
@@ -19,6 +22,7 @@ from conftest import (
     assert_same_steps,
     bertforge,
     bertforge_ok,
+    needs,
     one_line_error,
     prepared_data,
     resumed_twin,
@@ -92,12 +96,16 @@ def test_the_discriminator_sees_the_text_with_samples_at_the_masked_positions_an
 
 
 def test_a_generator_temperature_divides_the_logits_it_samples_from(monkeypatch):
-    import bertforge.electra
+    import bertforge.model.electra
 
     model = tiny_electra()
     model.temperature = 2.0
     drawn_from = []
-    monkeypatch.setattr(bertforge.electra, "sample", lambda logits: drawn_from.append(logits) or sample(logits))
+    monkeypatch.setattr(
+        bertforge.model.electra,
+        "sample",
+        lambda logits, uniform=None: drawn_from.append(logits) or sample(logits, uniform),
+    )
     input_ids, attention_mask, labels = masked_batch()
     out = model(input_ids, None, attention_mask, labels)
     torch.testing.assert_close(drawn_from[0], out.mlm_logits.float() / 2.0)
@@ -152,7 +160,24 @@ def test_an_electra_run_saves_both_models_each_command_reads_the_right_one_and_r
     one_line_error(
         bertforge("fill-mask", full, "the cat [MASK] on the mat."), "ELECTRA", str(model_dir / GENERATOR_DIR)
     )
-    assert "the cat" in bertforge_ok("fill-mask", model_dir / GENERATOR_DIR, "the cat [MASK] on the mat.").stdout
+    # The generator's answers are its own logits, as transformers computes them from the same directory.
+    transformers = needs("transformers")
+    generator_dir = model_dir / GENERATOR_DIR
+    text = "the cat [MASK] on the mat."
+    answer = json.loads(bertforge_ok("fill-mask", generator_dir, text, "--json", "--top-k", "5").stdout)
+    reference = transformers.AutoModelForMaskedLM.from_pretrained(generator_dir, trust_remote_code=True).eval()
+    their_tokenizer = transformers.AutoTokenizer.from_pretrained(generator_dir)
+    encoded = their_tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        logits = reference(**encoded).logits[0]  # (T, V)
+    position = encoded["input_ids"][0].tolist().index(their_tokenizer.mask_token_id)
+    expected = logits[position].softmax(-1).topk(5)
+    (mask,) = answer["masks"]
+    assert mask["position"] == position
+    assert [p["token_id"] for p in mask["predictions"]] == expected.indices.tolist()
+    torch.testing.assert_close(
+        torch.tensor([p["score"] for p in mask["predictions"]]), expected.values, rtol=1e-4, atol=1e-5
+    )
 
     resumed = resumed_twin(full, workdir / "data")
     assert_same_steps(
@@ -164,7 +189,7 @@ def test_an_electra_run_saves_both_models_each_command_reads_the_right_one_and_r
 def test_the_discriminator_loads_in_transformers_as_its_encoder(norm_style, tmp_path):
     """Saved as BertModel (post-LN) or RobertaPreLayerNormModel (pre-LN): the same hidden states on a padded
     batch; the replaced-token head travels under ELECTRA's names and comes back in bertforge."""
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     model = tiny_electra(norm_style=norm_style)
     torch.manual_seed(0)
     with torch.no_grad():

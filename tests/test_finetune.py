@@ -11,14 +11,15 @@ import pytest
 import torch
 
 import bertforge as bertforge_package
-from bertforge import BertForPreTraining, BertForSequenceClassification, finetuning, load_model
-from bertforge.batching import TextBatcher
-from bertforge.classification import Classifier, Columns
-from bertforge.config import FinetuneConfig
-from bertforge.finetuning import finetune
-from bertforge.targets import classification_metrics
+from bertforge import BertForPreTraining, BertForSequenceClassification, load_model
+from bertforge.data.batching import TextBatcher
+from bertforge.tasks import finetune as finetuning
+from bertforge.tasks.classification import Classifier, Columns
+from bertforge.tasks.config import FinetuneConfig
+from bertforge.tasks.finetune import finetune
+from bertforge.tasks.targets import classification_metrics
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -170,7 +171,7 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
 
 def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
     """A model pre-trained without dropout is fine-tuned with it: training passes are stochastic; the config says so."""
-    from bertforge.model import BertForSequenceClassification, set_dropout
+    from bertforge.model.bert import BertForSequenceClassification, set_dropout
     from bertforge.tokenizer import load_tokenizer
 
     model = load_model(BertForSequenceClassification, pretrained, keep_heads=False, num_labels=2)
@@ -197,7 +198,7 @@ def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
 
 
 def test_label_mapping_round_trips_and_transformers_agrees(pretrained, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     rows = [
         ("the cat sat on the mat.", "positive"),
         ("my friend sat on the window.", "negative"),
@@ -325,9 +326,10 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
         progress=False,
     )
     assert summary["labels"] == ["no", "yes"] and summary["train_examples"] == 16
-    done = bertforge("classify", tmp_path / "out" / "model", "the cat sat.", "--json")
-    result = json.loads(done.stdout)
-    assert result["label"] in ("no", "yes") and sum(result["probabilities"].values()) == pytest.approx(1.0)
+    result = json.loads(bertforge_ok("classify", tmp_path / "out" / "model", "the cat sat.", "--json").stdout)
+    (expected,) = Classifier(tmp_path / "out" / "model").classify(["the cat sat."])
+    assert result["label"] == expected["label"] and set(result["probabilities"]) == {"no", "yes"}
+    assert result["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-6)
 
     # --out: the predictions for a file of texts as a table a spreadsheet opens, or as JSON lines
     (tmp_path / "texts.txt").write_text('the cat sat.\nmy friend sat, and "smiled".\n', encoding="utf-8")

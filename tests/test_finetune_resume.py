@@ -15,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertforge import finetuning
-from bertforge.classification import ClassificationTask, Columns
-from bertforge.config import FinetuneConfig
 from bertforge.errors import Stopped, UserError
+from bertforge.tasks import finetune as finetuning
+from bertforge.tasks.classification import ClassificationTask, Columns
+from bertforge.tasks.config import FinetuneConfig
 
 from conftest import bertforge, one_line_error, save_random_model
 

@@ -8,11 +8,12 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import bertforge.flops as flops
-import bertforge.model as bertforge_model
+import bertforge.engine.hardware as flops
+import bertforge.model.bert as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig
-from bertforge.flops import PeakMeter, training_flops_per_token
-from bertforge.model import IGNORE_INDEX, set_explicit_attention
+from bertforge.engine.hardware import PeakMeter
+from bertforge.model.bert import IGNORE_INDEX, set_explicit_attention
+from bertforge.training.flops import training_flops_per_token
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["sdpa", "explicit"])

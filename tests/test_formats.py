@@ -9,18 +9,15 @@ import string
 import numpy as np
 import pytest
 
-from bertforge.corpus import CorpusOptions, read_paragraphs
-from bertforge.datadir import open_split
+from bertforge.data.directory import open_split
+from bertforge.data.prepare import prepare
 from bertforge.errors import UserError
-from bertforge.filters import ParagraphFilter, compression_verdict
-from bertforge.prepare import prepare
+from bertforge.formats.corpus import read_paragraphs
+from bertforge.formats.filters import ParagraphFilter, compression_verdict
+from bertforge.formats.options import CorpusOptions
 from bertforge.tokenizer import save_tokenizer, train_tokenizer
 
-from conftest import SUBJECTS, VERBS, bertforge, bertforge_ok, one_line_error
-
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-zstandard = pytest.importorskip("zstandard")
+from conftest import SUBJECTS, VERBS, bertforge, bertforge_ok, needs, one_line_error
 
 
 @pytest.fixture
@@ -43,8 +40,10 @@ def prepared(sources, tokenizer_dir, out, **options) -> dict:
     return token_ids(out)
 
 
-def write_datasets_dir(directory, table: pa.Table, shards: int = 2) -> None:
-    """What `datasets.Dataset.save_to_disk` writes: Arrow IPC stream shards and two JSON metadata files."""
+def write_datasets_dir(directory, table, shards: int = 2) -> None:
+    """What `datasets.Dataset.save_to_disk` writes for a pyarrow `table`: Arrow IPC stream shards and two JSON
+    metadata files."""
+    pa = needs("pyarrow")
     directory.mkdir()
     rows = table.num_rows
     names = []
@@ -59,6 +58,9 @@ def write_datasets_dir(directory, table: pa.Table, shards: int = 2) -> None:
 
 
 def test_parquet_arrow_and_zstd_give_the_tokens_of_the_same_text(documents, tokenizer_dir, tmp_path):
+    pa = needs("pyarrow")
+    pq = needs("pyarrow.parquet")
+    zstandard = needs("zstandard")
     texts = [" ".join(doc) for doc in documents]  # one row = one document
     (tmp_path / "plain.txt").write_text("\n\n".join(texts) + "\n", encoding="utf-8")
     expected = prepared([tmp_path / "plain.txt"], tokenizer_dir, tmp_path / "d_txt")
@@ -89,6 +91,8 @@ def prepare_refuses(tokenizer_dir, source, out, *fragments) -> None:
 
 
 def test_a_missing_column_and_a_broken_parquet_file_exit_2_naming_the_file(tokenizer_dir, tmp_path):
+    pa = needs("pyarrow")
+    pq = needs("pyarrow.parquet")
     pq.write_table(pa.table({"body": ["some text here."]}), tmp_path / "a.parquet")
     prepare_refuses(tokenizer_dir, tmp_path / "a.parquet", tmp_path / "d", "a.parquet", "no column 'text'", "'body'")
     (tmp_path / "b.parquet").write_bytes(b"PAR1 this is not parquet")
@@ -96,6 +100,7 @@ def test_a_missing_column_and_a_broken_parquet_file_exit_2_naming_the_file(token
 
 
 def test_without_the_formats_extra_the_error_says_what_to_install(tmp_path, monkeypatch):
+    zstandard = needs("zstandard")
     import sys
 
     (tmp_path / "a.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "x"}\n'))

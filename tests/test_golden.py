@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from bertforge.config import RECIPES, recipe_configs
-from bertforge.prepare import prepare
+from bertforge.data.prepare import prepare
 from bertforge.tokenizer import SPECIAL_TOKENS
-from bertforge.train import Trainer
+from bertforge.training.config import RECIPES, recipe_configs
+from bertforge.training.trainer import Trainer
 
 from conftest import make_documents, train_metrics, write_corpus
 

@@ -14,15 +14,13 @@ import sys
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
+from bertforge.errors import UserError
+from bertforge.tokenizer import load_tokenizer, save_tokenizer
+from bertforge.training.continued import continued_configs
+from bertforge.training.trainer import Trainer
 
-from bertforge import BertForPreTraining, ModelConfig, load_model, save_model  # noqa: E402
-from bertforge.continued import continued_configs  # noqa: E402
-from bertforge.errors import UserError  # noqa: E402
-from bertforge.tokenizer import load_tokenizer, save_tokenizer  # noqa: E402
-from bertforge.train import Trainer  # noqa: E402
-
-from conftest import prepared_data  # noqa: E402
+from conftest import needs, prepared_data
 
 HF_CONFIGS = [
     dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
@@ -47,6 +45,7 @@ HF_CONFIGS = [
 
 
 def hf_model(config_kwargs: dict, seed: int = 0, attn: str = "sdpa"):
+    transformers = needs("transformers")
     torch.manual_seed(seed)
     config = transformers.BertConfig(**config_kwargs, attn_implementation=attn)
     model = transformers.BertForPreTraining(config)
@@ -104,6 +103,7 @@ def test_transformers_weights_give_the_same_outputs_in_bertforge(config_kwargs, 
 
 @pytest.mark.parametrize("config_kwargs", HF_CONFIGS)
 def test_bertforge_weights_give_the_same_outputs_in_transformers(config_kwargs, tmp_path):
+    transformers = needs("transformers")
     ours = load_model(BertForPreTraining, _saved(hf_model(config_kwargs, seed=3), tmp_path / "src"))
     save_model(ours, tmp_path / "ours", None)
     theirs = transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "ours", attn_implementation="sdpa").eval()
@@ -116,6 +116,7 @@ def _saved(model, path):
 
 
 def test_our_random_init_round_trips_through_transformers(tmp_path):
+    transformers = needs("transformers")
     torch.manual_seed(0)
     ours = BertForPreTraining(
         ModelConfig(vocab_size=150, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
@@ -129,6 +130,7 @@ def test_our_random_init_round_trips_through_transformers(tmp_path):
 
 
 def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
+    transformers = needs("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(**HF_CONFIGS[0])
     theirs = transformers.BertForMaskedLM(config).eval()
@@ -181,6 +183,7 @@ def real_positions(ours_logits, their_logits, attention_mask):
 def test_every_variant_loads_in_transformers_with_the_same_outputs(variant, wordpiece_tokenizer, tmp_path):
     """Pre-LN saves as roberta-prelayernorm (positions offset past the padding index), sinusoidal positions as a
     fixed table: AutoModelForMaskedLM gives our logits on padded batches, and pipeline("fill-mask") our answers."""
+    transformers = needs("transformers")
     vocab = wordpiece_tokenizer.get_vocab_size()
     config = ModelConfig(vocab_size=vocab, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, **variant)
     ours = randomised(BertForPreTraining(config))
@@ -219,6 +222,7 @@ FAMILY_MASKED_LM = {"post": "BertForMaskedLM", "pre": "RobertaPreLayerNormForMas
 def attention_implementations(norm_style: str) -> list[str]:
     """sdpa and eager, or eager alone where the installed transformers has no sdpa for the family (4.x's
     RobertaPreLayerNorm)."""
+    transformers = needs("transformers")
     family = getattr(transformers, FAMILY_MASKED_LM[norm_style])
     return ["sdpa", "eager"] if getattr(family, "_supports_sdpa", False) else ["eager"]
 
@@ -241,6 +245,7 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
     """No `transformers` class has an attention bias, a gated feed-forward or rotary positions: the directory
     carries modeling_bertforge.py, which transformers runs only when trusted, and which gives our logits and
     fill-mask answers on padded batches."""
+    transformers = needs("transformers")
     from bertforge.inference import load
 
     vocab = wordpiece_tokenizer.get_vocab_size()
@@ -306,6 +311,7 @@ def test_a_model_transformers_builds_from_the_config_alone_starts_as_the_family_
     """`from_config` trains from scratch in `transformers`: the gated and rotary layers the directory's code puts in
     start as every other Linear there, normal(0, initializer_range) with zero bias, not torch's default (whose
     std at width 32 is about 0.1)."""
+    transformers = needs("transformers")
     config = ModelConfig(
         vocab_size=wordpiece_tokenizer.get_vocab_size(),
         hidden_size=32,
@@ -337,7 +343,7 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
     import importlib.util
 
     from bertforge.fileio import asset_path
-    from bertforge.model import alibi_bias, rotary_angles, rotate
+    from bertforge.model.bert import alibi_bias, rotary_angles, rotate
 
     path = asset_path("modeling_bertforge.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -380,7 +386,8 @@ def head_config(norm_style: str, variant: str) -> ModelConfig:
 def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
     ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
-    from bertforge.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+    transformers = needs("transformers")
+    from bertforge.model.bert import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
     config = head_config(norm_style, variant)
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
@@ -423,7 +430,8 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
 def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style, variant, tmp_path):
     """BertForMultipleChoice (RoBERTa's too scores the pooler's output): (questions, choices, T) in, one logit per
     choice out, padded choices included."""
-    from bertforge.model import BertForMultipleChoice
+    transformers = needs("transformers")
+    from bertforge.model.bert import BertForMultipleChoice
 
     config = head_config(norm_style, variant)
     ours = randomised(BertForMultipleChoice(config))
@@ -445,6 +453,7 @@ def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style,
 @pytest.mark.parametrize("pad_token_id", [0, 1])
 def test_transformers_roberta_prelayernorm_weights_give_the_same_outputs_in_bertforge(pad_token_id, tmp_path):
     """The other direction, with RoBERTa's own padding id (1) too: positions start at pad_token_id + 1."""
+    transformers = needs("transformers")
     torch.manual_seed(0)
     hf_config = transformers.RobertaPreLayerNormConfig(
         vocab_size=100,
@@ -477,6 +486,7 @@ def test_pickle_only_directory_is_refused(tmp_path):
 
 def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tmp_path):
     """Same directory, same text: the same top-k tokens with the same scores."""
+    transformers = needs("transformers")
     vocab = wordpiece_tokenizer.get_vocab_size()
     theirs = hf_model(
         dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from bertforge.classification import Columns, Example, class_names, hold_out, read_examples
 from bertforge.errors import UserError
-from bertforge.score import parse_task
+from bertforge.studies.score import parse_task
+from bertforge.tasks.classification import Columns, Example, class_names, hold_out, read_examples
 
 
 def test_a_directory_with_a_file_per_class_reads_a_line_per_example(tmp_path):

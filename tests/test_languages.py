@@ -9,11 +9,13 @@ import unicodedata
 
 import pytest
 
-from bertforge.corpus import CorpusOptions, read_paragraphs, split_sentences
-from bertforge.datadir import data_stats
+from bertforge.data.directory import data_stats
+from bertforge.formats.corpus import read_paragraphs
+from bertforge.formats.options import CorpusOptions
+from bertforge.formats.text import split_sentences
 from bertforge.tokenizer import accent_choice, load_tokenizer
 
-from conftest import bertforge, bertforge_ok, make_documents
+from conftest import bertforge, bertforge_ok, make_documents, needs
 
 # Student feedback, as the Vietnamese corpora BERT is pre-trained on by users of this project; bán, bàn, bạn and
 # ban (sell, table, friend, committee) are four words that stripping the accents makes one.
@@ -71,7 +73,7 @@ def test_vietnamese_keeps_its_diacritics_by_default_and_decomposed_text_is_the_s
     write_lines(tmp_path / "vi_nfd.txt", [VIETNAMESE] * 3, form="NFD")
     bertforge_ok("prepare", tmp_path / "vi_nfd.txt", "--tokenizer", tmp_path / "tok", "--out", tmp_path / "data")
     assert data_stats(tmp_path / "data")["train"]["unk_rate"] < 0.01
-    transformers = pytest.importorskip("transformers", exc_type=ModuleNotFoundError)
+    transformers = needs("transformers")
     theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
     decomposed = unicodedata.normalize("NFD", VIETNAMESE[1])
     assert theirs(decomposed)["input_ids"] == tokenizer.encode(VIETNAMESE[1]).ids  # transformers applies NFC too

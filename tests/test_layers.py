@@ -1,73 +1,62 @@
-"""The package's imports run one way: each module imports only modules of lower layers.
+"""The package's layers are folders, and imports run one way: down.
 
-A new module must be placed in LAYERS, so its place in the structure is a decision, not an accident.
+LAYERS below is the one statement of the structure: each unit (a subpackage, or a foundation module) on its
+layer, bottom up. A module may import its own package's modules and the units of lower layers; units that share
+a layer never import each other (training and tasks, data and model). docs/architecture.md shows the same table,
+and a test keeps the two equal.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bertforge"
-SUBPACKAGES = {"cli"}
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "bertforge"
 
-# Bottom up. Within a layer, modules do not import each other.
-LAYERS = [
-    ["errors", "labels", "display", "progress"],  # 1 also: progress bars on a terminal, lines in a log
-    ["fileio", "config"],  # 1 foundations: the user-error type, atomic writes, typed configs
-    ["packages"],  # 1 zip packages of XML parts (Office, OpenDocument, EPUB): parts by name, relationships
-    ["spreadsheets"],  # 1 Excel workbooks read as tables
-    ["textfiles", "tokenizer", "filters"],  # 2 text in: files and rows, tokenizers, junk filters
-    ["layouts"],  # 2 how a text lays out documents and paragraphs: wrapped lines, Wikipedia, web pages, subtitles
-    ["zipdocs", "pdfdocs", "markdowndocs", "archives"],  # 2 documents: EPUB, Office, OpenDocument; PDF; Markdown;
-    # and .zip and .tar archives' files, a member at a time
-    ["corpus", "datadir"],  # 2 documents from corpora; the prepared-data format
-    ["prepare", "vocabulary"],  # 2 the streaming pipeline from corpus to data directory; tokenizers from corpora
-    ["dropout"],  # 3 dropout with a cheaper CPU mask
-    ["model", "hf", "flops"],  # 3 the network; its transformers layout; FLOP counts
-    ["modeldir", "electra"],  # 3 model directories on disk; ELECTRA, a generator and a discriminator trained together
-    ["data", "batching"],  # 4 pre-training instances and masking; text batches for fine-tuning and inference
-    ["runtime", "optim"],  # 5 devices, precision, processes; optimizer and schedule
-    ["metrics", "checkpoint", "batchplan"],  # 5 metric sums and log; checkpoints, run dir; data order
-    ["replicates"],  # 5 runs that differ only in their seed: median, range, curve gap
-    ["cuts"],  # 5 decision thresholds fitted on dev: the best cut of a ranking
-    ["targets"],  # 5 a label, a set of labels or a number as the loss takes it; their scores
-    # 5 fine-tuning tasks: their data, scores and answers
-    ["classification", "tagging", "qa", "multiple_choice", "similarity"],
-    ["continued"],  # 5 continued pre-training: a run that starts from a model directory
-    ["runconfig"],  # 5 what a pretrain command trains: a recipe, a resumed run or a starting model
-    ["finetune_state"],  # 5 where a fine-tuning run is: its checkpoints, for --resume
-    ["train", "evaluate", "finetuning", "inference"],  # 6 the loops and the answers
-    ["plots", "show"],  # 7 presentation
-    ["sweep", "demo", "score"],  # 7 orchestration
-    ["cli.flags"],  # 7 the command line: what every verb's parser shares
-    ["cli.data", "cli.training", "cli.inference", "cli.downstream"],  # 7 the verbs, by kind of work
-    ["cli"],  # 7 the command line: the parser of all verbs, and main
-    ["__main__", "__init__"],  # python -m bertforge, and the package's lazy public names
-]
-LAYER_OF = {module: i for i, layer in enumerate(LAYERS) for module in layer}
+LAYERS: list[tuple[str, list[str]]] = [
+    ("foundations: the user-error type, labels, tables, progress", ["errors", "labels", "display", "progress"]),
+    ("foundations: atomic writes and locks; typed, documented configs", ["fileio", "config"]),
+    ("foundations: tokenizers", ["tokenizer"]),
+    ("reading documents from every input format (no torch)", ["formats"]),
+    ("prepared data, instances and masking; the network and model directories", ["data", "model"]),
+    ("devices, precision, processes, optimizer, checkpoints, metrics log (no model)", ["engine"]),
+    ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
+    ("the answers and the figures", ["inference", "plots"]),
+    ("sweeps, downstream scores, replicates, the demo", ["studies"]),
+    ("the command line", ["cli"]),
+    ("python -m bertforge, and the package's lazy public names", ["__main__", "__init__"]),
+]  # fmt: skip
+LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
+SUBPACKAGES = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
 
 
 def module_name(path: Path) -> str:
-    """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `model.py` -> "model"."""
+    """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `tokenizer.py` -> "tokenizer"."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     if len(parts) > 1 and parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
+def unit_of(module: str) -> str:
+    """The unit a module belongs to: its subpackage, or itself (a foundation module, inference, plots)."""
+    return module.split(".")[0]
+
+
 def imported_modules(path: Path, package: tuple[str, ...] = ()) -> set[str]:
     """bertforge modules that `path` imports (relative or absolute), at any depth in the file.
 
-    `package` is the subpackage holding `path` (("cli",) for cli/data.py): relative
+    `package` is the subpackage holding `path` (("training",) for training/trainer.py): relative
     imports resolve against it, and names come back as module_name gives them.
     """
     found = set()
 
     def add(parts: list[str]) -> None:
-        # a subpackage's module ("cli.flags"), else the top-level module ("model" of "model.x")
+        # a subpackage's module ("training.trainer"), else the top-level module ("tokenizer" of "tokenizer.x")
         found.add(".".join(parts[:2]) if parts[0] in SUBPACKAGES and len(parts) > 1 else parts[0])
 
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -95,36 +84,58 @@ def package_modules() -> dict[str, Path]:
     return {module_name(p): p for p in PACKAGE.rglob("*.py") if "assets" not in p.relative_to(PACKAGE).parts}
 
 
-def test_every_module_has_a_layer():
-    modules = set(package_modules())
-    assert modules == set(LAYER_OF), (
-        f"not placed: {sorted(modules - set(LAYER_OF))}; gone: {sorted(set(LAYER_OF) - modules)}"
-    )
-
-
-def test_imports_only_go_down():
+def upward_imports() -> list[str]:
     upward = []
     for name, path in sorted(package_modules().items()):
         if name == "__init__":
             continue  # its lazy exports name modules of every layer, by design
+        unit = unit_of(name)
         for target in imported_modules(path, path.parent.relative_to(PACKAGE).parts):
-            if target != name and LAYER_OF[target] >= LAYER_OF[name]:
-                upward.append(f"{name} (layer {LAYER_OF[name]}) imports {target} (layer {LAYER_OF[target]})")
+            other = unit_of(target)
+            if other == unit and unit in SUBPACKAGES:
+                continue  # a package's modules use each other
+            if LAYER_OF[other] >= LAYER_OF[unit]:
+                upward.append(f"{name} (layer {LAYER_OF[unit]}) imports {target} (layer {LAYER_OF[other]})")
+    return upward
+
+
+def test_every_module_has_a_layer():
+    units = {unit_of(m) for m in package_modules()}
+    assert units == set(LAYER_OF), f"not placed: {sorted(units - set(LAYER_OF))}; gone: {sorted(set(LAYER_OF) - units)}"
+
+
+def test_imports_only_go_down():
+    upward = upward_imports()
     assert not upward, "\n".join(upward)
 
 
+def test_the_layers_are_folders():
+    """At least five subpackages, at most fifteen modules at the top, and no subpackage below another it needs."""
+    top = [p for p in PACKAGE.glob("*.py")]
+    assert len(SUBPACKAGES) >= 5 and len(top) <= 15, (sorted(SUBPACKAGES), [p.name for p in top])
+
+
 def test_the_layering_test_can_fail(tmp_path):
-    bad = tmp_path / "model.py"
-    bad.write_text("from .train import Trainer\nfrom . import cli\n")
-    assert imported_modules(bad) == {"train", "cli"}
+    bad = tmp_path / "bert.py"
+    bad.write_text("from ..training.trainer import Trainer\nfrom .. import cli\n")
+    assert imported_modules(bad, ("model",)) == {"training.trainer", "cli"}
     bad_verb = tmp_path / "flags.py"
-    bad_verb.write_text("from ..train import Trainer\nfrom .data import register\nfrom . import training\n")
-    assert imported_modules(bad_verb, ("cli",)) == {"train", "cli.data", "cli.training"}
+    bad_verb.write_text("from ..tasks.finetune import finetune\nfrom .data import register\nfrom . import training\n")
+    assert imported_modules(bad_verb, ("cli",)) == {"tasks.finetune", "cli.data", "cli.training"}
+    planted = PACKAGE / "training" / "planted_for_the_test.py"
+    planted.write_text("from ..tasks.finetune import finetune\n")  # training importing tasks: the same layer
+    try:
+        assert upward_imports() == ["training.planted_for_the_test (layer 6) imports tasks.finetune (layer 6)"]
+    finally:
+        planted.unlink()
 
 
-def test_prepare_and_what_it_reads_never_import_torch():
-    """`bertforge prepare` starts fast and forks light workers: torch is never loaded on that path."""
-    probe = "import sys, bertforge.prepare, bertforge.corpus, bertforge.datadir; print('torch' in sys.modules)"
+def test_formats_and_prepare_never_import_torch():
+    """`bertforge prepare` and `tokenizer train` start fast and fork light workers: torch is never loaded on that
+    path, nor by any document reader."""
+    formats = sorted(m for m in package_modules() if unit_of(m) == "formats")
+    probe = f"import sys, {', '.join('bertforge.' + m for m in formats)}, bertforge.data.prepare, "
+    probe += "bertforge.data.vocabulary, bertforge.data.directory; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 
@@ -137,10 +148,18 @@ def test_every_public_name_resolves_and_importing_the_package_stays_light():
     probe = (
         "import sys, types, bertforge; light = 'torch' not in sys.modules; "
         "first = {n: getattr(bertforge, n, None) for n in bertforge.__all__}; "
-        "import bertforge.cli, bertforge.score; "
+        "import bertforge.cli, bertforge.studies.score; "
         "wrong = [n for n in bertforge.__all__ if first[n] is None "
         "or isinstance(getattr(bertforge, n), types.ModuleType) or getattr(bertforge, n) is not first[n]]; "
         "print(light, wrong)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True []"
+
+
+def test_the_architecture_page_shows_these_layers():
+    """docs/architecture.md's table of layers is this one: written for readers, kept true by this test."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \|$", page, re.M)
+    shown = [(int(layer), [u.strip(" `/") for u in units.split(",")]) for layer, units, _ in rows]
+    assert shown == [(i, units) for i, (_, units) in enumerate(LAYERS)]

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from bertforge.corpus import find_files, read_document, read_paragraphs, read_texts
 from bertforge.errors import UserError
-from bertforge.textfiles import read_rows
+from bertforge.formats.corpus import find_files, read_document, read_paragraphs, read_texts
+from bertforge.formats.textfiles import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, one_line_error, save_random_model
 

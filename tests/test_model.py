@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-import bertforge.model as bertforge_model
+import bertforge.model.bert as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.errors import UserError
-from bertforge.model import IGNORE_INDEX, PreTrainingOutput, set_activation_checkpointing
+from bertforge.model.bert import IGNORE_INDEX, PreTrainingOutput, set_activation_checkpointing
 
 
 def small_config(**overrides) -> ModelConfig:
@@ -318,7 +318,7 @@ def test_sinusoidal_positions_sit_at_the_token_embeddings_scale():
 
 def test_alibi_penalises_distance_per_head():
     """-m_h·|i-j| with slopes 1/2, 1/4, ...: symmetric, zero on the diagonal, steeper in earlier heads."""
-    from bertforge.model import alibi_bias
+    from bertforge.model.bert import alibi_bias
 
     bias = alibi_bias(num_heads=3, seq_len=5)  # (nh, T, T)
     assert bias.shape == (3, 5, 5)
@@ -331,7 +331,7 @@ def test_alibi_penalises_distance_per_head():
 def test_alibi_attention_looks_near_and_skips_padding(explicit):
     """At initialisation the scores are near zero, so the bias decides: probability falls with distance.
     The explicit path and SDPA agree, padding stays invisible, and real positions do not see the pad."""
-    from bertforge.model import set_explicit_attention
+    from bertforge.model.bert import set_explicit_attention
 
     torch.manual_seed(0)
     model = BertForPreTraining(small_config(attention_bias="alibi")).eval()
@@ -355,7 +355,7 @@ def test_alibi_attention_looks_near_and_skips_padding(explicit):
 def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
     """RoPE turns a query at t and a key at s so that their dot product depends on what they hold and on t - s:
     moving both by the same amount changes no score, and a turn keeps every vector's length."""
-    from bertforge.model import rotary_angles, rotate
+    from bertforge.model.bert import rotary_angles, rotate
 
     torch.manual_seed(0)
     q, k = torch.randn(2, 16)  # one query and one key, head size 16
@@ -375,7 +375,7 @@ def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
 def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
     """With rotary positions the table stays zero and frozen, yet the model tells word order apart; the explicit
     path and SDPA agree, padding changes no real position, and bf16 autocast runs (q and k stay bf16)."""
-    from bertforge.model import set_explicit_attention
+    from bertforge.model.bert import set_explicit_attention
 
     torch.manual_seed(0)
     model = BertForPreTraining(small_config(position_embedding="rotary")).eval()
@@ -434,8 +434,8 @@ def test_cls_reads_the_whole_window_at_initialisation_under_each_recipe(recipe):
     """[CLS] is what the NSP head and every sentence task read, so from the first step it must see segment B at the
     far end of the window about as well as the text beside it. ALiBi's slopes (1/2, 1/4, ... per head) gave the far
     half of a 128-token window almost none of its attention on tiny, and the demo's NSP head stayed at chance
-    (benchmarks/RESULTS.md, "ALiBi's slopes blind [CLS]"); so `budget` uses rotary positions instead."""
-    from bertforge.config import recipe_configs
+    (experiments/positions.md, "ALiBi's slopes blind [CLS]"); so `budget` uses rotary positions instead."""
+    from bertforge.training.config import recipe_configs
 
     torch.manual_seed(0)
     model_config, _ = recipe_configs(recipe, "tiny", {"vocab_size": 200}, {"seq_len": 128})
@@ -489,8 +489,8 @@ def test_packed_documents_are_kept_apart_as_if_each_ran_alone(position_embedding
 
 def test_a_packed_window_knows_the_document_of_each_token(tmp_path, wordpiece_tokenizer):
     """[CLS] and each document's closing [SEP] belong to it; the window's last [SEP] to its last document."""
-    from bertforge.data import PackedDataset
-    from bertforge.datadir import SplitWriter, token_dtype, write_meta
+    from bertforge.data.directory import SplitWriter, token_dtype, write_meta
+    from bertforge.data.instances import PackedDataset
 
     writer = SplitWriter(tmp_path / "train", token_dtype(wordpiece_tokenizer))
     lengths = [5, 3, 9, 2, 6]

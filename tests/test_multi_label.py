@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from bertforge.classification import Classifier, Columns, read_examples
-from bertforge.config import FinetuneConfig
 from bertforge.errors import UserError
-from bertforge.finetuning import finetune
-from bertforge.model import MULTI_LABEL
-from bertforge.score import parse_task, score
-from bertforge.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics
+from bertforge.model.bert import MULTI_LABEL
+from bertforge.studies.score import parse_task, score
+from bertforge.tasks.classification import Classifier, Columns, read_examples
+from bertforge.tasks.config import FinetuneConfig
+from bertforge.tasks.finetune import finetune
+from bertforge.tasks.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics
 
-from conftest import bertforge, one_line_error, save_random_model
+from conftest import bertforge, needs, one_line_error, save_random_model
 
 ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
@@ -97,7 +97,7 @@ def test_every_layout_gives_the_same_label_sets(tmp_path):
 
 def test_a_parquet_list_column_holds_the_labels(tmp_path):
     """GoEmotions as the Hub keeps it: a list of label ids per row."""
-    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pa, pq = needs("pyarrow"), needs("pyarrow.parquet")
     pq.write_table(pa.table({"text": ["calm.", "wow, thanks!"], "labels": [[], [26, 15]]}), tmp_path / "t.parquet")
     examples = read_examples(tmp_path / "t.parquet", Columns("text", "labels"), multi_label=True)
     assert [(e.text, e.label) for e in examples] == [("calm.", ()), ("wow, thanks!", ("26", "15"))]
@@ -232,7 +232,7 @@ def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
 
 
 def test_a_multi_label_task_is_learned_and_transformers_agrees(pretrained, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     rows = scenes(64, seed=0)
     summary = fine_tuned(pretrained, tmp_path, rows, scenes(24, seed=1), fast())
     assert summary["labels"] == ["animal", "outdoors", "person"] and summary["main_metric"] == "micro_f1"

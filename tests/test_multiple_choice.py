@@ -10,8 +10,8 @@ import torch
 
 from bertforge import ModelConfig
 from bertforge.errors import UserError
-from bertforge.model import BertForMultipleChoice
-from bertforge.multiple_choice import ChoiceBatcher, ChoiceColumns, ChoiceExample, read_choice_examples
+from bertforge.model.bert import BertForMultipleChoice
+from bertforge.tasks.multiple_choice import ChoiceBatcher, ChoiceColumns, ChoiceExample, read_choice_examples
 
 from conftest import bertforge, bertforge_ok, save_random_model
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertforge.checkpoint import checkpoint_dirs, write_checksums
+from bertforge.engine.checkpoint import checkpoint_dirs, write_checksums
 from bertforge.errors import UserError
 from bertforge.fileio import directory_lock
 
@@ -258,8 +258,9 @@ def test_files_follow_the_umask(workdir, tmp_path):
 
 
 def test_a_full_disk_in_the_loop_is_one_line_and_one_attempt(workdir, tmp_path, monkeypatch):
-    from bertforge.config import ModelConfig, TrainConfig
-    from bertforge.train import Trainer
+    from bertforge.model.config import ModelConfig
+    from bertforge.training.config import TrainConfig
+    from bertforge.training.trainer import Trainer
 
     vocab_size = json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"]
     model_config = ModelConfig.preset("tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64)
@@ -271,7 +272,7 @@ def test_a_full_disk_in_the_loop_is_one_line_and_one_attempt(workdir, tmp_path, 
         attempts.append(args[1])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("bertforge.checkpoint.torch.save", disk_full)
+    monkeypatch.setattr("bertforge.training.rundir.torch.save", disk_full)
     trainer = Trainer(workdir / "data", tmp_path / "run", model_config, cfg, progress=False)
     with pytest.raises(UserError, match="could not write a checkpoint .*No space left on device.* intact"):
         trainer.train()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
+from conftest import needs
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "bert_from_scratch.ipynb"
 
@@ -18,8 +18,8 @@ def test_the_committed_notebook_has_no_outputs():
 
 
 def test_the_notebook_runs_top_to_bottom():
-    nbclient = pytest.importorskip("nbclient")
-    nbformat = pytest.importorskip("nbformat")
+    nbclient = needs("nbclient")
+    nbformat = needs("nbformat")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     # 60 s for the whole notebook on a quiet 2-core machine; a cell hit 120 s with the machine oversubscribed.
     nbclient.NotebookClient(

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from bertforge.errors import UserError
-from bertforge.packages import member_xml, part_name, relationships
+from bertforge.formats.zipparts import member_xml, part_name, relationships
 
 RELS = """<?xml version="1.0" encoding="UTF-8"?>
 <Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">

@@ -8,14 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from bertforge.corpus import find_files, read_paragraphs
 from bertforge.errors import UserError
-from bertforge.layouts import typeset_paragraphs
-from bertforge.textfiles import read_rows
+from bertforge.formats.corpus import find_files, read_paragraphs
+from bertforge.formats.layouts import typeset_paragraphs
+from bertforge.formats.textfiles import read_rows
 
-from conftest import bertforge, bertforge_ok, documents_of, one_line_error, save_random_model
-
-pypdf = pytest.importorskip("pypdf")
+from conftest import bertforge, bertforge_ok, documents_of, needs, one_line_error, save_random_model
 
 
 def pdf_bytes(pages: list[list[str]]) -> bytes:
@@ -107,7 +105,7 @@ def test_running_heads_that_alternate_between_pages_are_left_out_and_text_that_d
 def test_ligatures_are_spelled_out_and_a_page_ending_a_sentence_ends_its_paragraph(tmp_path):
     pages = [["The ﬁrst chapter is short and its last line ends a sentence of it."], ["Chapter Two begins here."]]
     assert [p.text for p in typeset_paragraphs(pages)] == [pages[0][0], pages[1][0]]
-    from bertforge.pdfdocs import LIGATURES
+    from bertforge.formats.pdf import LIGATURES
 
     assert "ﬁnd the ﬂow".translate(LIGATURES) == "find the flow"
 
@@ -124,6 +122,7 @@ def test_a_directory_reads_pdfs_beside_text_and_a_scan_is_skipped_with_a_warning
 
 
 def test_encrypted_pdfs_are_read_without_a_password_to_read_and_refused_with_one(tmp_path):
+    pypdf = needs("pypdf")
     (tmp_path / "report.pdf").write_bytes(pdf_bytes(PAGES))
     for name, password in (("locked.pdf", "secret"), ("print-only.pdf", "")):
         writer = pypdf.PdfWriter(clone_from=tmp_path / "report.pdf")

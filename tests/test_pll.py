@@ -9,13 +9,13 @@ import torch
 
 from bertforge.inference import load
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 TEXTS = ["the cat sat on the mat.", "the mat sat on the cat."]
 
 
 def test_each_token_is_masked_in_turn_and_scored_as_transformers_scores_it(tmp_path, wordpiece_tokenizer):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     model_dir = save_random_model(tmp_path / "model", wordpiece_tokenizer, num_layers=2)
     ours = load(model_dir).pseudo_log_likelihood(TEXTS[0], batch_size=3)  # 3 at a time: batches of masked copies
     theirs = transformers.AutoModelForMaskedLM.from_pretrained(model_dir).eval()

@@ -14,7 +14,7 @@ from matplotlib.image import imread
 from bertforge import load
 from bertforge.cli import main
 from bertforge.plots import embedding_parts, subplots, word_map_points
-from bertforge.sweep import draw_band
+from bertforge.studies.sweep import draw_band
 
 from conftest import bertforge, bertforge_ok, make_documents, one_line_error, save_random_model, write_corpus
 

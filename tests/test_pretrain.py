@@ -16,13 +16,14 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from bertforge.batchplan import BatchPlan
-from bertforge.checkpoint import checkpoint_dirs
-from bertforge.config import RECIPES, ModelConfig, TrainConfig, recipe_configs
+from bertforge.engine.checkpoint import checkpoint_dirs
+from bertforge.engine.optim import lr_factor, warmup_fraction
+from bertforge.engine.runtime import Distributed
 from bertforge.errors import UserError
-from bertforge.optim import lr_factor, warmup_fraction
-from bertforge.runtime import Distributed
-from bertforge.train import Trainer
+from bertforge.model.config import ModelConfig
+from bertforge.training.config import RECIPES, TrainConfig, recipe_configs
+from bertforge.training.loader import BatchPlan
+from bertforge.training.trainer import Trainer
 
 from conftest import (
     TINY_MODEL,
@@ -30,6 +31,7 @@ from conftest import (
     assert_same_steps,
     bertforge,
     bertforge_ok,
+    needs,
     one_line_error,
     prepared_data,
     train_metrics,
@@ -173,7 +175,7 @@ def test_interrupted_save_leaves_the_previous_checkpoint_loadable(workdir, monke
         raise OSError(28, "No space left on device")
 
     trainer.state.step = 3
-    monkeypatch.setattr("bertforge.checkpoint.torch.save", disk_full)
+    monkeypatch.setattr("bertforge.training.rundir.torch.save", disk_full)
     with pytest.raises(UserError, match="No space left"):
         trainer.save()
     monkeypatch.undo()
@@ -224,7 +226,7 @@ def test_sigint_saves_a_checkpoint_and_says_how_to_resume(workdir):
 
 
 def test_transformers_pipeline_gives_the_same_fill_mask_answers(e2e_run):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     run = e2e_run
     ours = json.loads(bertforge_ok("fill-mask", run, "the dog [MASK] at the window.", "--top-k", "5", "--json").stdout)
     reference = transformers.pipeline("fill-mask", model=str(run / "model"), top_k=5)("the dog [MASK] at the window.")
@@ -424,6 +426,27 @@ def test_pretraining_without_a_pair_objective_reports_none(workdir):
     evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
     assert evaluation["pair_objective"] == "none" and "nsp_acc" not in evaluation
     one_line_error(bertforge("nsp", run, "the cat sat.", "--pair", "the dog ran."), "without a pair objective")
+
+
+def test_a_sentence_order_model_answers_nsp_as_the_probability_of_the_written_order(workdir):
+    """SOP's class 0 is "A then B as written"; `nsp` names it so, and it is transformers' class 0 too."""
+    transformers = needs("transformers")
+    run = workdir / "sop"
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "4",
+                 "--pair-objective", "sop", "--eval-every", "2")  # fmt: skip
+    assert "sop_acc" in train_metrics(run, "valid")[-1]
+    a, b = "the cat sat on the mat.", "the dog found the money."
+    answers = [json.loads(bertforge_ok("nsp", run, *pair, "--json").stdout) for pair in ((a, b), (b, a))]
+    reference = transformers.BertForPreTraining.from_pretrained(run / "model").eval()
+    their_tokenizer = transformers.AutoTokenizer.from_pretrained(run / "model")
+    for answer, pair in zip(answers, ((a, b), (b, a))):
+        with torch.no_grad():
+            logits = reference(**their_tokenizer(*pair, return_tensors="pt")).seq_relationship_logits[0]
+        in_order = logits.softmax(-1)[0].item()
+        assert set(answer) == {"a", "b", "in_order_prob", "label"}
+        assert answer["in_order_prob"] == pytest.approx(in_order, abs=1e-5)
+        assert answer["label"] == ("InOrder" if in_order >= 0.5 else "Swapped")
+        assert abs(in_order - 0.5) > 2e-5  # the classes swapped would differ by more than the tolerance
 
 
 def test_a_mask_rate_schedule_lowers_the_masked_fraction_as_the_run_goes(workdir):

@@ -10,10 +10,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bertforge.corpus import clean_text, read_paragraphs, split_sentences
-from bertforge.data import Instance, MaskingCollator, MaskingConfig
+from bertforge.data.instances import Instance
+from bertforge.data.masking import MaskingCollator, MaskingConfig
 from bertforge.errors import UserError
-from bertforge.model import IGNORE_INDEX
+from bertforge.formats.corpus import read_paragraphs
+from bertforge.formats.text import clean_text, split_sentences
+from bertforge.model.bert import IGNORE_INDEX
 from bertforge.tokenizer import special_ids
 
 # derandomize: the same examples on every run, so CI cannot fail by the luck of the draw; bugs found by a

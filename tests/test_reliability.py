@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
@@ -15,11 +16,12 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig
-from bertforge.checkpoint import checkpoint_dirs, load_checkpoint
+from bertforge.engine.checkpoint import checkpoint_dirs
+from bertforge.engine.optim import build_optimizer
 from bertforge.errors import UserError
-from bertforge.modeldir import resolve_model_dir
-from bertforge.optim import build_optimizer
+from bertforge.model.directory import resolve_model_dir
 from bertforge.tokenizer import load_tokenizer
+from bertforge.training.rundir import load_checkpoint
 
 from conftest import (
     TINY_MODEL,
@@ -145,36 +147,36 @@ def test_bad_corpus_inputs(workdir, tmp_path):
 
 
 def test_a_huge_line_without_newline_keeps_memory_bounded(workdir, tmp_path):
-    """16 MB on one line: read in 1M-character pieces, so memory stays near a normal run's."""
+    """4 MB on one line is read in 64k-character pieces cut at spaces: it prepares in the memory of the same words
+    as paragraphs of 20 (260 MB each here). Read whole (MAX_LINE_CHARS planted at 1 GiB) the line took 929 MB."""
     words = ["the", "cat", "sat", "on", "mat", "dog", "river", "bank"]
     rng = random.Random(0)
     counts = dict.fromkeys(words, 0)
-    with open(tmp_path / "huge.txt", "w") as f:
-        for _ in range(16):
-            chosen = [rng.choice(words) for _ in range(262_144)]
-            for w in chosen:
-                counts[w] += 1
-            f.write(" ".join(chosen) + " ")  # ~1 MB each, no newline
+    chosen = [rng.choice(words) for _ in range(4 * 262_144)]  # ~4 MB
+    for w in chosen:
+        counts[w] += 1
+    (tmp_path / "huge.txt").write_text(" ".join(chosen) + " ")
+    (tmp_path / "lines.txt").write_text("\n\n".join(" ".join(chosen[i : i + 20]) for i in range(0, len(chosen), 20)))
     probe = (
-        "import resource, sys; from bertforge.prepare import prepare; "
+        "import resource, sys; from bertforge.data.prepare import prepare; "
         "prepare([sys.argv[1]], sys.argv[2], sys.argv[3], valid_fraction=0, progress=False); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)"
     )
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", probe, tmp_path / "huge.txt", workdir / "tok", tmp_path / "out"],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    peak_mb = int(done.stdout.strip().splitlines()[-1])
-    meta = json.loads((tmp_path / "out" / "meta.json").read_text())
+    peak_mb = {}
+    for name in ("huge", "lines"):
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", probe, tmp_path / f"{name}.txt", workdir / "tok", tmp_path / name],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        peak_mb[name] = int(done.stdout.strip().splitlines()[-1])
+    meta = json.loads((tmp_path / "huge" / "meta.json").read_text())
     # Pieces are cut at spaces, so no word is split in two: exactly each word's own pieces.
     tokenizer = load_tokenizer(workdir / "tok")
     expected = sum(n * len(tokenizer.encode(w, add_special_tokens=False).ids) for w, n in counts.items())
     assert meta["splits"]["train"]["tokens"] == expected
-    # Reading the line whole would need ~16 MB x 135 B/char = ~2.2 GB in tokenizers. In pieces it took
-    # 95-320 MB here, varying with tokenizers' threads; the bound is the issue's 1.5 GB for prepare.
-    assert peak_mb < 1500, f"peak RSS {peak_mb} MB for a 16 MB line"
+    assert peak_mb["huge"] - peak_mb["lines"] < 100, peak_mb
 
 
 def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
@@ -242,20 +244,52 @@ def test_a_directory_that_is_no_model_names_the_runs_and_models_inside_it(tmp_pa
         resolve_model_dir(tmp_path / "empty")
 
 
+OPENS_PROBE = """
+import json, os, sys
+opened = []
+def record(event, args):
+    if event == "open" and isinstance(args[0], (str, os.PathLike)):
+        opened.append(os.path.realpath(args[0]))
+sys.addaudithook(record)
+from bertforge.cli import main
+code = main(["fill-mask", sys.argv[1], "the [MASK] sat.", "--json"])
+with open(sys.argv[2], "w") as f:
+    json.dump(opened, f)
+sys.exit(code)
+"""
+
+
 def test_paths_named_in_configs_are_never_followed(tmp_path, wordpiece_tokenizer):
-    save_random_model(tmp_path / "m", wordpiece_tokenizer)
-    outside = tmp_path / "outside.json"
-    outside.write_text("{ not a tokenizer")
-    config = json.loads((tmp_path / "m" / "tokenizer_config.json").read_text())
-    config.update(tokenizer_file="../outside.json", vocab_file="../../../etc/passwd")
-    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps(config))
-    done = bertforge("fill-mask", tmp_path / "m", "the [MASK] sat.", "--json")
-    assert done.returncode == 0, done.stderr
+    """A model directory is read from its own files only: paths that tokenizer_config.json and config.json name
+    (as transformers' files may) are not followed. With tokenizer.json gone, the tokenizer is built from vocab.txt
+    and tokenizer_config.json, so the planted config is read; every file Python opens is checked."""
+    clean = save_random_model(tmp_path / "clean", wordpiece_tokenizer)
+    (clean / "tokenizer.json").unlink()
+    planted = tmp_path / "planted"
+    shutil.copytree(clean, planted)
+    (tmp_path / "outside.json").write_text("{ not a tokenizer")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n")  # a vocabulary that would change every answer
+    traversal = {"tokenizer_file": "../outside.json", "vocab_file": "../vocab.txt", "name_or_path": "../../etc"}
+    for name in ("tokenizer_config.json", "config.json"):
+        config = json.loads((planted / name).read_text())
+        (planted / name).write_text(json.dumps({**config, **traversal, "_name_or_path": "../"}))
+    answers = {}
+    for model in (clean, planted):
+        opened_log = tmp_path / f"{model.name}.opened.json"
+        done = subprocess.run(
+            [sys.executable, "-c", OPENS_PROBE, str(model), str(opened_log)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        answers[model.name] = json.loads(done.stdout)
+        inside_tmp = [p for p in json.loads(opened_log.read_text()) if p.startswith(str(tmp_path.resolve()))]
+        assert any(p.endswith("tokenizer_config.json") for p in inside_tmp)  # the planted file was read
+        assert all(p.startswith(str(model.resolve()) + os.sep) for p in inside_tmp if p != str(opened_log)), inside_tmp
+    assert answers["planted"] == answers["clean"]
 
 
 def test_resume_compares_architecture_fields_a_saved_run_predates_as_their_defaults():
     """A run saved before a field existed resumes with the default; asking for another value is refused."""
-    from bertforge.checkpoint import architecture_changes
+    from bertforge.training.rundir import architecture_changes
 
     wanted = ModelConfig().to_dict()
     saved = {k: v for k, v in wanted.items() if k != "attention_bias"}  # as written by an older bertforge

@@ -10,8 +10,8 @@ import statistics
 import pytest
 
 from bertforge.errors import UserError
-from bertforge.replicates import curve_gap, median_range, paired, separated, smooth
-from bertforge.sweep import parse_grid, with_seeds
+from bertforge.studies.replicates import curve_gap, median_range, paired, separated, smooth
+from bertforge.studies.sweep import parse_grid, with_seeds
 
 from conftest import TINY_MODEL, TINY_RUN, bertforge, bertforge_ok, one_line_error, prepared_data, train_metrics
 

@@ -12,16 +12,16 @@ import torch
 import torch.nn.functional as F
 
 from bertforge import Classifier, Columns, ModelConfig
-from bertforge.config import FinetuneConfig
+from bertforge.engine.runtime import MixedPrecision
 from bertforge.errors import UserError
-from bertforge.finetuning import finetune
-from bertforge.model import BertForSentenceEmbedding
-from bertforge.modeldir import load_model
-from bertforge.runtime import MixedPrecision
-from bertforge.score import parse_task
-from bertforge.similarity import PairColumns, SimilarityTask, nearest, read_pairs, retrieval_metrics
+from bertforge.model.bert import BertForSentenceEmbedding
+from bertforge.model.directory import load_model
+from bertforge.studies.score import parse_task
+from bertforge.tasks.config import FinetuneConfig
+from bertforge.tasks.finetune import finetune
+from bertforge.tasks.similarity import PairColumns, SimilarityTask, nearest, read_pairs, retrieval_metrics
 
-from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import OBJECTS, SUBJECTS, VERBS, bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 SMALL = {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64}
 
@@ -117,7 +117,7 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
         "embed", saved, "--input", tmp_path / "texts.txt", "--out", tmp_path / "vectors.npy", "--precision", "fp32"
     )
     ours = np.load(tmp_path / "vectors.npy")  # (3, H), mean-pooled without being asked
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(saved)
     encoder = transformers.AutoModel.from_pretrained(saved).eval()
     batch = tokenizer(texts, padding=True, return_tensors="pt")

@@ -8,11 +8,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from bertforge.classification import Columns, Example, read_examples
-from bertforge.corpus import CorpusOptions, read_paragraphs, read_texts
 from bertforge.errors import UserError
-from bertforge.score import parse_task
-from bertforge.textfiles import read_rows
+from bertforge.formats.corpus import read_paragraphs, read_texts
+from bertforge.formats.options import CorpusOptions
+from bertforge.formats.textfiles import read_rows
+from bertforge.studies.score import parse_task
+from bertforge.tasks.classification import Columns, Example, read_examples
 from bertforge.tokenizer import train_tokenizer
 
 from conftest import bertforge, bertforge_ok, one_line_error, save_random_model

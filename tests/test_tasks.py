@@ -14,12 +14,13 @@ import tokenizers
 import torch
 
 from bertforge import ModelConfig, save_model
-from bertforge.batching import windowing_tokenizer, windows
-from bertforge.classification import Classifier, Columns
-from bertforge.config import FinetuneConfig
+from bertforge.data.batching import windowing_tokenizer, windows
 from bertforge.errors import UserError
-from bertforge.finetuning import finetune
-from bertforge.qa import (
+from bertforge.studies.score import parse_task, score
+from bertforge.tasks.classification import Classifier, Columns
+from bertforge.tasks.config import FinetuneConfig
+from bertforge.tasks.finetune import finetune
+from bertforge.tasks.qa import (
     NULL_THRESHOLD_KEY,
     Answerer,
     answer_candidates,
@@ -35,8 +36,7 @@ from bertforge.qa import (
     span_text,
     squad_scores,
 )
-from bertforge.score import parse_task, score
-from bertforge.tagging import (
+from bertforge.tasks.tagging import (
     Sentence,
     TagColumns,
     Tagger,
@@ -46,10 +46,10 @@ from bertforge.tagging import (
     read_sentences,
     spans_to_words,
 )
-from bertforge.targets import regression_metrics
+from bertforge.tasks.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
 
 NAMES = ["alice", "bob", "carol", "dave", "erin", "frank"]
 PLACES = ["paris", "london", "rome", "oslo", "lima", "cairo"]
@@ -124,7 +124,7 @@ def test_a_multi_piece_word_gets_one_label_and_long_sentences_become_windows(tok
 
 
 def test_tagging_is_learned_and_matches_the_transformers_pipeline(encoder, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     rng = random.Random(0)
     sentences = [tagged_sentence(rng) for _ in range(48)]
     write_conll(tmp_path / "train.conll", sentences)
@@ -390,7 +390,7 @@ def test_a_tokenizers_release_that_cuts_windows_short_is_refused(tokenizer, monk
 
 
 def test_question_answering_is_learned_and_decodes_as_transformers_does(encoder, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     from transformers.pipelines.document_question_answering import select_starts_ends
 
     items = qa_items(random.Random(1), 64)
@@ -445,7 +445,7 @@ def test_squad_v2_json_and_datasets_tables_read_the_same_questions(tmp_path):
     assert read_squad(tmp_path / "to_json.json", training=True) == expected
     (tmp_path / "array.json").write_text(json.dumps(rows, indent=2))  # to_json(lines=False): one array of rows
     assert read_squad(tmp_path / "array.json", training=True) == expected
-    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    pa, pq = needs("pyarrow"), needs("pyarrow.parquet")
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "validation.parquet")  # answers: a struct of two lists
     assert read_squad(tmp_path / "validation.parquet", training=True) == expected
 
@@ -453,7 +453,7 @@ def test_squad_v2_json_and_datasets_tables_read_the_same_questions(tmp_path):
 def test_squad_v2_learns_to_abstain_and_decides_as_transformers_does(encoder, tmp_path):
     """Trained with unanswerable questions, the model answers "no answer" where the context has no answer,
     by the pipeline's handle_impossible_answer rule on the same logits."""
-    pytest.importorskip("transformers")
+    needs("transformers")
     from transformers.pipelines.document_question_answering import select_starts_ends
 
     rng = random.Random(7)
@@ -556,7 +556,7 @@ def test_squad_v2_fits_its_no_answer_threshold_on_dev_and_answers_by_it(encoder,
 
 
 def test_regression_is_learned_and_saved_as_transformers_regression(encoder, tmp_path):
-    transformers = pytest.importorskip("transformers")
+    transformers = needs("transformers")
     rng = random.Random(2)
     rows = []
     for _ in range(64):
@@ -721,7 +721,7 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
 def test_a_long_text_is_classified_whole_as_the_mean_over_its_windows(tokenizer, tmp_path):
     """With `whole`, a text past the position table is read in windows of its length overlapping by a quarter,
     every word in one: the probabilities are the mean of each window's own, and without it the text is cut."""
-    from bertforge.model import BertForSequenceClassification
+    from bertforge.model.bert import BertForSequenceClassification
 
     torch.manual_seed(0)
     config = ModelConfig(

@@ -9,9 +9,7 @@ import pytest
 from bertforge.errors import UserError
 from bertforge.tokenizer import SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_tokenizer
 
-from conftest import bertforge_ok
-
-transformers = pytest.importorskip("transformers")
+from conftest import bertforge_ok, needs
 
 TEXTS = ["The cat sat on the mat.", "The dog sat on the log.", "A cat and a dog played by the river bank."] * 20
 
@@ -27,6 +25,7 @@ def test_special_tokens_come_first_and_pad_is_zero(kind):
 
 @pytest.mark.parametrize("kind", ["wordpiece", "word"])
 def test_saved_files_load_in_transformers_with_the_same_ids(kind, tmp_path):
+    transformers = needs("transformers")
     tokenizer = train_tokenizer(TEXTS, kind=kind, vocab_size=100, min_frequency=1)
     save_tokenizer(tokenizer, tmp_path)
     for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):

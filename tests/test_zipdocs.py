@@ -6,9 +6,9 @@ import zipfile
 
 import pytest
 
-from bertforge.corpus import ReadStats, find_files, read_paragraphs
 from bertforge.errors import UserError
-from bertforge.textfiles import read_rows
+from bertforge.formats.corpus import ReadStats, find_files, read_paragraphs
+from bertforge.formats.textfiles import read_rows
 
 from conftest import bertforge, documents_of, one_line_error
 

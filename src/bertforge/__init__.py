@@ -1,5 +1,18 @@
 """bertforge: BERT pre-training from scratch (masked LM + next sentence prediction).
 
+The package is in layers, each a folder that imports only from the layers below it (docs/architecture.md):
+
+    errors, fileio, config, ...   foundations: the user-error type, atomic writes, typed configs, tokenizers
+    formats/                      reading documents from every input format (no torch)
+    data/                         prepare, the data directory, pre-training instances, masking
+    model/                        the network, its heads and variants, Hugging Face layouts, model directories
+    engine/                       devices, precision, processes, optimizer, checkpoints, metrics log
+    training/                     the pre-training loop, its configs and recipes, evaluation
+    tasks/                        the fine-tuning loop and a module per task
+    inference, plots              the answers and the figures
+    studies/                      sweeps, downstream scores, replicates, the demo
+    cli/                          the command line
+
 The public names are imported on first use, so commands that never touch the
 network (tokenizer training, prepare) start without loading torch.
 """
@@ -7,34 +20,40 @@ network (tokenizer training, prepare) start without loading torch.
 from importlib import import_module
 
 _EXPORTS = {
-    "ModelConfig": "config",
-    "TrainConfig": "config",
-    "FinetuneConfig": "config",
+    "ModelConfig": "model.config",
+    "TrainConfig": "training.config",
+    "FinetuneConfig": "tasks.config",
     "UserError": "errors",
     "Bert": "inference",
     "load": "inference",
-    "BertForPreTraining": "model",
-    "BertForSequenceClassification": "model",
-    "BertModel": "model",
-    "load_model": "modeldir",
-    "save_model": "modeldir",
-    "pretrain": "train",
-    "finetune": "finetuning",
-    "register_task": "finetuning",
-    "Task": "finetuning",
+    "BertForPreTraining": "model.bert",
+    "BertForSequenceClassification": "model.bert",
+    "BertModel": "model.bert",
+    "load_model": "model.directory",
+    "save_model": "model.directory",
+    "pretrain": "training.trainer",
+    "plan_run": "training.plan",
+    "finetune": "tasks.finetune",
+    "register_task": "tasks.finetune",
+    "Task": "tasks.finetune",
     # what fine-tuned models answer, and the columns that say where finetune's labelled data is
-    "Classifier": "classification",
-    "Columns": "classification",
-    "Tagger": "tagging",
-    "TagColumns": "tagging",
-    "Answerer": "qa",
-    "Chooser": "multiple_choice",
-    "ChoiceColumns": "multiple_choice",
-    # the texts of any input format, as the inference commands and search read them; a text per file
-    "read_texts": "corpus",
-    "read_passages": "corpus",
-    "read_document": "corpus",
-    "read_documents": "corpus",
+    "Classifier": "tasks.classification",
+    "Columns": "tasks.classification",
+    "Tagger": "tasks.tagging",
+    "TagColumns": "tasks.tagging",
+    "Answerer": "tasks.qa",
+    "Chooser": "tasks.multiple_choice",
+    "ChoiceColumns": "tasks.multiple_choice",
+    # the texts of any input format: a corpus's paragraphs, and what the inference commands and search read
+    "read_paragraphs": "formats.corpus",
+    "read_texts": "formats.corpus",
+    "read_passages": "formats.corpus",
+    "read_document": "formats.corpus",
+    "read_documents": "formats.corpus",
+    # the workflow's steps, as the command line takes them
+    "train_corpus_tokenizer": "data.vocabulary",
+    "prepare": "data.prepare",
+    "read_metrics": "engine.metrics",
 }
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"

@@ -22,11 +22,12 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from .batching import TextBatcher, length_buckets, mean_over_windows
+from .data.batching import TextBatcher, length_buckets, mean_over_windows
 from .display import Record, markdown_table
+from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
-from .model import BertForPreTraining, mean_pool
-from .modeldir import (
+from .model.bert import BertForPreTraining, mean_pool
+from .model.directory import (
     PRETRAINING_HEADS,
     load_model_and_tokenizer,
     pretraining_heads,
@@ -35,8 +36,8 @@ from .modeldir import (
     resolve_model_dir,
     sentence_embedding_pooling,
 )
-from .runtime import autocast, resolve_device, resolve_precision
-from .similarity import nearest
+from .tasks.classification import Classifier
+from .tasks.similarity import nearest
 from .tokenizer import MASK, special_ids
 
 PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
@@ -244,11 +245,26 @@ class Bert:
         top_k: int = 5,
         corpus_vectors: np.ndarray | None = None,
         whole: bool = False,
+        reranker: Classifier | None = None,
+        candidates: int = 50,
+        relevant_label: str | None = None,
     ) -> list[list[dict[str, Any]]]:
         """For each query, the `top_k` corpus texts nearest in meaning, best first: {rank, index, text, score}, the
         score the cosine of the two vectors (pooled as `embed` pools them; `whole` as `embed` reads long texts).
         `corpus_vectors`, (len(corpus), H), are the corpus's own from `embed`: a large corpus is encoded once and
-        searched many times."""
+        searched many times.
+
+        With a `reranker` (a classifier fine-tuned on (query, text) pairs: a cross-encoder), retrieve, then re-rank:
+        the vectors' best `candidates` are ordered by the probability of `relevant_label` (label 1 by default; a
+        regression model's value), and the best `top_k` kept; each hit keeps the cosine it was found by."""
+        if reranker is None and relevant_label is not None:
+            raise UserError("--relevant-label names a label of the --rerank classifier; give one")
+        if reranker is not None:
+            if candidates < top_k:
+                raise UserError(f"--candidates ({candidates}) must be at least --top-k ({top_k})")
+            reranker.relevant_label(relevant_label)  # a wrong label stops here, before the search
+            found = self.search(queries, corpus, candidates, corpus_vectors, whole)
+            return [_rerank(reranker, query, hits, top_k, relevant_label) for query, hits in zip(queries, found)]
         hidden_size = self.model.config.hidden_size
         if corpus_vectors is None:
             corpus_vectors = self.embed(corpus, whole=whole)
@@ -319,3 +335,11 @@ class Bert:
 def load(path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
     """Load a run or model directory for inference (a pickle-only directory needs trust_pickle)."""
     return Bert.load(path, device, trust_pickle, precision)
+
+
+def _rerank(reranker: Classifier, query: str, found: list[dict], top_k: int, label: str | None) -> list[dict]:
+    """A vector search's hits for `query` ordered by the cross-encoder's score, the best `top_k`; each keeps the
+    cosine it was found by."""
+    scores = reranker.relevance(query, [hit["text"] for hit in found], label)
+    ordered = sorted(zip(scores, found), key=lambda pair: -pair[0])[:top_k]  # stable: ties keep the cosine's order
+    return [{**hit, "rank": r + 1, "score": score, "cosine": hit["score"]} for r, (score, hit) in enumerate(ordered)]

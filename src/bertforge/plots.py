@@ -11,8 +11,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from .engine.metrics import read_metrics
 from .errors import UserError
-from .metrics import read_metrics
 
 
 def subplots(*args, **kwargs):

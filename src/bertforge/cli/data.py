@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..corpus import CorpusOptions
 from ..errors import UserError
+from ..formats.options import CorpusOptions
 from .flags import HIDDEN, add_config_flags, add_verb, config_values, output_flags, print_json
 
 SMALL_CORPUS_WORDS = 50_000_000  # below this, a 30k vocabulary costs step time for little (README, budget)
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> None:
-    from ..corpus import describe_files
-    from ..vocabulary import train_corpus_tokenizer
+    from ..data.vocabulary import train_corpus_tokenizer
+    from ..formats.corpus import describe_files
 
     made = train_corpus_tokenizer(
         args.corpus,
@@ -73,9 +73,9 @@ def _corpus_options(args: argparse.Namespace) -> CorpusOptions:
 
 
 def cmd_prepare(args: argparse.Namespace) -> None:
-    from ..corpus import describe_files
-    from ..filters import describe_filters
-    from ..prepare import prepare
+    from ..data.prepare import prepare
+    from ..formats.corpus import describe_files
+    from ..formats.filters import describe_filters
 
     meta = prepare(
         args.corpus,
@@ -105,7 +105,7 @@ def cmd_prepare(args: argparse.Namespace) -> None:
 
 
 def cmd_data_show(args: argparse.Namespace) -> None:
-    from ..show import show_instances
+    from ..data.show import show_instances
 
     show_instances(
         args.data,
@@ -120,8 +120,8 @@ def cmd_data_show(args: argparse.Namespace) -> None:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> None:
-    from ..datadir import SPLITS, data_stats
-    from ..filters import describe_filters
+    from ..data.directory import SPLITS, data_stats
+    from ..formats.filters import describe_filters
 
     stats = data_stats(args.data)
     if args.json:

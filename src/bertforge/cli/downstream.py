@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import FINETUNE_TASKS, FinetuneConfig
 from ..errors import UserError
+from ..tasks.config import FINETUNE_TASKS, FinetuneConfig
 from .flags import (
     HIDDEN,
     add_config_flags,
@@ -22,11 +22,11 @@ from .flags import (
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from ..classification import PROBLEM_TYPES, Columns
-    from ..finetuning import finetune
-    from ..multiple_choice import ChoiceColumns
-    from ..similarity import PairColumns
-    from ..tagging import TagColumns
+    from ..tasks.classification import PROBLEM_TYPES, Columns
+    from ..tasks.finetune import finetune
+    from ..tasks.multiple_choice import ChoiceColumns
+    from ..tasks.similarity import PairColumns
+    from ..tasks.tagging import TagColumns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     columns = None
@@ -65,7 +65,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    from ..score import parse_task, score
+    from ..studies.score import parse_task, score
 
     tasks = [parse_task(spec) for spec in args.tasks]
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
@@ -87,8 +87,8 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_classify(args: argparse.Namespace) -> None:
-    from ..classification import Classifier, write_predictions
-    from ..corpus import read_documents, read_texts
+    from ..formats.corpus import read_documents, read_texts
+    from ..tasks.classification import Classifier, write_predictions
 
     _check_answers_out(args, "predictions")
     if args.per_file and not args.input:
@@ -142,8 +142,8 @@ def _check_answers_out(args: argparse.Namespace, what: str) -> None:
 
 
 def cmd_tag(args: argparse.Namespace) -> None:
-    from ..corpus import read_texts
-    from ..tagging import Tagger, write_entities
+    from ..formats.corpus import read_texts
+    from ..tasks.tagging import Tagger, write_entities
 
     _check_answers_out(args, "entities")
     tagger = Tagger(args.model, device=args.device, trust_pickle=args.trust_pickle)
@@ -169,7 +169,7 @@ def cmd_tag(args: argparse.Namespace) -> None:
 
 
 def cmd_choose(args: argparse.Namespace) -> None:
-    from ..multiple_choice import Chooser
+    from ..tasks.multiple_choice import Chooser
 
     result = Chooser(args.model, device=args.device, trust_pickle=args.trust_pickle).choose(args.context, args.choices)
     if args.json:
@@ -180,8 +180,8 @@ def cmd_choose(args: argparse.Namespace) -> None:
 
 
 def cmd_answer(args: argparse.Namespace) -> None:
-    from ..corpus import read_document
-    from ..qa import Answerer, read_squad
+    from ..formats.corpus import read_document
+    from ..tasks.qa import Answerer, read_squad
 
     if args.input:
         if args.question or args.context or args.context_file:
@@ -213,7 +213,7 @@ def _answer_file(answerer, questions: list, args: argparse.Namespace) -> None:
     """Every question of a SQuAD file or table; with --out, the official predictions file ({id: answer}); where
     the file has answers, SQuAD's scores of them."""
     from ..fileio import write_json
-    from ..qa import squad_scores
+    from ..tasks.qa import squad_scores
 
     answers = answerer.answer_all([(q.question, q.context) for q in questions], args.max_answer_length)
     results = [{"id": q.id, "question": q.question, **a} for q, a in zip(questions, answers)]

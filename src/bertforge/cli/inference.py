@@ -43,7 +43,7 @@ def cmd_fill_mask(args: argparse.Namespace) -> None:
 
 
 def cmd_pll(args: argparse.Namespace) -> None:
-    from ..corpus import read_texts
+    from ..formats.corpus import read_texts
 
     if args.input:
         texts, _ = read_texts(args.input, args.text_column)
@@ -67,7 +67,7 @@ def cmd_pll(args: argparse.Namespace) -> None:
 
 
 def cmd_nsp(args: argparse.Namespace) -> None:
-    from ..corpus import read_texts
+    from ..formats.corpus import read_texts
 
     bert = _load(args)
     if args.input:
@@ -125,7 +125,7 @@ def cmd_plot_words(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..corpus import read_texts
+    from ..formats.corpus import read_texts
 
     texts, _ = read_texts(args.input, args.text_column)
     vectors = _load(args).embed(
@@ -141,8 +141,8 @@ def cmd_embed(args: argparse.Namespace) -> None:
 def cmd_search(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..classification import Classifier
-    from ..corpus import read_lines, read_passages
+    from ..formats.corpus import read_lines, read_passages
+    from ..tasks.classification import Classifier
 
     if (args.query is None) == (args.queries is None):
         raise UserError("give a query, or --queries FILE with one per line (not both)")
@@ -156,20 +156,10 @@ def cmd_search(args: argparse.Namespace) -> None:
             vectors = np.load(args.vectors)
         except (OSError, ValueError) as e:
             raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
-    if not args.rerank and args.relevant_label is not None:
-        raise UserError("--relevant-label names a label of the --rerank classifier; give one")
-    if args.rerank and args.candidates < args.top_k:
-        raise UserError(f"--candidates ({args.candidates}) must be at least --top-k ({args.top_k})")
-    reranker = None
-    if args.rerank:
-        reranker = Classifier(args.rerank, device=args.device, trust_pickle=args.trust_pickle)
-        reranker.relevant_label(args.relevant_label)  # a wrong label stops here, before the search
-    found_per_query = args.candidates if reranker else args.top_k
-    results = _load(args).search(queries, corpus, found_per_query, vectors, whole=args.whole)
-    if reranker:
-        results = [
-            rerank(reranker, query, found, args.top_k, args.relevant_label) for query, found in zip(queries, results)
-        ]
+    reranker = Classifier(args.rerank, device=args.device, trust_pickle=args.trust_pickle) if args.rerank else None
+    results = _load(args).search(
+        queries, corpus, args.top_k, vectors, args.whole, reranker, args.candidates, args.relevant_label
+    )
     if sources:  # a directory: which file each text is in
         results = [[{**hit, "source": sources[hit["index"]]} for hit in found] for found in results]
     if args.json:
@@ -181,14 +171,6 @@ def cmd_search(args: argparse.Namespace) -> None:
             source = f"{hit['source']}: " if sources else ""
             cosine = f"  (cosine {hit['cosine']:.3f})" if "cosine" in hit else ""
             print(f"  {hit['score']:.3f}  {source}{hit['text']}{cosine}")
-
-
-def rerank(reranker, query: str, found: list[dict], top_k: int, label: str | None) -> list[dict]:
-    """A vector search's hits for `query` ordered by the cross-encoder's score, the best `top_k`; each keeps the
-    cosine it was found by."""
-    scores = reranker.relevance(query, [hit["text"] for hit in found], label)
-    ordered = sorted(zip(scores, found), key=lambda pair: -pair[0])[:top_k]  # stable: ties keep the cosine's order
-    return [{**hit, "rank": r + 1, "score": score, "cosine": hit["score"]} for r, (score, hit) in enumerate(ordered)]
 
 
 def whole_flag(p: argparse.ArgumentParser) -> None:

@@ -6,17 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..config import DEFAULT_RECIPE, PRESETS, RECIPES, ModelConfig, TrainConfig, recipe_configs
 from ..errors import UserError
+from ..model.config import PRESETS, ModelConfig
+from ..training.config import DEFAULT_RECIPE, RECIPES, TrainConfig, recipe_configs
 from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flags, output_flags, print_json, with_format
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from ..hf import remote_code_note
+    from ..model.hf import remote_code_note
     from ..plots import save_figure, training_curves
     from ..progress import duration
-    from ..runconfig import plan_run
-    from ..train import pretrain
+    from ..training.plan import plan_run
+    from ..training.trainer import pretrain
 
     plan = plan_run(
         args.data,
@@ -68,7 +69,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    from ..sweep import has_seeds, parse_grid, run_sweep, with_seeds
+    from ..studies.sweep import has_seeds, parse_grid, run_sweep, with_seeds
 
     axes = parse_grid(args.grid)
     fixed = {**config_values(args, ModelConfig), **config_values(args, TrainConfig)}
@@ -91,7 +92,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from ..evaluate import evaluate_model
+    from ..training.evaluate import evaluate_model
 
     result = evaluate_model(
         args.model,
@@ -125,7 +126,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from ..demo import run_demo
+    from ..studies.demo import run_demo
 
     run_demo(Path(args.out), fast=args.fast)
 

@@ -1,0 +1,117 @@
+"""`tokenizer train`: a tokenizer trained on a corpus, its accents decided from the corpus, written whole.
+
+The corpus is read once, in a stream. Its first paragraphs (SAMPLE_CHARS of them) are also measured for
+whether stripping accents would merge its words (`tokenizer.accent_choice`), unless the caller decides.
+The trainer runs in a thread of its own: `tokenizers` trains in Rust without returning to Python, and the
+main thread must stay free to take Ctrl-C or SIGTERM and exit at once, with nothing written.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from ..fileio import atomic_directory, check_output_dir
+from ..formats.corpus import ReadStats, read_paragraphs, readable_files
+from ..formats.filters import FilterReport
+from ..formats.options import CorpusOptions
+from ..tokenizer import TOKENIZER_FILES, AccentChoice, accent_choice, save_tokenizer, train_tokenizer
+
+SAMPLE_CHARS = 4_000_000  # text measured for the accent decision: its 20,000 most frequent words settle
+WAIT_SECONDS = 0.2  # how often the main thread looks up from the trainer (and takes a signal)
+# Longer "words" (a base64 blob, an unclosed HTML comment) are [UNK] to WordPiece (max_input_chars_per_word), and
+# its trainer's time grows with the square of a word's length: 55 s for one of 300,000 characters. Left out.
+LONG_WORD = re.compile(r"\w{101,}")
+
+
+@dataclass
+class TrainedTokenizer:
+    """What `train_corpus_tokenizer` made, and from what."""
+
+    tokenizer: Tokenizer
+    words: int  # words of text it was trained on
+    files: list[str]  # the files read
+    accents: AccentChoice | None  # the measured decision, or None where the caller gave one
+    filter_report: FilterReport  # what the corpus filters dropped
+
+
+def train_corpus_tokenizer(
+    corpus: Sequence[str | Path],
+    out: str | Path,
+    options: CorpusOptions | None = None,
+    kind: str = "wordpiece",
+    vocab_size: int = 30522,
+    min_frequency: int = 2,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    overwrite: bool = False,
+) -> TrainedTokenizer:
+    """Train a tokenizer on the corpus files and write it into OUT (replaced only with `overwrite`).
+
+    `strip_accents` None measures it on the corpus (`tokenizer.accent_choice`)."""
+    options = options or CorpusOptions()
+    readable_files(corpus)  # before anything is written
+    out = Path(out)
+    ours = out.is_dir() and all(child.name in TOKENIZER_FILES for child in out.iterdir())
+    check_output_dir(out, overwrite, "a tokenizer", ours)
+    paragraph_filter = options.paragraph_filter()
+    stats = ReadStats()
+    words = 0
+
+    def texts() -> Iterator[str]:
+        nonlocal words
+        for paragraph in read_paragraphs(corpus, options, stats, paragraph_filter):
+            text = paragraph.text
+            if LONG_WORD.search(text):
+                for word in LONG_WORD.findall(text):
+                    paragraph_filter.report.drop("long_words", word)
+                text = LONG_WORD.sub(" ", text)
+            words += len(text.split())
+            yield text
+
+    stream = texts()
+    choice = None
+    if strip_accents is None:
+        sample = list(_first_chars(stream, SAMPLE_CHARS))
+        choice = accent_choice(sample, lowercase)
+        strip_accents, stream = choice.strip, itertools.chain(sample, stream)
+    tokenizer = _in_thread(lambda: train_tokenizer(stream, kind, vocab_size, min_frequency, lowercase, strip_accents))
+    with atomic_directory(out) as tmp:
+        save_tokenizer(tokenizer, tmp)
+    return TrainedTokenizer(tokenizer, words, stats.files, choice, paragraph_filter.report)
+
+
+def _first_chars(texts: Iterator[str], limit: int) -> Iterator[str]:
+    """Texts from the front of `texts` until `limit` characters have passed."""
+    size = 0
+    for text in texts:
+        yield text
+        size += len(text)
+        if size >= limit:
+            return
+
+
+def _in_thread(work):
+    """`work()` run in a daemon thread while the main thread waits, able to take a signal: an interruption
+    raises here at once (the thread is abandoned with the process), and the thread's own error is re-raised."""
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = work()
+        except BaseException as e:  # handed to the main thread
+            result["error"] = e
+
+    thread = threading.Thread(target=run, name="tokenizer-trainer", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(WAIT_SECONDS)
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

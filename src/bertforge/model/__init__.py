@@ -1,0 +1,11 @@
+"""The network: BERT as the paper builds it, its heads and variants (pre-LN, rotary positions, ALiBi, gated
+feed-forward, ModernBERT's shape, ELECTRA), their Hugging Face layouts, and model directories on disk.
+Imports nothing above it; parallelism, compilation and device placement are the loops'.
+
+    config        ModelConfig and the named sizes
+    bert          the network, top to bottom, and every head
+    dropout       dropout with a cheaper CPU mask
+    electra       ELECTRA's generator and discriminator
+    hf            our weights and configs to and from transformers' BERT, RoBERTa-PreLayerNorm and ModernBERT
+    directory     model directories: saved whole, loaded checked, ours or transformers'
+"""

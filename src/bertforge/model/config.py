@@ -1,0 +1,219 @@
+"""The model's shape and variant: ModelConfig, and the named sizes of Turc et al. 2019 (tiny ... large).
+
+A field that changes what the weights mean is an architecture field: a resumed run may not change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Configurable, check_choices, documented, require
+from ..errors import UserError
+
+# name: (num_layers, hidden_size, num_heads), as in Turc et al. 2019 ("Well-Read Students").
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+# Fields that change what a trained model computes; anything else (dropout) may change on --resume.
+ARCHITECTURE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "hidden_act",
+    "norm_style",
+    "position_embedding",
+    "attention_bias",
+    "feed_forward",
+    "tie_word_embeddings",
+    "pad_token_id",
+    "pad_vocab_multiple",
+    "norm_bias",
+    "linear_bias",
+    "first_attention_norm",
+    "rope_theta",
+    "local_attention",
+    "global_attention_every",
+    "local_rope_theta",
+    "task_head",
+    "classifier_pooling",
+)
+
+
+# The largest of each size a model directory may ask for: a config.json is input, and one asking for two billion
+# token ids would have torch allocate a terabyte before anything else is checked. Far past every BERT built.
+SIZE_LIMITS = {
+    "vocab_size": 1 << 24,
+    "hidden_size": 1 << 16,
+    "num_layers": 1024,
+    "num_heads": 1024,
+    "intermediate_size": 1 << 18,
+    "max_position_embeddings": 1 << 20,
+    "type_vocab_size": 1024,
+}
+
+
+@dataclass
+class ModelConfig(Configurable):
+    """Shape and variant of a BERT encoder with its pre-training heads."""
+
+    vocab_size: int = documented(30522, "number of token ids the tokenizer can produce")
+    hidden_size: int = documented(256, "width H of every hidden state")
+    num_layers: int = documented(4, "number of Transformer encoder layers L")
+    num_heads: int = documented(4, "attention heads A per layer; must divide hidden_size")
+    intermediate_size: int = documented(1024, "width of the feed-forward inner layer (4H in BERT)")
+    max_position_embeddings: int = documented(
+        512,
+        "longest sequence the position table covers; pretrain makes it --seq-len unless given, and a run that "
+        "continues (--init-from) on longer sequences grows it, as BERT's second phase at 512 tokens",
+    )
+    type_vocab_size: int = documented(
+        2, "number of segments (A and B); 0: no segment embeddings, for MLM alone (as ModernBERT has none)"
+    )
+    hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
+    attention_dropout: float = documented(0.1, "dropout on attention probabilities")
+    layer_norm_eps: float = documented(1e-12, "LayerNorm epsilon")
+    hidden_act: str = documented("gelu", "feed-forward activation", ("gelu", "relu"))
+    norm_style: str = documented(
+        "post",
+        "post: LayerNorm after each residual (BERT); pre: before each sub-layer, plus a "
+        "final LayerNorm (more stable at high learning rates)",
+        ("post", "pre"),
+    )
+    position_embedding: str = documented(
+        "learned",
+        "learned (BERT); sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size); or "
+        "rotary (RoPE, Su et al. 2021, as in ModernBERT: queries and keys turned by their position's angle, so "
+        "attention sees relative positions; no table, and the directory carries its own code for transformers)",
+        ("learned", "sinusoidal", "rotary"),
+    )
+    attention_bias: str = documented(
+        "none",
+        "none, or alibi: a fixed penalty -m·|i-j| on attention scores that makes every head start out looking near "
+        "(ALiBi, Press et al. 2022, made symmetric for an encoder; slopes 1/2, 1/4, ... per head, so a model of few "
+        "heads sees little past a dozen tokens and its [CLS] cannot read a sentence pair: an NSP head stays at "
+        "chance). The positions stay too, since the penalty cannot tell left from right. No transformers class has "
+        "it: the model directory carries its own, loaded with trust_remote_code=True",
+        ("none", "alibi"),
+    )
+    feed_forward: str = documented(
+        "mlp",
+        "mlp: down(act(up(x))) (BERT); glu: down(act(gate(x)) * up(x)), a gated linear unit (GEGLU with gelu; "
+        "Shazeer 2020, used by Cramming and ModernBERT), with 1.5x the weights at one intermediate_size: give "
+        "2/3 of it for the same compute. No transformers class has it: the directory carries its own code",
+        ("mlp", "glu"),
+    )
+    tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
+    pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")
+    initializer_range: float = documented(0.02, "std of the normal init of weights")
+    pad_vocab_multiple: int = documented(64, "round the embedding table up to a multiple of this for speed (1 = off)")
+    norm_bias: bool = documented(True, "every LayerNorm has a bias (BERT); ModernBERT's have none")
+    linear_bias: bool = documented(
+        True, "the attention, feed-forward and head projections have biases (BERT); ModernBERT's have none"
+    )
+    first_attention_norm: bool = documented(
+        True,
+        "pre-LN: the first layer normalises its input before attention (false: as ModernBERT, which relies on the "
+        "embeddings' LayerNorm just before it)",
+    )
+    rope_theta: float = documented(
+        10000.0, "rotary: the base of the angles, θ_i = base^(-2i/hs) (ModernBERT's global layers: 160,000)"
+    )
+    local_attention: int = documented(
+        0,
+        "sliding-window attention: in a local layer each token sees the tokens within local_attention/2 on either "
+        "side (ModernBERT: 128); 0 = every layer sees the whole sequence",
+    )
+    global_attention_every: int = documented(
+        1, "with local_attention: layers 0, N, 2N, ... see the whole sequence, the others a window (ModernBERT: 3)"
+    )
+    local_rope_theta: float = documented(10000.0, "rotary: the base of the local layers' angles (ModernBERT: 10,000)")
+    task_head: str = documented(
+        "pooler",
+        "what a fine-tuning head reads: pooler (BERT: dense + tanh on [CLS] for a sequence, the hidden states as "
+        "they are for tagging and QA) or transform (ModernBERT: dense, activation and LayerNorm, on [CLS] or on "
+        "every token, before the task's classifier)",
+        ("pooler", "transform"),
+    )
+    classifier_pooling: str = documented(
+        "cls",
+        "what a sequence classifier summarises a text by: [CLS], or (mean) the mean of its tokens",
+        ("cls", "mean"),
+    )
+
+    def __post_init__(self) -> None:
+        require(
+            [
+                (
+                    self.hidden_size % self.num_heads == 0,
+                    f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}",
+                ),
+                *check_choices(self),
+                (
+                    self.position_embedding != "rotary" or self.hidden_size // self.num_heads % 2 == 0,
+                    f"rotary positions turn pairs of dims: the head size {self.hidden_size // self.num_heads} "
+                    "(hidden_size / num_heads) must be even",
+                ),
+                (
+                    self.vocab_size > 0 and self.num_layers > 0 and self.pad_vocab_multiple > 0,
+                    "vocab_size, num_layers and pad_vocab_multiple must be positive",
+                ),
+                *(
+                    (getattr(self, name) <= most, f"{name} {getattr(self, name):,} is past any BERT's ({most:,})")
+                    for name, most in SIZE_LIMITS.items()
+                ),
+                (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
+                (self.type_vocab_size >= 0, f"type_vocab_size must be >= 0, not {self.type_vocab_size}"),
+                (
+                    self.first_attention_norm or self.norm_style == "pre",
+                    "first_attention_norm false leaves out a pre-LN norm: it needs norm_style pre",
+                ),
+                (
+                    self.local_attention >= 0 and self.global_attention_every >= 1,
+                    "local_attention must be >= 0 and global_attention_every >= 1",
+                ),
+                (
+                    self.classifier_pooling == "cls" or self.task_head == "transform",
+                    "classifier_pooling mean is ModernBERT's, with task_head transform",
+                ),
+            ],
+            "model",
+        )
+
+    def is_global_layer(self, layer: int) -> bool:
+        """Whether layer `layer` (from 0) sees the whole sequence, not a window of it."""
+        return not self.local_attention or layer % self.global_attention_every == 0
+
+    @property
+    def padded_vocab_size(self) -> int:
+        m = self.pad_vocab_multiple
+        return (self.vocab_size + m - 1) // m * m
+
+    def architecture(self) -> dict[str, Any]:
+        """The fields that define what the weights mean (not dropout or init)."""
+        return {name: getattr(self, name) for name in ARCHITECTURE_FIELDS}
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A named size (tiny … large), then `overrides`."""
+        return cls(**{**preset_size(name), **overrides})
+
+
+def preset_size(name: str) -> dict[str, int]:
+    """The fields a named size sets: layers, width, heads, and intermediate = 4 × width."""
+    if name not in PRESETS:
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+    layers, hidden, heads = PRESETS[name]
+    return dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)

@@ -1,0 +1,337 @@
+"""Fine-tuning: one loop for every task.
+
+    bertforge finetune run --task classification --train train.tsv --dev dev.tsv \\
+        --text-column sentence --label-column label --out sst2
+    bertforge finetune run --task regression --train train.tsv --dev dev.tsv \\
+        --text-column s1 --pair-column s2 --label-column score --out sts
+    bertforge finetune run --train sentence_polarity/ --out mr     # a file per class; dev held out of train
+    bertforge finetune run --task multi-label --train train.tsv --dev dev.tsv \\
+        --text-column text --label-column labels --out emotions      # a cell "joy,love": two labels
+    bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
+    bertforge finetune run --task token-classification --train train.parquet --dev validation.parquet \\
+        --out ner                                      # `datasets`' tokens and ner_tags, tag names from the file
+    bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
+    bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
+        --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
+    bertforge finetune run --task sentence-similarity --train pairs.tsv --text-column question \
+        --pair-column answer --out search          # sentence vectors for `bertforge embed`; dev held out
+
+A task (classification.py for one label, a set or a number; tagging.py, qa.py, multiple_choice.py,
+similarity.py) reads its files, encodes them with
+the model's tokenizer, cuts training batches and scores the dev set. This loop
+does the rest: a fresh head on the pre-trained encoder (or the same architecture
+from random weights with `from_scratch`, the baseline that shows what
+pre-training buys), AdamW with warm-up and linear decay, mixed precision, a dev
+evaluation after every epoch, the best epoch kept as a `transformers` model
+directory, and checkpoints (finetune_state.py) from which `--resume` goes on as if
+the run had never stopped. Bad input is found while reading, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from ..engine.metrics import MetricsLog
+from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
+from ..engine.runtime import MixedPrecision, StopSignals, resolve_device, resolve_precision
+from ..errors import Stopped, UserError
+from ..fileio import directory_lock, write_json
+from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
+from ..model.directory import check_vocab, load_model, read_config, resolve_model_dir, save_model
+from ..model.hf import config_from_hf
+from ..progress import Progress, say
+from ..tokenizer import load_tokenizer
+from .classification import PROBLEM_TYPES, ClassificationTask, Columns
+from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
+from .multiple_choice import ChoiceColumns, MultipleChoiceTask
+from .qa import QuestionAnsweringTask
+from .similarity import PairColumns, SimilarityTask
+from .state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
+from .tagging import TagColumns, TaggingTask
+
+
+class Task(Protocol):
+    """What a task gives the loop; `register_task` adds one of your own.
+
+    model_class     the model fine-tuned: one of bertforge's (BertForSequenceClassification, ...ForTokenClassification,
+                    ...ForQuestionAnswering, ...ForMultipleChoice, BertForSentenceEmbedding), whose forward(**batch)
+                    returns (logits, loss) and whose directory `transformers` reads
+    main_metric     the dev score that picks the best epoch (higher is better)
+    model_kwargs    what the model's head is built with (num_labels=...)
+    train_batches   one epoch's batches, in an order drawn from `rng`: dicts of tensors for the model's forward
+    evaluate        the dev scores, {name: value}, main_metric among them
+    saved_config    what config.json keeps beside the weights (id2label, thresholds)
+    summary         what summary.json says of the data (labels, sizes)
+    """
+
+    model_class: type
+    main_metric: str
+
+    def model_kwargs(self) -> dict[str, Any]: ...
+    def train_batches(self, batch_size: int, rng: np.random.Generator) -> list[dict[str, torch.Tensor]]: ...
+    def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]: ...
+    def saved_config(self) -> dict[str, Any]: ...
+    def summary(self) -> dict[str, Any]: ...
+
+
+# make(tokenizer, train, dev, seq_len, cfg, columns) -> a Task, its files read and encoded
+TaskMaker = Callable[[Tokenizer, Path, Path | None, int, FinetuneConfig, Any], Task]
+_TASKS_OF_YOUR_OWN: dict[str, TaskMaker] = {}
+
+
+def register_task(name: str, make: TaskMaker) -> None:
+    """Teach `finetune(model, name, train, dev, out, ...)` a task of your own: `make` reads `train` and `dev`
+    (any format you like) and returns a `Task`. The loop gives it what the built-in tasks get: a fresh head on
+    the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best epoch kept as a
+    `transformers` directory, checkpoints and `resume`. (The CLI's --task knows the built-in tasks only.)"""
+    if name in FINETUNE_TASKS:
+        raise ValueError(f"{name!r} is a built-in task")
+    _TASKS_OF_YOUR_OWN[name] = make
+
+
+def make_task(
+    kind: str,
+    tokenizer,
+    train: str | Path,
+    dev: str | Path | None,
+    seq_len: int,
+    cfg: FinetuneConfig,
+    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
+) -> Task:
+    """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
+    if kind in _TASKS_OF_YOUR_OWN:
+        return _TASKS_OF_YOUR_OWN[kind](tokenizer, Path(train), Path(dev) if dev else None, seq_len, cfg, columns)
+    if cfg.tune_thresholds and kind not in THRESHOLD_TASKS:
+        raise UserError(
+            "--tune-thresholds fits a threshold per label of --task multi-label, or when --task question-answering "
+            f"answers 'no answer'; --task {kind} has none"
+        )
+    if kind in PROBLEM_TYPES:
+        return ClassificationTask(
+            tokenizer,
+            train,
+            dev,
+            seq_len,
+            columns or Columns(),
+            PROBLEM_TYPES[kind],
+            cfg.dev_fraction,
+            cfg.tune_thresholds,
+        )
+    if kind == "sentence-similarity":
+        if columns is not None and not isinstance(columns, PairColumns):
+            raise UserError("--task sentence-similarity reads --text-column, --pair-column and --label-column")
+        return SimilarityTask(tokenizer, train, dev, seq_len, columns, cfg.dev_fraction)
+    if dev is None:
+        raise UserError(
+            f"--task {kind} needs --dev (only classification, multi-label, regression and sentence-similarity hold "
+            "out a share of --train)"
+        )
+    if kind == "token-classification":
+        return TaggingTask(tokenizer, train, dev, seq_len, columns or TagColumns())
+    if kind == "question-answering":
+        return QuestionAnsweringTask(
+            tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length, cfg.tune_thresholds
+        )
+    if kind == "multiple-choice":
+        if not isinstance(columns, ChoiceColumns):
+            raise UserError("--task multiple-choice needs --text-column, --choice-columns and --label-column")
+        return MultipleChoiceTask(tokenizer, train, dev, seq_len, columns)
+    raise UserError(f"unknown task {kind!r}; choose one of {', '.join(FINETUNE_TASKS)}")
+
+
+def finetune(
+    model_path: str | Path,
+    kind: str,
+    train: str | Path,
+    dev: str | Path | None,
+    out: str | Path,
+    cfg: FinetuneConfig | None = None,
+    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
+    progress: bool = True,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Fine-tune the model in `model_path` on a task; the best epoch's model goes to OUT/model. Without `dev`,
+    a classification, multi-label or regression task holds out `cfg.dev_fraction` of `train`.
+
+    `resume` continues the run OUT holds from its latest checkpoint, leaves a finished one as it is (its summary
+    is returned), or starts one; `overwrite` starts over. Without either, an OUT holding a fine-tuning, finished
+    or not, is refused: a model is never replaced by accident."""
+    cfg = cfg or FinetuneConfig()
+    out = Path(out)
+    unfinished = unfinished_step(out)
+    finished = unfinished is None and (out / "summary.json").is_file()
+    if not (resume or overwrite) and (unfinished is not None or finished or (out / "model").is_dir()):
+        held = f"an unfinished fine-tuning (step {unfinished})" if unfinished is not None else "a fine-tuned model"
+        action = "--resume to continue it, or " if unfinished is not None else ""
+        raise UserError(f"{out} holds {held}; pass {action}--overwrite to start over, or give another --out")
+    if resume and finished:
+        return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # nothing left to do
+    directory = resolve_model_dir(model_path)
+    tokenizer = load_tokenizer(directory)
+    config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    seq_len = min(cfg.sequence_length(kind), config.max_position_embeddings)
+    task = make_task(kind, tokenizer, train, dev, seq_len, cfg, columns)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    model = (
+        task.model_class(config, **task.model_kwargs())
+        if cfg.from_scratch
+        else load_model(task.model_class, directory, keep_heads=False, **task.model_kwargs())
+    )
+    check_vocab(tokenizer, model.config.vocab_size, str(directory))
+    if cfg.dropout is not None:
+        set_dropout(model, cfg.dropout, cfg.dropout)
+    device = resolve_device(cfg.device)
+    precision = MixedPrecision(device, resolve_precision(cfg.precision, device))
+    model.to(device)
+    use_fast_paths(model, device, precision.precision)
+    set_activation_checkpointing(model, cfg.activation_checkpointing)
+    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind))
+    with directory_lock(out):  # one process per fine-tuning, from here to its end
+        if unfinished is not None and resume:
+            fitting.restore()
+        else:
+            remove_fit_states(out)
+            (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
+        return fitting.run(progress)
+
+
+class _Fitting:
+    """One fine-tuning run: the epochs' steps, dev scores, the best epoch's model, and checkpoints to resume."""
+
+    def __init__(
+        self, task: Task, model, tokenizer, precision: MixedPrecision, cfg: FinetuneConfig, out: Path, settings
+    ):
+        self.task, self.model, self.tokenizer, self.precision, self.cfg = task, model, tokenizer, precision, cfg
+        self.out, self.settings = out, settings
+        self.optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
+        self.state = FitState()
+        self.saved_step: int | None = None  # the step of the latest checkpoint
+        self.last_save = time.perf_counter()
+        self.log = MetricsLog(out / "metrics.jsonl")
+
+    def restore(self) -> None:
+        self.state = load_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.settings)
+        self.saved_step = self.state.step
+        say(f"resumed at step {self.state.step} (epoch {self.state.epoch})")
+
+    def run(self, progress: bool) -> dict[str, Any]:
+        cfg, state = self.cfg, self.state
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log.truncate(state.step - state.batch)  # the epochs finished before this one began, none if fresh
+        self.log.path.touch()
+        rng = np.random.default_rng(cfg.seed)
+        started = time.perf_counter() - state.elapsed
+        total_steps = None
+        with StopSignals() as signals:
+            try:
+                for epoch in range(1, cfg.epochs + 1):
+                    # Every epoch's batches are drawn, done ones too, so a resumed run's data order is the seed's.
+                    batches = self.task.train_batches(cfg.batch_size, rng)
+                    if total_steps is None:
+                        total_steps = min(len(batches) * cfg.epochs, cfg.max_steps or len(batches) * cfg.epochs)
+                    if epoch < state.epoch:
+                        continue
+                    batches = batches[: total_steps - (state.step - state.batch)]  # a --max-steps run ends early
+                    self._train(epoch, batches, total_steps, started, signals, progress)
+                    last = epoch == cfg.epochs or state.step >= total_steps
+                    self._end_epoch(epoch, len(batches), last, started)
+                    if last:
+                        break
+                    self._save()
+                    if signals.received:
+                        raise self._stopped(signals.received)
+            except Stopped:
+                raise
+            except BaseException:
+                self._save_after_failure()
+                raise
+        summary = {**self.task.summary(), "main_metric": self.task.main_metric, "best": state.best}
+        write_json(self.out / "summary.json", summary)
+        remove_fit_states(self.out)
+        return summary
+
+    def _train(self, epoch: int, batches: list, total_steps: int, started: float, signals, progress: bool) -> None:
+        """The epoch's batches from where it stands, saving every --checkpoint-minutes and on a signal."""
+        cfg, state, precision = self.cfg, self.state, self.precision
+        warmup = warmup_fraction(cfg.warmup, total_steps)
+        self.model.train()
+        bar = Progress(len(batches), f"epoch {epoch}/{cfg.epochs}", "batch", progress, state.batch, cfg.log_every)
+        with bar:
+            for batch in batches[state.batch :]:
+                batch = {k: v.to(precision.device) for k, v in batch.items()}
+                lr = cfg.lr * lr_factor((state.step + 1) / total_steps, warmup, "linear")
+                set_lr(self.optimizer, lr)
+                with precision.autocast():
+                    _, loss = self.model(**batch)
+                precision.backward(loss)
+                precision.step(self.optimizer, self.model.parameters(), cfg.grad_clip)
+                state.step, state.batch = state.step + 1, state.batch + 1
+                state.train_loss += float(loss.detach())
+                state.elapsed = time.perf_counter() - started
+                bar.update(1, f"step {state.step}  loss {state.train_loss / state.batch:.4f}  lr {lr:.2e}")
+                if signals.received:
+                    self._save()
+                    raise self._stopped(signals.received)
+                if cfg.checkpoint_minutes and time.perf_counter() - self.last_save >= 60 * cfg.checkpoint_minutes:
+                    self._save()
+
+    def _end_epoch(self, epoch: int, batches: int, last: bool, started: float) -> None:
+        """Score dev, log the epoch, keep the model if it is the best so far; then the next epoch starts."""
+        state, task = self.state, self.task
+        scores = task.evaluate(self.model, self.precision) if self.cfg.dev_every_epoch or last else {}
+        record = {
+            "epoch": epoch,
+            "step": state.step,
+            "train_loss": state.train_loss / max(batches, 1),
+            "elapsed": time.perf_counter() - started,
+            **{f"dev_{k}": v for k, v in scores.items()},
+        }
+        self.log.write(record)
+        if scores:
+            say(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()))
+            if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
+                extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
+                save_model(self.model, self.out / "model", self.tokenizer, extra)
+                state.best = record  # only once model/ holds it: a save that fails leaves the last best in both
+        state.epoch, state.batch, state.train_loss = epoch + 1, 0, 0.0
+        state.elapsed = time.perf_counter() - started
+
+    def _save(self) -> None:
+        save_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.state, self.settings)
+        self.saved_step, self.last_save = self.state.step, time.perf_counter()
+
+    def _save_after_failure(self) -> None:
+        """An error in the loop (a full disk, a bug, a bar that broke): keep the steps done, unless saved already."""
+        if self.state.step in (0, self.saved_step):
+            return
+        try:
+            self._save()
+            say(
+                f"saved a checkpoint at step {self.state.step} before stopping on an error; fix it, then run the "
+                "same command with --resume"
+            )
+        except Exception as e:  # the original error matters more; say why nothing could be saved
+            say(f"could not save a checkpoint after the error: {e}")
+
+    def _stopped(self, signal_number: int) -> Stopped:
+        return Stopped(
+            signal_number,
+            f"stopped by signal {signal_number} at step {self.state.step}; checkpoint saved in "
+            f"{self.out / 'checkpoints'}. Resume with the same command and --resume",
+        )
+
+
+def _better(score: float, best: float) -> bool:
+    return not math.isnan(score) and (math.isnan(best) or score > best)

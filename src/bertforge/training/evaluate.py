@@ -1,0 +1,130 @@
+"""`bertforge evaluate`: held-out MLM loss, accuracy and perplexity (and the pair head's accuracy) of a model.
+
+The batches are built once, with a fixed masking seed and BERT's standard 15%
+masking, so evaluations of different runs on the same data compare like with like.
+A run's final model evaluated on the run's own data directory is evaluated as the
+run evaluated itself (its seed, batch size, batches, length and masking), so the
+figures are those of its last held-out line, not of other masks.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..data.directory import read_meta
+from ..data.instances import fixed_batches, pretraining_dataset
+from ..data.masking import MaskingCollator, MaskingConfig
+from ..data.prepare import prepare
+from ..display import Record
+from ..engine.runtime import MixedPrecision, resolve_device, resolve_precision
+from ..errors import UserError
+from ..labels import IGNORE_INDEX
+from ..model.directory import load_model_and_tokenizer, pretraining_info, resolve_model_dir
+from ..tokenizer import fingerprint, save_tokenizer
+from .metrics import evaluate_batches
+
+EVAL_SEED = 1234
+
+
+def evaluate_model(
+    model_path: str | Path,
+    data: list[str],
+    batch_size: int | None = None,
+    seq_len: int | None = None,
+    max_batches: int | None = None,
+    device: str = "cpu",
+    precision: str = "fp32",
+    seed: int | None = None,
+    trust_pickle: bool = False,
+    layout: str | None = None,
+    document_mask: bool | None = None,
+) -> dict:
+    """Evaluate a model on a prepared data directory (its held-out split) or on raw text files.
+
+    The instances are laid out for the model's own pair objective (sentence pairs
+    for nsp/sop, full-length windows for none), or as `layout` says: one layout for
+    every model makes the MLM accuracies of different recipes comparable. What is not given is the run's own
+    evaluation for a run's model on its data (`own_evaluation`), else 50 batches of 32 sequences of 128 tokens,
+    masked with EVAL_SEED. Packed windows keep their documents apart where the model was trained so
+    (`document_mask` None: as its directory records).
+    """
+    own = own_evaluation(model_path, data)
+    batch_size = batch_size or own.get("batch_size", 32)
+    seq_len = seq_len or own.get("seq_len", 128)
+    max_batches = max_batches or own.get("eval_batches", 50)
+    data_seed, mask_seed = (seed, seed) if seed is not None else own.get("seeds", (EVAL_SEED, EVAL_SEED))
+    directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
+    device = resolve_device(device)
+    model.to(device)
+    seq_len = min(seq_len, model.config.max_position_embeddings)
+    info = pretraining_info(directory)
+    pair_objective = layout or info.get("pair_objective", "nsp")
+    if document_mask is None:
+        document_mask = bool(info.get("document_mask"))
+    with tempfile.TemporaryDirectory() as scratch:
+        if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():
+            data_dir = Path(data[0])
+            meta = read_meta(data_dir)
+            if meta["tokenizer_fingerprint"] != fingerprint(tokenizer):
+                raise UserError(f"{data_dir} was prepared with a different tokenizer than {directory}'s")
+            split = "valid" if meta["splits"]["valid"]["documents"] else "train"
+        else:
+            save_tokenizer(tokenizer, scratch)
+            data_dir = Path(scratch) / "data"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # one-document text is fine here
+                prepare(data, scratch, data_dir, valid_fraction=0.0, progress=False)
+            split = "train"
+        dataset = pretraining_dataset(data_dir, split, seq_len, pair_objective, data_seed)
+        if dataset.num_instances(0) == 0:
+            raise UserError(f"{', '.join(data)}: too little text to build a single instance")
+        masking = MaskingConfig.for_evaluation(seq_len, own.get("whole_word_mask", False))
+        collator = MaskingCollator(tokenizer, masking, seed=mask_seed, document_ids=document_mask)
+        batches = fixed_batches(dataset, collator, batch_size, max_batches)
+        result = evaluate_batches(
+            model, batches, MixedPrecision(device, resolve_precision(precision, device)), pair_objective
+        )
+    result["unigram_baseline_acc"] = unigram_baseline(batches)
+    result["pair_objective"] = pair_objective
+    return Record(result)
+
+
+def own_evaluation(model_path: str | Path, data: list[str]) -> dict[str, Any]:
+    """How a run evaluated its held-out text during training, when `model_path` is that run (or its model/) and
+    `data` its data directory: the trainer's seeds (the run's seed for the instances, the next for the masks),
+    batch size, batch count, length and masking. {} for any other model or text."""
+    try:
+        model_dir = resolve_model_dir(model_path)
+    except UserError:
+        return {}  # loading the model says what is wrong
+    run_config = model_dir.parent / "config.json"
+    if model_dir.name != "model" or len(data) != 1 or not run_config.is_file():
+        return {}
+    try:
+        run = json.loads(run_config.read_text(encoding="utf-8"))
+        train, ran_on = run["train"], Path(run["data"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if not ran_on.is_dir() or not Path(data[0]).is_dir() or not ran_on.samefile(data[0]):
+        return {}
+    return {
+        "seeds": (train["seed"], train["seed"] + 1),
+        "batch_size": train["batch_size"],
+        "eval_batches": train["eval_batches"],
+        "seq_len": train["seq_len"],
+        "whole_word_mask": train.get("whole_word_mask", False),
+    }
+
+
+def unigram_baseline(batches: list[dict]) -> float:
+    """Accuracy of always predicting the most frequent token: what MLM accuracy must beat to mean anything."""
+    labels = torch.cat([b["mlm_labels"][b["mlm_labels"] != IGNORE_INDEX] for b in batches])
+    if labels.numel() == 0:
+        return 0.0
+    return float(torch.bincount(labels).max()) / labels.numel()

@@ -1,0 +1,19 @@
+"""What a run's objective trains: BERT with its heads (masked LM, and a pair head), or ELECTRA's generator and
+discriminator.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..model.bert import BertForPreTraining
+from ..model.config import ModelConfig
+from ..model.electra import ElectraForPreTraining
+from .config import TrainConfig
+
+
+def pretraining_model(model_config: ModelConfig, cfg: TrainConfig) -> nn.Module:
+    """The model `cfg.objective` trains: BERT with its heads, or ELECTRA's generator and discriminator."""
+    if cfg.objective == "electra":
+        return ElectraForPreTraining(model_config, cfg.generator_layers, cfg.rtd_weight, cfg.generator_temperature)
+    return BertForPreTraining(model_config)

@@ -1,0 +1,563 @@
+"""The pre-training loop: MLM (and a pair objective) with AdamW, warm-up and decay, clipping, accumulation,
+mixed precision and DDP; held-out evaluation, metrics, checkpoints and exact resume.
+
+    bertforge pretrain --data data/ --out runs/mini --preset mini --max-steps 2000
+    torchrun --nproc_per_node=2 -m bertforge pretrain --data data/ --out runs/mini ...
+
+One optimizer step consumes `grad_accum` micro-batches per process. Losses are
+normalised by the number of masked tokens in the *whole* step (all micro-batches,
+all processes), so N processes × batch B, or accumulation, give the same update
+as one process with the full batch.
+
+No run is lost: an error anywhere in the loop (logging, evaluation, the progress
+bar) saves a checkpoint before it propagates, and SIGINT/SIGTERM save and stop.
+The run directory is locked for the run, and its data directory held against
+`prepare` replacing it; a damaged checkpoint is never resumed from, and weights
+that are no longer numbers are never saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tokenizers import Tokenizer
+
+from ..data.directory import read_meta
+from ..data.instances import fixed_batches, pretraining_dataset
+from ..data.masking import MaskingCollator, MaskingConfig, packed_documents, thin_masks
+from ..engine.checkpoint import all_finite, checkpoint_dirs, intact_checkpoint
+from ..engine.hardware import PeakMeter
+from ..engine.metrics import MetricsLog
+from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
+from ..engine.runtime import (
+    AUTOCAST_DTYPES,
+    MixedPrecision,
+    StopSignals,
+    keep_freed_memory,
+    resolve_device,
+    resolve_precision,
+    setup_distributed,
+)
+from ..errors import TrainingFailed, UserError
+from ..fileio import directory_lock
+from ..labels import IGNORE_INDEX
+from ..model.bert import set_activation_checkpointing, use_fast_paths
+from ..model.config import ModelConfig
+from ..model.directory import PRETRAINING_KEY, load_weights, save_model
+from ..progress import TrainingProgress
+from ..tokenizer import fingerprint, load_tokenizer
+from .config import TrainConfig, masking_config
+from .continued import check_start
+from .flops import pretraining_flops_per_token
+from .loader import BatchPlan, make_loader
+from .metrics import MetricSums, evaluate_batches, summarise
+from .objectives import pretraining_model
+from .rundir import (
+    METRICS,
+    TENSORBOARD,
+    TrainerState,
+    check_run_dir,
+    load_checkpoint,
+    prepare_run_dir,
+    read_trainer_state,
+    run_configs,
+    save_checkpoint,
+)
+
+
+def check_data(
+    data_dir: Path, model_config: ModelConfig, cfg: TrainConfig, init_from: str = ""
+) -> tuple[Tokenizer, tuple[Path, ModelConfig] | None]:
+    """The data directory's tokenizer and the directory and config of the model to start from (None: new weights),
+    after checking that data, starting model, model and settings fit together."""
+    meta = read_meta(data_dir)
+    tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
+    if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
+        raise UserError(f"{data_dir}: tokenizer.json does not match the one the data was prepared with")
+    start = check_start(init_from, model_config, tokenizer) if init_from else None
+    if model_config.vocab_size != meta["vocab_size"]:
+        raise UserError(
+            f"model vocab_size {model_config.vocab_size} does not match the data's tokenizer "
+            f"({meta['vocab_size']} tokens)"
+        )
+    if cfg.seq_len > model_config.max_position_embeddings:
+        raise UserError(
+            f"--seq-len {cfg.seq_len} exceeds the position table "
+            f"(max_position_embeddings {model_config.max_position_embeddings})"
+        )
+    if cfg.time_budget and cfg.warmup >= 1:
+        raise UserError("with --time-budget, give --warmup as a fraction of the budget (< 1)")
+    if cfg.pair_objective != "none" and model_config.type_vocab_size < 2:
+        raise UserError(
+            f"--pair-objective {cfg.pair_objective} tells segment A from B: it needs --type-vocab-size 2, "
+            f"not {model_config.type_vocab_size}"
+        )
+    return tokenizer, start
+
+
+@dataclass
+class RunResult:
+    state: TrainerState
+    interrupted: int = 0  # the signal that stopped the run, 0 if it finished
+    final_eval: dict[str, Any] = field(default_factory=dict)
+    is_main: bool = True  # rank 0, the process that reports
+
+
+class Trainer:
+    """Pre-trains one model on one data directory into one run directory."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        run_dir: str | Path,
+        model_config: ModelConfig,
+        cfg: TrainConfig,
+        resume: bool = False,
+        overwrite: bool = False,
+        progress: bool = True,
+        tensorboard: bool = False,
+        recipe: str | None = None,
+    ):
+        self.data_dir, self.run_dir, self.model_config, self.cfg = Path(data_dir), Path(run_dir), model_config, cfg
+        self.show_progress = progress
+        self.processes = setup_distributed(cfg.device)
+        self.device = resolve_device(cfg.device, self.processes.local_rank)
+        self.precision = MixedPrecision(self.device, resolve_precision(cfg.precision, self.device))
+        self.locks = contextlib.ExitStack()  # held until `close`: the run directory, and the data it reads
+        try:
+            self._start(model_config, cfg, resume, overwrite, tensorboard, recipe)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, model_config: ModelConfig, cfg: TrainConfig, resume: bool, overwrite: bool, tensorboard, recipe):
+        resume = resume and run_configs(self.run_dir) is not None  # a run that never saved starts again
+        start_from = cfg.init_from if not resume else ""  # a resumed run's checkpoint, not --init-from, holds it
+        self.tokenizer, start = check_data(self.data_dir, model_config, cfg, start_from)
+        self.configs = {
+            "model": model_config.to_dict(),
+            "train": cfg.to_dict(),
+            "data": str(self.data_dir),
+            "tokenizer_fingerprint": fingerprint(self.tokenizer),
+            **({"recipe": recipe} if recipe else {}),
+        }
+        # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
+        self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
+        if cfg.document_mask:
+            self.extra_config[PRETRAINING_KEY]["document_mask"] = True
+        if recipe:
+            self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
+        if cfg.init_from:
+            self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
+        check_run_dir(self.run_dir, self.configs, resume, overwrite)
+        self._lock()
+        checkpoint = intact_checkpoint(self.run_dir, set_aside=self.processes.is_main) if resume else None
+        if resume and checkpoint is None:
+            raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
+        if self.processes.is_main:
+            prepare_run_dir(self.run_dir, self.configs, resume, overwrite)
+        if self.processes.world > 1:
+            dist.barrier()  # rank 0 has prepared the directory before any process reads or writes it
+        tensorboard_dir = self.run_dir / TENSORBOARD if tensorboard else None
+        self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
+
+        torch.manual_seed(cfg.seed)
+        self.model = pretraining_model(model_config, cfg)
+        if start is not None:
+            start_dir, start_config = start
+            load_weights(self.model, start_dir, longer_positions=True)
+            self._say(f"starting from the weights of {start_dir}")
+            known = start_config.max_position_embeddings
+            if known < model_config.max_position_embeddings:
+                self._say(
+                    f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
+                    f"it learns them here, on {cfg.seq_len}-token sequences"
+                )
+        if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not resume:
+            self._say(
+                f"ALiBi keeps each head near (slopes 1/2 to 1/{2**model_config.num_heads}), so [CLS] may not read "
+                f"the second text: the {cfg.pair_objective.upper()} head stayed at chance with it on tiny "
+                "(--position-embedding rotary --attention-bias none let it learn)"
+            )
+        self.model.to(self.device)
+        use_fast_paths(self.model, self.device, self.precision.precision)
+        set_activation_checkpointing(self.model, cfg.activation_checkpointing)
+        if self.device == "cpu":
+            keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
+        self.optimizer = build_optimizer(
+            self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
+        )
+        self.state, self.window = TrainerState(), MetricSums()
+        if checkpoint is not None:
+            self._restore(checkpoint)
+
+        self.train_data = pretraining_dataset(
+            self.data_dir, "train", cfg.seq_len, cfg.pair_objective, cfg.seed, cfg.short_seq_prob
+        )
+        masking = masking_config(cfg)
+        self.collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed, document_ids=cfg.document_mask)
+        self.eval_batches = self._eval_batches()
+        self.step_model = self._wrap(self.model)
+        dtype = AUTOCAST_DTYPES.get(
+            self.precision.precision, torch.float32
+        )  # MFU against the peak of the precision in use
+        self.peak = PeakMeter(self.device, dtype) if self.processes.is_main else None
+        self.last_eval: dict[str, Any] = {}
+        self._saving = False  # an error while saving must not trigger another save
+        self._save_failed = False  # a save that failed (a full disk) is not tried again on the way out
+        self._bad_streak = 0  # consecutive steps with a non-finite gradient
+        self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
+
+    def _lock(self) -> None:
+        """The main process locks the run directory (one process per run) and holds the data directory against
+        `prepare` replacing it; every process fails together if it cannot."""
+        failure = None
+        if self.processes.is_main:
+            try:
+                self.locks.enter_context(directory_lock(self.run_dir))
+                self.locks.enter_context(directory_lock(self.data_dir, shared=True))
+            except UserError as e:
+                failure = e
+        if self.processes.world > 1:
+            failed = torch.tensor([float(failure is not None)], device=self.device)
+            dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+            if failed.item() and failure is None:
+                failure = UserError(f"{self.run_dir}: the main process could not lock the run directory")
+        if failure is not None:
+            raise failure
+
+    def close(self) -> None:
+        """Release the run and data directories."""
+        self.locks.close()
+
+    def _restore(self, checkpoint: Path) -> None:
+        self.state = load_checkpoint(checkpoint, self.model, self.optimizer, self.precision.scaler)
+        self.window = MetricSums(read_trainer_state(checkpoint).get("window", {}))
+        if self.log is not None:
+            self.log.truncate(self.state.step)
+        self._say(f"resumed from {checkpoint} at step {self.state.step}")
+
+    def _eval_batches(self) -> list[dict]:
+        """Fixed held-out batches, masked at BERT's standard rate whatever --mask-prob trains with: runs compare."""
+        if not self.processes.is_main or read_meta(self.data_dir)["splits"]["valid"]["documents"] == 0:
+            return []
+        cfg = self.cfg
+        valid = pretraining_dataset(self.data_dir, "valid", cfg.seq_len, cfg.pair_objective, cfg.seed)
+        masking = MaskingConfig.for_evaluation(cfg.seq_len, cfg.whole_word_mask)
+        collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed + 1, document_ids=cfg.document_mask)
+        return fixed_batches(valid, collator, cfg.batch_size, cfg.eval_batches)
+
+    def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """What the loop calls: the model, compiled and/or wrapped for DDP (kept out of model.py)."""
+        if self.cfg.compile:
+            model = torch.compile(model)
+        if self.processes.world > 1:
+            device_ids = [self.processes.local_rank] if self.device.startswith("cuda") else None
+            # Without a pair objective the pair head and pooler (and ELECTRA's generator's) get no gradient:
+            # DDP must be told, or it waits for them and fails at the second step.
+            unused = self.cfg.pair_objective == "none"
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=device_ids, find_unused_parameters=unused
+            )
+        return model
+
+    # -------------------------------------------------------- the loop
+
+    def train(self) -> RunResult:
+        """Step until the budget (steps or seconds) is spent or a signal arrives; save, evaluate, write the model.
+        The directories are released when it returns or raises."""
+        try:
+            return self._train()
+        finally:
+            self.close()
+
+    def _train(self) -> RunResult:
+        cfg = self.cfg
+        plan = BatchPlan(self.train_data, cfg.batch_size, self.processes, cfg.seed, cfg.batch_size_at, cfg.grad_accum)
+        position = (self.state.epoch, self.state.epoch_offset, self.state.step)
+        batches = iter(make_loader(plan, self.collator, position, cfg, self.device))
+        started = time.perf_counter() - self.state.elapsed
+        self._window_start = (time.perf_counter(), self.state.tokens_seen)
+        self.model.train()
+        progress = TrainingProgress(
+            self.show_progress and self.processes.is_main,
+            cfg.time_budget,
+            cfg.max_steps,
+            self.state.step,
+            self.state.elapsed,
+        )
+        with StopSignals() as signals, progress:
+            try:
+                while True:
+                    elapsed, stop = self._agree(time.perf_counter() - started, signals.received)
+                    if stop or self._budget_spent(elapsed):
+                        break
+                    run_progress = self._progress(elapsed)
+                    lr = cfg.lr * lr_factor(run_progress, warmup_fraction(cfg.warmup, cfg.max_steps), cfg.schedule)
+                    set_lr(self.optimizer, lr)
+                    micro_batches = [next(batches) for _ in range(cfg.grad_accum)]
+                    if cfg.mask_prob_final:
+                        keep = cfg.mask_rate(run_progress) / cfg.peak_mask_prob
+                        micro_batches = [thin_masks(b, keep) for b in micro_batches]
+                    grad_norm, tokens = self._step(micro_batches)
+                    self._count_step(grad_norm, tokens, [plan.positions.popleft() for _ in range(cfg.grad_accum)][-1])
+                    self.state.elapsed = time.perf_counter() - started
+                    progress.update(self.state.step, self.state.elapsed)
+                    self._periodic(lr, progress)
+            except BaseException as error:
+                self._save_after_failure(error)
+                raise
+        self.save()
+        if stop:
+            signal_number = signals.received or 15  # another process may have been the one signalled (SIGTERM)
+            self._say(
+                f"stopped by signal {signal_number} at step {self.state.step}; checkpoint saved. Resume with:\n"
+                f"  bertforge pretrain --data {self.data_dir} --out {self.run_dir} --resume"
+            )
+            return RunResult(self.state, interrupted=signal_number, is_main=self.processes.is_main)
+        final = self.last_eval if self.last_eval.get("step") == self.state.step else self.evaluate()
+        self._write_model()
+        return RunResult(self.state, final_eval=final, is_main=self.processes.is_main)
+
+    def _progress(self, elapsed: float) -> float:
+        if self.cfg.time_budget:
+            return min(1.0, elapsed / self.cfg.time_budget)
+        return min(1.0, (self.state.step + 1) / self.cfg.max_steps)
+
+    def _budget_spent(self, elapsed: float) -> bool:
+        return elapsed >= self.cfg.time_budget if self.cfg.time_budget else self.state.step >= self.cfg.max_steps
+
+    def _agree(self, elapsed: float, signalled: int) -> tuple[float, bool]:
+        """All processes take the same clock (the slowest one's) and stop together if any was signalled.
+
+        Without this, a time budget or a signal could stop one rank a step before
+        the others (a deadlock), and ranks would set slightly different lrs.
+        """
+        if self.processes.world == 1:
+            return elapsed, bool(signalled)
+        flags = torch.tensor([elapsed, float(bool(signalled))], dtype=torch.float64, device=self.device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return float(flags[0]), bool(flags[1])
+
+    def _step(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, int]:
+        """Forward and backward over the micro-batches, then one update. Returns (grad norm, tokens of all ranks)."""
+        masked, sequences, tokens = self._global_counts(micro_batches)
+        pair = self.cfg.pair_objective != "none"
+        for i, batch in enumerate(micro_batches):
+            # Decided on the CPU copy: no padding (and one document a window) means no mask (flash attention),
+            # without a device sync.
+            unpadded = bool(batch["attention_mask"].all())
+            documents = packed_documents(batch)
+            batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
+            apart = {"document_ids": documents.to(self.device)} if documents is not None else {}
+            if "sampling_draws" in batch:  # ELECTRA: the generator's samples, drawn per instance
+                apart["sampling_draws"] = batch["sampling_draws"]
+            last = i == len(micro_batches) - 1
+            sync = self.step_model.no_sync() if self.processes.world > 1 and not last else contextlib.nullcontext()
+            with sync:
+                with self.precision.autocast():
+                    out = self.step_model(
+                        batch["input_ids"],
+                        batch["token_type_ids"],
+                        None if unpadded else batch["attention_mask"],
+                        batch["mlm_labels"],
+                        batch["nsp_labels"] if pair else None,
+                        **apart,
+                    )
+                # Sums over this micro-batch, divided by the whole step's counts; × world undoes DDP's averaging.
+                loss = out.mlm_loss * (out.mlm_targets.numel() / max(masked, 1.0))
+                if pair:
+                    loss = loss + out.nsp_loss * (len(batch["input_ids"]) / sequences)
+                if out.rtd_loss is not None:  # ELECTRA: every real token is judged
+                    loss = loss + self.cfg.rtd_weight * out.rtd_loss * (out.rtd_tokens / tokens)
+                self.precision.backward(loss * self.processes.world)
+            self.window.add_batch(out, batch["nsp_labels"] if pair else None)
+        grad_norm = self.precision.step(self.optimizer, self.model.parameters(), self.cfg.grad_clip)
+        self.window.add_step(grad_norm)
+        return grad_norm, int(tokens)
+
+    def _global_counts(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[float, float, float]:
+        """Masked tokens, sequences and real tokens in the whole step, over all processes."""
+        counts = torch.tensor(
+            [
+                sum(int((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in micro_batches),
+                sum(len(b["input_ids"]) for b in micro_batches),
+                sum(int(b["attention_mask"].sum()) for b in micro_batches),
+            ],
+            dtype=torch.float64,
+        )
+        if self.processes.world > 1:
+            counts = counts.to(self.device)
+            dist.all_reduce(counts)
+            counts = counts.cpu()
+        masked, sequences, tokens = counts.tolist()
+        return masked, sequences, tokens
+
+    def _count_step(self, grad_norm: torch.Tensor, tokens: int, position: tuple[int, int]) -> None:
+        """Advance the state; a non-finite gradient skipped its update, and too many in a row stop the run."""
+        finite = self.precision.scaler is not None or bool(torch.isfinite(grad_norm))
+        self._bad_streak = 0 if finite else self._bad_streak + 1
+        self.state.bad_steps += 0 if finite else 1
+        self.state.step += 1
+        self.state.tokens_seen += tokens
+        self.state.epoch, self.state.epoch_offset = position
+        if self._bad_streak >= self.cfg.max_bad_steps:
+            raise UserError(
+                f"the loss was not finite for {self._bad_streak} steps in a row (step {self.state.step}); "
+                "lower --lr or check the data"
+            )
+
+    def _periodic(self, lr: float, progress: TrainingProgress) -> None:
+        """Log, evaluate and save on their schedules."""
+        cfg, step = self.cfg, self.state.step
+        if step % cfg.log_every == 0:
+            progress.show(self._log_window(lr), cfg.pair_objective)
+        if cfg.eval_every and step % cfg.eval_every == 0:
+            self.evaluate()
+        if cfg.save_every and step % cfg.save_every == 0:
+            self.save()
+
+    def _log_window(self, lr: float) -> dict[str, Any] | None:
+        totals = self.window.totals(self.processes, self.device)
+        self.window = MetricSums()
+        tokens = self.state.tokens_seen - self._window_start[1]
+        seconds = time.perf_counter() - self._window_start[0]
+        peak_flops = self.peak.current() if self.peak is not None else 0.0  # its sample, if due, is in no window
+        self._window_start = (time.perf_counter(), self.state.tokens_seen)
+        if not self.processes.is_main or totals["steps"] == 0:
+            return None
+        tokens_per_s = tokens / max(seconds, 1e-9)
+        flops = pretraining_flops_per_token(self.model_config, self.cfg, totals["masked"] / max(tokens, 1))
+        record = {
+            "step": self.state.step,
+            "split": "train",
+            "tokens": self.state.tokens_seen,
+            **summarise(totals, self.cfg.pair_objective),
+            "lr": lr,
+            "grad_norm": totals["grad_norm"] / totals["steps"],
+            "masked_fraction": totals["masked"] / max(tokens, 1),  # of all tokens, [CLS] and [SEP] included
+            "tokens_per_s": tokens_per_s,
+            "mfu": flops * tokens_per_s / (peak_flops * self.processes.world),
+            "elapsed": self.state.elapsed,
+            "bad_steps": self.state.bad_steps,
+        }
+        self.log.write(record)
+        return record
+
+    # -------------------------------------------------------- evaluation and saving
+
+    def evaluate(self) -> dict[str, Any]:
+        if not self.processes.is_main or not self.eval_batches:
+            return {}
+        pair = self.cfg.pair_objective
+        result = evaluate_batches(self.model, self.eval_batches, self.precision, pair)
+        record = {"step": self.state.step, "split": "valid", **result, "elapsed": self.state.elapsed}
+        self.log.write(record)
+        self.last_eval = record
+        if not self.show_progress:  # --quiet: the final summary says the last one
+            return record
+        self._say(
+            f"step {self.state.step}: held-out MLM loss {result['mlm_loss']:.3f}, accuracy {result['mlm_acc']:.3f}, "
+            f"perplexity {result['perplexity']:.1f}"
+            + (f", {pair.upper()} accuracy {result[pair + '_acc']:.3f}" if pair != "none" else "")
+            + (f", replaced-token accuracy {result['rtd_acc']:.3f}" if "rtd_acc" in result else "")
+        )
+        return record
+
+    def save(self) -> None:
+        """A checkpoint of the current step (once: a step already saved is not written again)."""
+        if not self.processes.is_main:
+            return
+        last = checkpoint_dirs(self.run_dir)
+        if last and last[-1].name == f"step_{self.state.step:06d}":
+            return
+        self._check_finite()
+        window = {k: float(v) for k, v in self.window.sums.items()}
+        self._saving = True
+        try:
+            save_checkpoint(
+                self.run_dir,
+                self.model,
+                self.optimizer,
+                self.state,
+                {**self.configs, "window": window},
+                self.cfg.keep_last,
+                self.precision.scaler,
+                self.tokenizer,
+                self.extra_config,
+            )
+        except OSError as e:
+            self._save_failed = True
+            raise UserError(
+                f"could not write a checkpoint in {self.run_dir / 'checkpoints'} ({e.strerror or e}); "
+                "the previous checkpoint is intact"
+            ) from None
+        finally:
+            self._saving = False
+
+    def _check_finite(self) -> None:
+        """Weights that are no longer numbers are never saved: the run stops, naming the step."""
+        if all_finite(self.model):
+            return
+        last = checkpoint_dirs(self.run_dir)
+        kept = f"the last checkpoint, {last[-1].name}, is intact" if last else "no checkpoint was saved"
+        raise TrainingFailed(
+            f"the model's weights are not finite at step {self.state.step} (the run diverged, or resumed from "
+            f"damaged state); nothing was saved from it: {kept}. Lower --lr or --grad-clip, or check the data"
+        )
+
+    def _save_after_failure(self, error: BaseException) -> None:
+        """An error in the loop: keep the work done so far, unless saving itself is what failed (once is enough)
+        or the weights are what went wrong."""
+        if self._saving or self._save_failed or self.state.step == 0 or isinstance(error, TrainingFailed):
+            return
+        try:
+            self.save()
+            self._say(
+                f"saved a checkpoint at step {self.state.step} before stopping on an error; fix it, then --resume"
+            )
+        except Exception as e:  # the original error matters more; say why nothing could be saved
+            self._say(f"could not save a checkpoint after the error: {e}")
+
+    def _write_model(self) -> None:
+        """The final model directory (tokenizer included)."""
+        if not self.processes.is_main:
+            return
+        self._check_finite()
+        try:
+            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config)
+        except OSError as e:
+            raise UserError(
+                f"could not write the model in {self.run_dir / 'model'} ({e.strerror or e}); the last checkpoint "
+                "is intact: make room, then run the same command with --resume"
+            ) from None
+        self.log.close()
+
+    def _say(self, message: str) -> None:
+        if self.processes.is_main:
+            TrainingProgress.write(message)
+
+
+def pretrain(data_dir, run_dir, model_config: ModelConfig, cfg: TrainConfig, **options) -> RunResult:
+    """Pre-train a BERT on a prepared data directory; see the module docstring."""
+    trainer = Trainer(data_dir, run_dir, model_config, cfg, **options)
+    try:
+        result = trainer.train()
+        if dist.is_initialized():
+            dist.barrier()  # rank 0 may still be saving; tearing down under it aborts the other processes
+        return result
+    finally:
+        trainer.close()
+        if dist.is_initialized():
+            # The DDP wrapper holds the process group; freed only at interpreter exit, Gloo's pending
+            # work would need the GIL during finalisation and abort. Release it while Python is alive.
+            trainer.step_model = None
+            gc.collect()
+            dist.destroy_process_group()
