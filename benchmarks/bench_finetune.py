@@ -1,10 +1,16 @@
-"""Fine-tuning step throughput: bertforge's sequence classifier against `transformers`' on identical batches.
+"""Fine-tuning step throughput: bertforge's sequence classifier, padded and unpadded, against `transformers`' on
+identical batches.
 
     python benchmarks/bench_finetune.py --preset mini
+    python benchmarks/bench_finetune.py --preset mini --batches shuffled
 
-Batches are what `finetune` builds: sentence pairs (consecutive sentences of the
-bundled book sample), tokenised once, padded to the longest in a length-sorted
-pool, so most carry an attention mask. A step is forward + cross-entropy +
+Batches are sentence pairs (consecutive sentences of the bundled book sample),
+tokenised once. `--batches bucketed` (the default) pads to the longest in a
+length-sorted pool, as `finetune` builds them; `--batches shuffled` pads a
+random draw to its longest, as the plain `transformers` loop does
+(`DataCollatorWithPadding` over a shuffled set). bertforge races twice: padded
+(`--unpad never`) and unpadded (`--unpad always`, unpadding.py: the sequences
+packed into fewer rows). A step is forward + cross-entropy +
 backward + clip + AdamW. Contenders alternate step by step, in a shuffled order
 each round (bench_train's race). Rows: fp32, and bf16 where the CPU is fast at
 it. Dropout is 0.1, so on CPU bertforge takes the explicit attention form with
@@ -19,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -33,29 +40,39 @@ from bertforge.data.batching import TextBatcher, shuffled_buckets  # noqa: E402
 from bertforge.engine.hardware import cpu_has_fast_bf16  # noqa: E402
 from bertforge.model.bert import BertForSequenceClassification  # noqa: E402
 from bertforge.model.directory import save_model  # noqa: E402
+from bertforge.model.unpadding import set_unpadding  # noqa: E402
 from bertforge.tokenizer import train_tokenizer  # noqa: E402
 
 from common import machine_description  # noqa: E402
 
 
-def pair_batches(texts: list[str], batch_size: int, n_batches: int, seq_len: int):
-    """(tokenizer, batches with labels): consecutive sentences as pairs, shuffled length buckets as finetune does."""
+def pair_batches(texts: list[str], batch_size: int, n_batches: int, seq_len: int, bucketed: bool = True):
+    """(tokenizer, batches with labels): consecutive sentences as pairs, in shuffled length buckets as finetune
+    makes them, or (not `bucketed`) in random draws."""
     tokenizer = train_tokenizer(texts, vocab_size=30522, min_frequency=1)
     batcher = TextBatcher(tokenizer, seq_len)
     encoded = batcher.encode(texts[0::2], texts[1::2])
     rng = np.random.default_rng(0)
+    if bucketed:
+        draws = shuffled_buckets(encoded, batch_size, rng)
+    else:
+        order = rng.permutation(len(encoded)).tolist()
+        draws = [order[s : s + batch_size] for s in range(0, len(order) - batch_size + 1, batch_size)]
     batches = []
-    for indices in shuffled_buckets(encoded, batch_size, rng)[:n_batches]:
+    for indices in draws[:n_batches]:
         batch = batcher.batch(encoded, indices)
         batch["labels"] = torch.from_numpy(rng.integers(0, 2, len(indices)))
         batches.append(batch)
     return tokenizer, batches
 
 
-def classifier_loss(model, device: str, precision: str):
-    """bertforge and transformers take the same keyword arguments; both give logits first."""
+def classifier_loss(model, device: str, precision: str, unpad: str | None = None):
+    """bertforge and transformers take the same keyword arguments; both give logits first. `unpad`: bertforge's
+    unpadding mode for this contender's steps."""
 
     def forward(batch):
+        if unpad is not None:
+            set_unpadding(unpad)
         with autocast(device, precision):
             out = model(
                 input_ids=batch["input_ids"],
@@ -75,11 +92,15 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--batches", choices=("bucketed", "shuffled"), default="bucketed")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
     import transformers
 
-    tokenizer, batches = pair_batches(sentences(8000), args.batch_size, args.warmup + args.steps, args.seq_len)
+    n_batches = args.warmup + args.steps
+    tokenizer, batches = pair_batches(
+        sentences(8000), args.batch_size, n_batches, args.seq_len, bucketed=args.batches == "bucketed"
+    )
     config = ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size(), hidden_dropout=0.1)
     torch.manual_seed(0)
     model = BertForSequenceClassification(config, 2)
@@ -97,17 +118,22 @@ def main() -> None:
                 transformers.BertForSequenceClassification.from_pretrained(scratch, attn_implementation="sdpa")
                 for _ in range(2)
             ]
+        padded, unpadded = partial(classifier_loss, unpad="never"), partial(classifier_loss, unpad="always")
         racers = [
-            Contender("bertforge fp32", ours(), classifier_loss, "fp32", "cpu"),
+            Contender("bertforge fp32 padded", ours(), padded, "fp32", "cpu"),
             Contender("transformers fp32", theirs[0], classifier_loss, "fp32", "cpu"),
+            Contender("bertforge fp32 unpadded", ours(), unpadded, "fp32", "cpu"),
         ]
         if cpu_has_fast_bf16():
             racers += [
-                Contender("bertforge bf16", ours(), classifier_loss, "bf16", "cpu"),
+                Contender("bertforge bf16 padded", ours(), padded, "bf16", "cpu"),
+                Contender("bertforge bf16 unpadded", ours(), unpadded, "bf16", "cpu"),
                 Contender("transformers bf16", theirs[1], classifier_loss, "bf16", "cpu"),
             ]
     race(racers, batches, args.warmup, args.steps)
-    padded = sum(int((b["attention_mask"] == 0).any()) for b in batches) / len(batches)
+    padding = 1 - sum(int(b["attention_mask"].sum()) for b in batches) / sum(
+        b["attention_mask"].numel() for b in batches
+    )
     reference = racers[1].tokens_per_second()
     rows = [
         {
@@ -123,7 +149,8 @@ def main() -> None:
     mean_tokens = statistics.mean(int(b["attention_mask"].sum()) / len(b["input_ids"]) for b in batches)
     print(
         f"preset {args.preset}, batch {args.batch_size} pairs (mean {mean_tokens:.0f} real tokens), "
-        f"{padded:.0%} of batches padded, dropout 0.1, {args.steps} timed steps after {args.warmup}"
+        f"{args.batches} batches, {padding:.0%} of their tokens padding, dropout 0.1, "
+        f"{args.steps} timed steps after {args.warmup}"
     )
     print("\n| contender | tokens/s | step ms (median) | vs transformers fp32 |\n|---|---:|---:|---:|")
     for r in rows:

@@ -71,15 +71,22 @@ from common import machine_description  # noqa: E402
 # lever on top of it. Every arm names its position scheme, so that an arm means the same when the recipe changes.
 # Each pins BERT's 15% masking, which `budget` had until 25% (the rope-8k-mask25 arm, today's `budget`).
 MASK15 = ["--mask-prob", "0.15"]
-BUDGET = ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "learned", *MASK15]
-ALIBI = ["--recipe", "budget", "--attention-bias", "alibi", "--position-embedding", "learned", *MASK15]  # until rotary
-ROPE = ["--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary", *MASK15]  # until 25%
+# BERT's shape, which `budget` had until it took ModernBERT's: the arms below that start from `--recipe budget` pin it
+BERT_SHAPE = [
+    "--feed-forward", "mlp", "--type-vocab-size", "2", "--norm-bias", "--linear-bias", "--first-attention-norm",
+    "--task-head", "pooler", "--no-document-mask",
+]  # fmt: skip
+BUDGET = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "none", "--position-embedding", "learned", *MASK15]
+ALIBI = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "alibi", "--position-embedding", "learned", *MASK15]
+ROPE = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "none", "--position-embedding", "rotary", *MASK15]
 # ModernBERT's shape (Warner et al. 2024) on the budget of 25% masking (rope-8k-mask25), which transformers loads as
 # its ModernBERT: a gated feed-forward at equal FLOPs (inner 680, 2/3 of mini's 1024), no segment table, no biases,
-# no norm before the first attention (the embeddings' LayerNorm is just before it), task heads that transform first
+# no norm before the first attention (the embeddings' LayerNorm is just before it), task heads that transform first.
+# Today's `budget` is modern-8k.
 MODERN = [
-    *ROPE, "--mask-prob", "0.25", "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0",
-    "--no-norm-bias", "--no-linear-bias", "--no-first-attention-norm", "--task-head", "transform",
+    "--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary", "--mask-prob", "0.25",
+    "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0", "--no-norm-bias",
+    "--no-linear-bias", "--no-first-attention-norm", "--task-head", "transform",
 ]  # fmt: skip
 ARMS: dict[str, tuple[int, list[str]]] = {
     "bert": (30522, ["--recipe", "bert"]),
@@ -110,14 +117,16 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     # its peak learning rate: 1e-3 was chosen on mini with ALiBi at 500 steps, where 2e-3 stalled
     "rope-8k-lr1.5e-3": (8192, [*ROPE, "--lr", "1.5e-3"]),
     # more of each window to predict: at 8k the MLM head is cheap, so 25% masked costs a step 7% more, not 13-16%;
-    # rope-8k-mask25 is today's `budget`
+    # rope-8k-mask25 was `budget` until it took ModernBERT's shape (modern-8k)
     "rope-8k-mask25": (8192, [*ROPE, "--mask-prob", "0.25"]),
     "rope-8k-mask40": (8192, [*ROPE, "--mask-prob", "0.4"]),  # Wettig et al. 2023's rate; a step costs 1.26x
     # Ankner et al. 2023's schedule, 30% falling to 15%: the demo's, never measured on the hour
     "rope-8k-mask30to15": (8192, [*ROPE, "--mask-prob", "0.3", "--mask-prob-final", "0.15"]),
     # ModernBERT's shape, packed documents kept apart (attention inside each, positions restarting) or not
     "modern-8k": (8192, [*MODERN, "--document-mask"]),
-    "modern-8k-stream": (8192, MODERN),
+    "modern-8k-stream": (8192, [*MODERN, "--no-document-mask"]),
+    # with BERT's biases kept (ModernBERT's config allows them): what dropping them costs
+    "modern-8k-bias": (8192, [*MODERN, "--norm-bias", "--linear-bias"]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text

@@ -165,6 +165,22 @@ def bertforge_ok(*args, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+def assert_fill_mask_is_the_pipeline(model_dir: Path, text: str, abs_tolerance: float = 1e-5, **pipeline_kwargs):
+    """`bertforge fill-mask --json` and transformers' fill-mask pipeline on the same directory: the same top 5
+    tokens, in order, with the same scores, at every [MASK] of `text`."""
+    transformers = needs("transformers")
+    ours = json.loads(bertforge_ok("fill-mask", model_dir, text, "--top-k", "5", "--json").stdout)["masks"]
+    reference = transformers.pipeline("fill-mask", model=str(model_dir), top_k=5, **pipeline_kwargs)(text)
+    if len(ours) == 1:  # the pipeline nests its answers per mask only when there are several
+        reference = [reference]
+    assert len(ours) == len(reference)
+    for mask, expected in zip(ours, reference):
+        assert [p["token_id"] for p in mask["predictions"]] == [e["token"] for e in expected]
+        assert [p["score"] for p in mask["predictions"]] == pytest.approx(
+            [e["score"] for e in expected], abs=abs_tolerance
+        )
+
+
 def prepared_data(root: Path, seed: int) -> Path:
     """A generated corpus of 40 documents in `root`, a 120-token WordPiece trained on it and the prepared data
     directory (10% held out): `root`, now holding corpus.txt, tok/ and data/."""

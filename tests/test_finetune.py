@@ -307,9 +307,7 @@ def test_error_paths_exit_2_with_one_line(pretrained, tmp_path):
         (["--task", "token-classification", "--train", tmp_path / "train.tsv"], "needs --dev"),
     ]
     for flags, message in cases:
-        done = bertforge("finetune", pretrained, *flags, "--out", tmp_path / "out", "--quiet")
-        assert done.returncode == 2, done.stderr
-        assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+        one_line_error(bertforge("finetune", pretrained, *flags, "--out", tmp_path / "out", "--quiet"), message)
 
 
 def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
@@ -326,6 +324,11 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
         progress=False,
     )
     assert summary["labels"] == ["no", "yes"] and summary["train_examples"] == 16
+    card = (tmp_path / "out" / "model" / "README.md").read_text()  # the model card says what was fine-tuned
+    assert 'pipeline_tag: "text-classification"' in card and "- task: classification" in card
+    assert "- labels: `no`, `yes`" in card and f"- fine-tuned from `{pretrained}`" in card
+    best = summary["best"]
+    assert f"dev scores (epoch {best['epoch']}): accuracy {best['dev_accuracy']:.4f}" in card
     result = json.loads(bertforge_ok("classify", tmp_path / "out" / "model", "the cat sat.", "--json").stdout)
     (expected,) = Classifier(tmp_path / "out" / "model").classify(["the cat sat."])
     assert result["label"] == expected["label"] and set(result["probabilities"]) == {"no", "yes"}

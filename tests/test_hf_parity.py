@@ -8,8 +8,6 @@ compared in fp32 eval mode, with padded batches.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,7 +18,7 @@ from bertforge.tokenizer import load_tokenizer, save_tokenizer
 from bertforge.training.continued import continued_configs
 from bertforge.training.trainer import Trainer
 
-from conftest import needs, prepared_data
+from conftest import assert_fill_mask_is_the_pipeline, needs, prepared_data
 
 HF_CONFIGS = [
     dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
@@ -202,18 +200,7 @@ def test_every_variant_loads_in_transformers_with_the_same_outputs(variant, word
     again = load_model(BertForPreTraining, tmp_path)
     assert again.config == config
     torch.testing.assert_close(again(input_ids).nsp_logits, ours(input_ids).nsp_logits)  # our own keys come back too
-    text = "the cat [MASK] on the mat."
-    answers = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )["masks"][0]["predictions"]
-    reference = transformers.pipeline("fill-mask", model=str(tmp_path), top_k=5)(text)
-    assert [p["token_id"] for p in answers] == [r["token"] for r in reference]
-    assert [p["score"] for p in answers] == pytest.approx([r["score"] for r in reference], abs=1e-5)
+    assert_fill_mask_is_the_pipeline(tmp_path, "the cat [MASK] on the mat.")
 
 
 FAMILY_MASKED_LM = {"post": "BertForMaskedLM", "pre": "RobertaPreLayerNormForMaskedLM"}
@@ -246,7 +233,6 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
     carries modeling_bertforge.py, which transformers runs only when trusted, and which gives our logits and
     fill-mask answers on padded batches."""
     transformers = needs("transformers")
-    from bertforge.inference import load
 
     vocab = wordpiece_tokenizer.get_vocab_size()
     config = ModelConfig(
@@ -294,11 +280,7 @@ def test_variants_load_in_transformers_through_their_own_code_with_the_same_outp
             torch.testing.assert_close(
                 pretraining.eval()(**inputs).seq_relationship_logits, expected.nsp_logits, rtol=1e-5, atol=1e-5
             )
-    text = "the cat [MASK] on the mat."
-    answers = load(directory).fill_mask(text, top_k=5)["masks"][0]["predictions"]
-    reference = transformers.pipeline("fill-mask", model=str(directory), trust_remote_code=True, top_k=5)(text)
-    assert [p["token_id"] for p in answers] == [r["token"] for r in reference]
-    assert [p["score"] for p in answers] == pytest.approx([r["score"] for r in reference], abs=1e-5)
+    assert_fill_mask_is_the_pipeline(directory, "the cat [MASK] on the mat.", trust_remote_code=True)
     again = load_model(BertForPreTraining, directory)
     assert again.config == ours.config
     torch.testing.assert_close(again(input_ids).mlm_logits, ours(input_ids).mlm_logits)
@@ -485,28 +467,14 @@ def test_pickle_only_directory_is_refused(tmp_path):
 
 
 def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tmp_path):
-    """Same directory, same text: the same top-k tokens with the same scores."""
-    transformers = needs("transformers")
+    """Same directory, same text with two masks: the same top-k tokens with the same scores at each."""
     vocab = wordpiece_tokenizer.get_vocab_size()
     theirs = hf_model(
         dict(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
     )
     theirs.save_pretrained(tmp_path)
     save_tokenizer(wordpiece_tokenizer, tmp_path)
-    text = "the cat [MASK] on the [MASK]."
-    done = subprocess.run(
-        [sys.executable, "-m", "bertforge", "fill-mask", str(tmp_path), text, "--top-k", "5", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    ours = json.loads(done.stdout)
-    assert ours["text"] == text and len(ours["masks"]) == 2
-    pipe = transformers.pipeline("fill-mask", model=str(tmp_path), top_k=5)
-    reference = pipe(text)
-    for mask, expected in zip(ours["masks"], reference):
-        assert [p["token_id"] for p in mask["predictions"]] == [e["token"] for e in expected]
-        assert [p["score"] for p in mask["predictions"]] == pytest.approx([e["score"] for e in expected], abs=1e-5)
+    assert_fill_mask_is_the_pipeline(tmp_path, "the cat [MASK] on the [MASK].")
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])

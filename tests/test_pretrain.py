@@ -28,6 +28,7 @@ from bertforge.training.trainer import Trainer
 from conftest import (
     TINY_MODEL,
     TINY_RUN,
+    assert_fill_mask_is_the_pipeline,
     assert_same_steps,
     bertforge,
     bertforge_ok,
@@ -78,6 +79,36 @@ def e2e_run(workdir) -> Path:
         "1",
     )
     return run
+
+
+def front_matter(card: str) -> dict:
+    """A model card's YAML front matter, which bertforge writes a key per line with JSON values."""
+    assert card.startswith("---\n")
+    block = card.split("---\n")[1]
+    return {key: json.loads(value) for key, value in (line.split(": ", 1) for line in block.splitlines())}
+
+
+def test_every_model_directory_of_a_run_has_a_model_card_with_what_the_run_did(workdir, e2e_run):
+    """The final model's card names the recipe, the corpus, the steps and the held-out scores of its last step;
+    a checkpoint's card is its own step's."""
+    state = json.loads((checkpoint_dirs(e2e_run)[-1] / "trainer_state.json").read_text())["state"]
+    final_eval = train_metrics(e2e_run, "valid")[-1]
+    card = (e2e_run / "model" / "README.md").read_text()
+    assert front_matter(card) == {
+        "library_name": "transformers",
+        "pipeline_tag": "fill-mask",
+        "tags": ["bertforge", "bert", "recipe-bert"],
+    }
+    assert "- recipe: `bert`; objective: mlm + nsp" in card
+    assert str(workdir / "corpus.txt") in card
+    meta = json.loads((workdir / "data" / "meta.json").read_text())
+    assert f"{meta['splits']['train']['tokens']:,} training tokens" in card
+    assert f"- {state['step']:,} steps, {state['tokens_seen']:,} tokens" in card
+    assert f"masked-LM accuracy {final_eval['mlm_acc']:.3f}, loss {final_eval['mlm_loss']:.3f}" in card
+    assert "AutoModelForMaskedLM.from_pretrained" in card and "trust_remote_code" not in card
+    for checkpoint in checkpoint_dirs(e2e_run):
+        step = int(checkpoint.name.split("_")[1])
+        assert f"- {step:,} steps" in (checkpoint / "README.md").read_text()
 
 
 def test_tiny_run_end_to_end(workdir, e2e_run):
@@ -188,52 +219,44 @@ def test_interrupted_save_leaves_the_previous_checkpoint_loadable(workdir, monke
     )
 
 
-def test_sigint_saves_a_checkpoint_and_says_how_to_resume(workdir):
-    run = workdir / "sigint"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bertforge",
-            "pretrain",
-            "--data",
-            str(workdir / "data"),
-            "--out",
-            str(run),
-            *TINY,
-            "--max-steps",
-            "100000",
-            "--log-every",
-            "1",
-            "--eval-every",
-            "0",
-            "--save-every",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 60
-    while not (run / "metrics.jsonl").is_file() and time.time() < deadline:
-        time.sleep(0.2)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 128 + signal.SIGINT
+def run_until_signal(workdir, run, number: int, after_steps: int, resume: bool = False) -> str:
+    """A pretrain that would run for ever, stopped by signal `number` once it has logged `after_steps` more steps;
+    its stderr."""
+    before = len(train_metrics(run)) if resume else 0
+    command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(workdir / "data"), "--out", str(run),
+               *TINY, "--max-steps", "100000", "--log-every", "1", "--eval-every", "0", "--save-every", "0",
+               *(["--resume"] if resume else [])]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if (run / "metrics.jsonl").is_file() and len(train_metrics(run)) >= before + after_steps:
+            break
+        time.sleep(0.05)
+    process.send_signal(number)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + number, stderr
+    return stderr
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_saves_the_last_logged_step_and_the_resumed_run_is_the_uninterrupted_one(workdir, tmp_path, number):
+    """Ctrl-C or SIGTERM mid-run: a checkpoint of exactly the last step logged, and a message saying how to resume.
+    Resumed, and stopped again, the run's every logged loss equals an uninterrupted run's at the same step."""
+    run = tmp_path / "stopped"
+    stderr = run_until_signal(workdir, run, number, after_steps=3)
     assert "--resume" in stderr
     saved = checkpoint_dirs(run)
-    assert len(saved) == 1 and int(saved[0].name.split("_")[1]) >= 1
+    assert len(saved) == 1 and int(saved[0].name.split("_")[1]) == train_metrics(run)[-1]["step"] >= 3
+    run_until_signal(workdir, run, number, after_steps=4, resume=True)
+    resumed = {r["step"]: r["loss"] for r in train_metrics(run)}
+    assert list(resumed) == list(range(1, len(resumed) + 1))  # each step logged once: none lost, none twice
+    run_until_signal(workdir, tmp_path / "whole", number, after_steps=len(resumed))
+    whole = {r["step"]: r["loss"] for r in train_metrics(tmp_path / "whole")}
+    assert [whole[step] for step in resumed] == pytest.approx(list(resumed.values()), rel=1e-6)
 
 
 def test_transformers_pipeline_gives_the_same_fill_mask_answers(e2e_run):
-    transformers = needs("transformers")
-    run = e2e_run
-    ours = json.loads(bertforge_ok("fill-mask", run, "the dog [MASK] at the window.", "--top-k", "5", "--json").stdout)
-    reference = transformers.pipeline("fill-mask", model=str(run / "model"), top_k=5)("the dog [MASK] at the window.")
-    assert [p["token_id"] for p in ours["masks"][0]["predictions"]] == [r["token"] for r in reference]
-    assert [p["score"] for p in ours["masks"][0]["predictions"]] == pytest.approx(
-        [r["score"] for r in reference], abs=1e-5
-    )
+    assert_fill_mask_is_the_pipeline(e2e_run / "model", "the dog [MASK] at the window.")
 
 
 def test_cli_error_paths(workdir, e2e_run, tmp_path):
@@ -499,11 +522,13 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
         "pretrain", "--data", workdir / "data", "--out", run, "--recipe", "budget", *TINY,
         "--max-steps", "4", "--lr", "5e-4", "--eval-every", "0", "--save-every", "0",
     )  # fmt: skip
-    assert "trust_remote_code=True" in done.stderr  # the rotary model's one limit is said when it is made
+    assert "trust_remote_code" not in done.stderr  # ModernBERT's shape: transformers' own class
+    assert json.loads((run / "model" / "config.json").read_text())["model_type"] == "modernbert"
     config = json.loads((run / "config.json").read_text())
     budget = RECIPES["budget"]
     assert config["model"]["norm_style"] == budget.model["norm_style"] == "pre"
     assert (config["model"]["position_embedding"], config["model"]["attention_bias"]) == ("rotary", "none")
+    assert (config["model"]["feed_forward"], config["model"]["type_vocab_size"]) == ("glu", 0)
     assert config["model"]["hidden_size"] == 32  # --preset tiny and --hidden-size, over the recipe's mini
     for key, value in budget.train.items():
         assert config["train"][key] == (5e-4 if key == "lr" else value), key
@@ -511,6 +536,8 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     alibi = ("--attention-bias", "alibi", "--position-embedding", "learned", "--pair-objective", "nsp")
     near = bertforge_ok(*done.args[3:], "--overwrite", *alibi)  # the same run with ALiBi and NSP
     assert "[CLS] may not read the second text" in near.stderr and "[CLS]" not in done.stderr
+    paired = json.loads((run / "config.json").read_text())  # NSP's pairs need segments and may cross documents
+    assert (paired["model"]["type_vocab_size"], paired["train"]["document_mask"]) == (2, False)
     bert_model, bert_train = recipe_configs("bert", None, {}, {"mask_prob": 0.2})
     assert (bert_model.norm_style, bert_train.pair_objective, bert_train.mask_prob) == ("post", "nsp", 0.2)
     unknown = bertforge("pretrain", "--data", workdir / "data", "--out", run, "--recipe", "fast")

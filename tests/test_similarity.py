@@ -158,13 +158,13 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
     one = bertforge_ok("search", saved, fresh[0]["a"], *corpus_flags, "--top-k", "1")
     assert one.stdout.splitlines() == [fresh[0]["a"], f"  {found[0]['results'][0]['score']:.3f}  {fresh[0]['b']}"]
     wrong = bertforge("search", saved, "x", *corpus_flags, "--vectors", tmp_path / "vectors.npy")  # another file's
-    assert wrong.returncode == 2 and "were they embedded from this corpus with this model?" in wrong.stderr
+    one_line_error(wrong, "were they embedded from this corpus with this model?")
 
     no_head = bertforge("fill-mask", saved, "the [MASK] sat.")
-    assert no_head.returncode == 2 and "fine-tuned for sentence similarity" in no_head.stderr
+    one_line_error(no_head, "fine-tuned for sentence similarity")
     (tmp_path / "held_out.txt").write_text("the cat sat on the mat.\n")
     not_evaluated = bertforge("evaluate", saved, "--data", tmp_path / "held_out.txt")
-    assert not_evaluated.returncode == 2 and "no masked-LM head" in not_evaluated.stderr
+    one_line_error(not_evaluated, "no masked-LM head")
 
 
 def test_scored_pairs_learn_the_order_of_their_scores(wordpiece_tokenizer, tmp_path):
@@ -191,7 +191,7 @@ def test_bad_pair_files_and_specs_name_the_fault(wordpiece_tokenizer, tmp_path):
     model = save_random_model(tmp_path / "m", wordpiece_tokenizer)
     missing = bertforge("finetune", model, "--task", "sentence-similarity", "--train", tmp_path / "p.tsv",
                         "--text-column", "a", "--out", tmp_path / "x")  # fmt: skip
-    assert missing.returncode == 2 and "--pair-column" in missing.stderr
+    one_line_error(missing, "--pair-column")
     spec = parse_task(f"qa={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a,pair=b")
     assert spec.metric == "recall_at_1" and spec.dev is None and spec.columns == PairColumns("a", "b", None)
     assert parse_task(f"sts={tmp_path / 'p.tsv'}:task=sentence-similarity,text=a,pair=b,label=score").metric == (
@@ -218,11 +218,13 @@ def test_a_cross_encoder_reranks_searchs_hits_by_its_own_score(wordpiece_tokeniz
 
     encoder = save_random_model(tmp_path / "encoder", wordpiece_tokenizer, **{**SMALL, "num_layers": 2})
     rows = []
-    for _ in range(480):
+    for _ in range(960):
         query, (subject, text) = rng.choice(SUBJECTS), sentence()
         rows.append({"query": query, "text": text, "label": str(int(relevant(query, subject)))})
     write_tsv(tmp_path / "relevance.tsv", rows)
-    settings = FinetuneConfig(epochs=8, lr=3e-3, batch_size=16, dropout=0.0, dev_fraction=0.1, device="cpu")
+    # 960 rows at lr 1e-3 learned the relation for each of 12 (seed, data) pairs tried; 480 rows at 3e-3, the old
+    # setting, for 1 of 4, which made this test fail on one CPU and pass on another.
+    settings = FinetuneConfig(epochs=8, lr=1e-3, batch_size=16, dropout=0.0, dev_fraction=0.1, device="cpu")
     finetune(encoder, "classification", tmp_path / "relevance.tsv", None, tmp_path / "cross", settings,
              Columns("query", "label", pair="text"), progress=False)  # fmt: skip
     cross = tmp_path / "cross" / "model"

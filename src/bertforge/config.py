@@ -26,6 +26,9 @@ def documented(
     return field(default=default, metadata={"help": help, "choices": choices, "parse": parse})
 
 
+# How a padded batch runs (model/unpadding.py); here, without torch, for the flags that choose it.
+UNPADDING_MODES = ("auto", "always", "never")
+
 _DURATION_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600}
 _DURATION_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*", re.IGNORECASE)
 

@@ -215,9 +215,12 @@ def hf_tokenizer_class(tokenizer: Tokenizer) -> str:
     return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" and not nfc else "PreTrainedTokenizerFast"
 
 
-def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length: int = 512) -> None:
+def save_tokenizer(
+    tokenizer: Tokenizer, directory: str | Path, model_max_length: int = 512, segments: bool = True
+) -> None:
     """Write the four Hugging Face tokenizer files into `directory` (one being written whole: a model's, or a
-    tokenizer's own under `atomic_directory`)."""
+    tokenizer's own under `atomic_directory`). Without `segments` (a model with no segment embeddings, as
+    ModernBERT), `transformers`' tokenizer gives no token_type_ids, which such a model does not take."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     settings = _settings(tokenizer)
@@ -233,7 +236,9 @@ def save_tokenizer(tokenizer: Tokenizer, directory: str | Path, model_max_length
         "tokenize_chinese_chars": True,
         "model_max_length": model_max_length,
         "bertforge_kind": settings["kind"],
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]
+        if segments
+        else ["input_ids", "attention_mask"],
         **special,
     }
     write_json(directory / "tokenizer_config.json", config)

@@ -67,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _warnings_as_lines(args.verb)
     _signals_as_interruptions()
+    if getattr(args, "unpad", "auto") != "auto":  # imported only then: most verbs start without torch
+        from ..model.unpadding import set_unpadding
+
+        set_unpadding(args.unpad)
     try:
         return args.func(args) or 0
     except UserError as e:

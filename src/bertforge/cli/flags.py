@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..config import field_parser
+from ..config import UNPADDING_MODES, field_parser
 
 HIDDEN = argparse.SUPPRESS
 
@@ -103,6 +103,13 @@ def output_flags(p: argparse.ArgumentParser, quiet: bool = True) -> None:
 def model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="run directory or model directory")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
+    p.add_argument(
+        "--unpad",
+        choices=UNPADDING_MODES,
+        default="auto",
+        help="run padded batches on their real tokens only, packed into fewer rows (the same numbers): auto where "
+        "that saves a quarter of the rows or more",
+    )
     p.add_argument(
         "--trust-pickle",
         action="store_true",

@@ -5,6 +5,7 @@ Imports nothing above it; parallelism, compilation and device placement are the 
     config        ModelConfig and the named sizes
     bert          the network, top to bottom, and every head
     dropout       dropout with a cheaper CPU mask
+    unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows
     electra       ELECTRA's generator and discriminator
     hf            our weights and configs to and from transformers' BERT, RoBERTa-PreLayerNorm and ModernBERT
     directory     model directories: saved whole, loaded checked, ours or transformers'

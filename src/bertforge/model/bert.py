@@ -32,6 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from ..labels import IGNORE_INDEX
 from .config import ModelConfig
 from .dropout import Dropout, dropout
+from .unpadding import plan_packing
 
 GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
 
@@ -316,9 +317,37 @@ class BertModel(nn.Module):
     ) -> EncoderOutput:
         """input_ids, token_type_ids, attention_mask: (B, T); attention_mask is 1 on real tokens, 0 on padding.
         document_ids (B, T): which document of a packed window each token belongs to; attention stays inside
-        each, and positions restart at each (None: one text per row)."""
+        each, and positions restart at each (None: one text per row).
+
+        A padded batch may run packed (unpadding.py): its sequences side by side in fewer rows, kept apart as
+        documents are, which is the same arithmetic on every real token. Padding positions then come back zero."""
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        packing = None
+        if attention_mask is not None and document_ids is None and not output_attentions:
+            packing = plan_packing(attention_mask)
+        if packing is None:
+            x, hidden_states, attentions = self._encode(
+                input_ids, token_type_ids, attention_mask, document_ids, output_hidden_states, output_attentions
+            )
+        else:
+            x, hidden_states, _ = self._encode(
+                packing.pack(input_ids, fill=self.config.pad_token_id),  # (R, T)
+                packing.pack(token_type_ids),
+                None,  # the document ids keep every sequence (and the empty slots) to itself
+                packing.document_ids,
+                output_hidden_states,
+                False,
+            )
+            x = packing.unpack(x)  # (B, T, H)
+            hidden_states = [packing.unpack(h) for h in hidden_states] if hidden_states is not None else None
+            attentions = None
+        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): the [CLS] summary
+        return EncoderOutput(x, pooled, hidden_states, attentions)
+
+    def _encode(self, input_ids, token_type_ids, attention_mask, document_ids, output_hidden_states, output_attentions):
+        """The embeddings and the layers: (B, T, H) last hidden states, and the hidden states and attention
+        probabilities of every layer where asked for."""
         T = input_ids.shape[1]
         positions = document_positions(document_ids) if document_ids is not None else None  # (B, T)
         global_mask = self._attention_mask(attention_mask, document_ids, T, input_ids.device)
@@ -346,8 +375,7 @@ class BertModel(nn.Module):
             x = self.final_norm(x)
             if output_hidden_states:
                 hidden_states[-1] = x
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): the [CLS] summary
-        return EncoderOutput(x, pooled, hidden_states, attentions)
+        return x, hidden_states, attentions
 
     def _attention_mask(
         self, attention_mask: torch.Tensor | None, document_ids: torch.Tensor | None, seq_len: int, device
@@ -522,7 +550,7 @@ class BertForReplacedTokenDetection(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)
+        self.bert = BertModel(config, pooler=config.task_head != "transform")  # ModernBERT has no pooler
         self.rtd_head = ReplacedTokenHead(config)
         self.apply(lambda module: init_weights(module, config))
 
@@ -662,7 +690,8 @@ class BertForSentenceEmbedding(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)  # its pooler unused, kept so that `transformers`' BertModel finds one
+        # Its pooler is unused, kept so that `transformers`' BertModel finds one; ModernBertModel has none.
+        self.bert = BertModel(config, pooler=config.task_head != "transform")
         self.apply(lambda module: init_weights(module, config))
 
     def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:

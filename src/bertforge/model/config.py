@@ -211,9 +211,17 @@ class ModelConfig(Configurable):
         return cls(**{**preset_size(name), **overrides})
 
 
-def preset_size(name: str) -> dict[str, int]:
-    """The fields a named size sets: layers, width, heads, and intermediate = 4 × width."""
+def preset_size(name: str, gated: bool = False) -> dict[str, int]:
+    """The fields a named size sets: layers, width, heads, and intermediate = 4 × width, or for a gated
+    feed-forward the width at which it costs the same (`glu_width`)."""
     if name not in PRESETS:
         raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     layers, hidden, heads = PRESETS[name]
-    return dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
+    inner = glu_width(4 * hidden) if gated else 4 * hidden
+    return dict(num_layers=layers, hidden_size=hidden, num_heads=heads, intermediate_size=inner)
+
+
+def glu_width(plain: int) -> int:
+    """The inner width at which a gated feed-forward costs what a plain one of width `plain` does: its up
+    projection makes two halves, so 2/3 of the width (a multiple of 8: mini's 1024 becomes 680)."""
+    return 2 * plain // 3 // 8 * 8

@@ -1,6 +1,6 @@
-"""Model directories: a Hugging Face BERT directory (config.json, model.safetensors, tokenizer files).
+"""Model directories: a Hugging Face BERT directory (config.json, model.safetensors, tokenizer files, README.md).
 
-    save_model(model, directory, tokenizer)   written atomically as a whole
+    save_model(model, directory, tokenizer)   written atomically as a whole, with its model card
     load_model(cls, directory)                any such directory, ours or written by `transformers`
     load_weights(model, directory)            its weights into a model built already (continued pre-training)
     load_model_and_tokenizer(path)            a run or model directory, vocabularies checked against each other
@@ -26,6 +26,7 @@ from ..errors import UserError
 from ..fileio import asset_path, atomic_directory, write_json
 from ..tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save_tokenizer
 from .bert import BertForPreTraining, BertForSentenceEmbedding
+from .card import CARD, model_card
 from .config import ModelConfig
 from .hf import (
     HEAD_PREFIXES,
@@ -191,15 +192,22 @@ def saved_parts(model) -> dict[str, tuple[torch.nn.Module, dict[str, Any]]]:
 
 
 def write_model_files(
-    model, directory: Path, tokenizer: Tokenizer | None, extra_config: dict[str, Any] | None = None
+    model,
+    directory: Path,
+    tokenizer: Tokenizer | None,
+    extra_config: dict[str, Any] | None = None,
+    card: dict[str, Any] | None = None,
 ) -> None:
-    """config.json, model.safetensors and the tokenizer's files, into an existing directory (a part's, below it)."""
+    """config.json, model.safetensors, the tokenizer's files and the model card (README.md, from `card`'s facts
+    and how the model was pre-trained), into an existing directory (a part's, below it)."""
     for subdirectory, (part, pretraining) in saved_parts(model).items():
         target = directory / subdirectory
         target.mkdir(exist_ok=True)
         extra = dict(extra_config or {})
         if pretraining:
             extra[PRETRAINING_KEY] = {**extra.get(PRETRAINING_KEY, {}), **pretraining}
+        facts = {**extra.get(PRETRAINING_KEY, {}), **(card or {})}
+        (target / CARD).write_text(model_card(part.config, part.hf_architecture, facts), encoding="utf-8")
         if needs_remote_code(part.config) and tokenizer is not None:
             # transformers 4.x gives a pipeline a tokenizer only for a model type it knows, or one config.json names
             extra.setdefault("tokenizer_class", hf_tokenizer_class(tokenizer))
@@ -215,7 +223,7 @@ def write_model_files(
         if needs_remote_code(part.config):  # config.json's auto_map points into this file
             shutil.copyfile(asset_path(f"{REMOTE_CODE}.py"), target / f"{REMOTE_CODE}.py")
         if tokenizer is not None:
-            save_tokenizer(tokenizer, target, part.config.max_position_embeddings)
+            save_tokenizer(tokenizer, target, part.config.max_position_embeddings, part.config.type_vocab_size > 0)
 
 
 def _write_sentence_transformers_files(directory: Path, config: ModelConfig) -> None:
@@ -241,7 +249,11 @@ def sentence_embedding_pooling(directory: Path) -> str | None:
 
 
 def save_model(
-    model, directory: str | Path, tokenizer: Tokenizer | None, extra_config: dict[str, Any] | None = None
+    model,
+    directory: str | Path,
+    tokenizer: Tokenizer | None,
+    extra_config: dict[str, Any] | None = None,
+    card: dict[str, Any] | None = None,
 ) -> Path:
     """A Hugging Face model directory, written atomically as a whole.
 
@@ -255,7 +267,7 @@ def save_model(
             stacklevel=2,
         )
     with atomic_directory(directory) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config)
+        write_model_files(model, tmp, tokenizer, extra_config, card)
     return Path(directory)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import Configurable, check_choices, documented, require
+from ..config import UNPADDING_MODES, Configurable, check_choices, documented, require
 
 # What `finetune --task` learns. The first three are sequence classification: one label per text, any number
 # of labels per text, or a number; sentence-similarity trains sentence vectors (an encoder without a head).
@@ -77,6 +77,12 @@ class FinetuneConfig(Configurable):
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented("auto", "as for pretrain", ("auto", "fp32", "bf16", "fp16"))
     activation_checkpointing: bool = documented(False, "as for pretrain: less memory for more compute")
+    unpad: str = documented(
+        "auto",
+        "run padded batches on their real tokens only, the sequences packed into fewer rows (the same numbers): "
+        "auto where that saves a quarter of the rows or more",
+        UNPADDING_MODES,
+    )
 
     def __post_init__(self) -> None:
         require(

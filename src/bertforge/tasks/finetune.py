@@ -47,8 +47,9 @@ from ..engine.runtime import MixedPrecision, StopSignals, resolve_device, resolv
 from ..errors import Stopped, UserError
 from ..fileio import directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
-from ..model.directory import check_vocab, load_model, read_config, resolve_model_dir, save_model
+from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_config, resolve_model_dir, save_model
 from ..model.hf import config_from_hf
+from ..model.unpadding import unpadding_mode
 from ..progress import Progress, say
 from ..tokenizer import load_tokenizer
 from .classification import PROBLEM_TYPES, ClassificationTask, Columns
@@ -197,24 +198,37 @@ def finetune(
     model.to(device)
     use_fast_paths(model, device, precision.precision)
     set_activation_checkpointing(model, cfg.activation_checkpointing)
-    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind))
+    pretrained = read_config(directory).get(PRETRAINING_KEY) or {}  # the base's recipe, on the card too
+    card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
+    card["labels"] = task.summary().get("labels")
+    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card)
     with directory_lock(out):  # one process per fine-tuning, from here to its end
         if unfinished is not None and resume:
             fitting.restore()
         else:
             remove_fit_states(out)
             (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
-        return fitting.run(progress)
+        with unpadding_mode(cfg.unpad):
+            return fitting.run(progress)
 
 
 class _Fitting:
     """One fine-tuning run: the epochs' steps, dev scores, the best epoch's model, and checkpoints to resume."""
 
     def __init__(
-        self, task: Task, model, tokenizer, precision: MixedPrecision, cfg: FinetuneConfig, out: Path, settings
+        self,
+        task: Task,
+        model,
+        tokenizer,
+        precision: MixedPrecision,
+        cfg: FinetuneConfig,
+        out: Path,
+        settings,
+        card: dict[str, Any],
     ):
         self.task, self.model, self.tokenizer, self.precision, self.cfg = task, model, tokenizer, precision, cfg
         self.out, self.settings = out, settings
+        self.card = card  # the model card's facts: the task, the model fine-tuned and the labels
         self.optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
         self.state = FitState()
         self.saved_step: int | None = None  # the step of the latest checkpoint
@@ -303,7 +317,8 @@ class _Fitting:
             say(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()))
             if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
                 extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
-                save_model(self.model, self.out / "model", self.tokenizer, extra)
+                card = {**self.card, "dev": scores, "best_epoch": epoch}
+                save_model(self.model, self.out / "model", self.tokenizer, extra, card)
                 state.best = record  # only once model/ holds it: a save that fails leaves the last best in both
         state.epoch, state.batch, state.train_loss = epoch + 1, 0, 0.0
         state.elapsed = time.perf_counter() - started

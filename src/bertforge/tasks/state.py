@@ -36,7 +36,8 @@ from ..fileio import atomic_directory, write_json
 from .config import FinetuneConfig
 
 # Settings that may change on --resume: where and how fast it computes, how often it saves.
-FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing", "log_every")  # how, not what
+# how, not what
+FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing", "log_every", "unpad")
 
 
 @dataclass

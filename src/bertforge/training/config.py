@@ -11,7 +11,7 @@ from typing import Any
 from ..config import Configurable, check_choices, documented, parse_duration, require
 from ..data.masking import MaskingConfig
 from ..errors import UserError
-from ..model.config import ModelConfig
+from ..model.config import ModelConfig, preset_size
 
 
 @dataclass
@@ -210,12 +210,12 @@ RECIPES: dict[str, Recipe] = {
     "budget": Recipe(
         "Learning on a small budget, after Cramming (Geiping & Goldstein 2022) and 24hBERT: pre-LN, MLM only on "
         "full-length windows, no dropout, AdamW beta2 0.98, lr 1e-3 with 2% warm-up decaying to zero, clip 0.5; "
-        "and rotary positions (RoPE, as in ModernBERT), which learned more per CPU minute than the ALiBi bias that "
-        "first took the model off the bigram plateau, and which let [CLS] read the whole window, as ALiBi's slopes "
-        "did not; and 25% of tokens masked, not BERT's 15%: more to predict per window learned more per CPU hour "
-        "(Wettig et al. 2023 found higher rates pay too). transformers loads a rotary model only with "
-        "trust_remote_code=True (its directory carries the code): add --position-embedding learned for one it loads "
-        "without.",
+        "rotary positions, which learned more per CPU minute than ALiBi and let [CLS] read the whole window; 25% of "
+        "tokens masked, not BERT's 15% (Wettig et al. 2023). In ModernBERT's shape (Warner et al. 2024), which "
+        "transformers loads as its own ModernBERT for every task: a gated feed-forward at equal FLOPs, no biases, "
+        "no segment table, no norm before the first attention, task heads that transform first, and the documents "
+        "of a packed window kept apart (experiments/modernbert.md). With a pair objective it keeps segments and "
+        "lets windows cross documents, as the pairs need.",
         "mini",
         {
             "norm_style": "pre",
@@ -223,8 +223,15 @@ RECIPES: dict[str, Recipe] = {
             "attention_dropout": 0.0,
             "attention_bias": "none",
             "position_embedding": "rotary",
+            "feed_forward": "glu",
+            "type_vocab_size": 0,
+            "norm_bias": False,
+            "linear_bias": False,
+            "first_attention_norm": False,
+            "task_head": "transform",
         },
         {
+            "document_mask": True,
             "pair_objective": "none",
             "lr": 1e-3,
             "warmup": 0.02,
@@ -254,9 +261,16 @@ def recipe_configs(
     if recipe not in RECIPES:
         raise UserError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     chosen = RECIPES[recipe]
-    train = TrainConfig(**{**chosen.train, **train_values})
+    recipe_model, recipe_train = dict(chosen.model), dict(chosen.train)
+    if train_values.get("pair_objective", recipe_train["pair_objective"]) != "none":
+        # sentence pairs need segments, and their second text may come from across a document's end
+        recipe_model.pop("type_vocab_size", None)
+        recipe_train.pop("document_mask", None)
+    train = TrainConfig(**{**recipe_train, **train_values})
+    gated = model_values.get("feed_forward", recipe_model.get("feed_forward")) == "glu"
+    size = preset_size(preset or chosen.preset, gated)
     trained_length = {"max_position_embeddings": train.seq_len}
-    model = ModelConfig.preset(preset or chosen.preset, **{**chosen.model, **trained_length, **model_values})
+    model = ModelConfig(**{**size, **recipe_model, **trained_length, **model_values})
     return model, train
 
 

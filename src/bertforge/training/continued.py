@@ -3,8 +3,9 @@
     bertforge pretrain --data domain_data --out run --init-from books_run --max-steps 2000
 
 The starting model (a bertforge run or model directory, or a `transformers` BERT
-directory) fixes the architecture; the recipe and the flags say how the run
-trains, dropout included. Its tokenizer must be the one the data was prepared
+or ModernBERT directory) fixes the architecture; the recipe and the flags say how
+the run trains, dropout included (a model without segment embeddings trains MLM
+alone, whatever the recipe's pair objective). Its tokenizer must be the one the data was prepared
 with, or every token id would mean a different word. A `--seq-len` longer than its
 position table grows the table, as BERT's second phase went on at 512 tokens.
 """
@@ -52,6 +53,8 @@ def continued_configs(
                 f"({name} {getattr(start, name)}); leave the flag out"
             )
     how_to_train = {name: value for name, value in model_values.items() if name not in ARCHITECTURE_FIELDS}
+    if start.type_vocab_size == 0:  # no segments (a ModernBERT): no pair objective, whatever the recipe's
+        train_values = {"pair_objective": "none", **train_values}
     recipe_model, train = recipe_configs(recipe, None, how_to_train, {**train_values, "init_from": init_from})
     # Longer sequences than the starting model's table grow it (BERT's second phase): the new rows learn here.
     positions = {"max_position_embeddings": max(start.max_position_embeddings, train.seq_len)}

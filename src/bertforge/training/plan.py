@@ -65,6 +65,7 @@ def plan_run(
         )
     if saved["train"].get("time_budget") and "max_steps" in train_values:
         raise UserError("--max-steps: this run's length is its --time-budget; give --time-budget to change it")
-    size = preset_size(preset) if preset else {}  # the size alone: the saved recipe's settings stay
+    gated = model_values.get("feed_forward", saved["model"].get("feed_forward")) == "glu"
+    size = preset_size(preset, gated) if preset else {}  # the size alone: the saved recipe's settings stay
     model = ModelConfig.from_dict({**saved["model"], **size, **model_values})
     return RunPlan(model, TrainConfig.from_dict({**saved["train"], **train_values}), started)

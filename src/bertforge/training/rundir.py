@@ -69,11 +69,13 @@ def save_checkpoint(
     scaler: torch.amp.GradScaler | None,
     tokenizer,
     extra_config: dict[str, Any],
+    card: dict[str, Any] | None = None,
 ) -> Path:
-    """A complete model directory (a checkpoint is queried like a final model) plus optimizer and trainer state."""
+    """A complete model directory (a checkpoint is queried like a final model, and has its model card) plus
+    optimizer and trainer state."""
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config)
+        write_model_files(model, tmp, tokenizer, extra_config, card)
         torch.save(optimizer_and_rng(optimizer, scaler), tmp / "optimizer.pt")
         write_json(tmp / "trainer_state.json", {"state": state.__dict__, **configs})
         write_checksums(tmp)

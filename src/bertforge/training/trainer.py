@@ -55,6 +55,7 @@ from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, masking_config
 from .continued import check_start
+from .evaluate import unigram_baseline
 from .flops import pretraining_flops_per_token
 from .loader import BatchPlan, make_loader
 from .metrics import MetricSums, evaluate_batches, summarise
@@ -492,6 +493,7 @@ class Trainer:
                 self.precision.scaler,
                 self.tokenizer,
                 self.extra_config,
+                self._card(),
             )
         except OSError as e:
             self._save_failed = True
@@ -501,6 +503,30 @@ class Trainer:
             ) from None
         finally:
             self._saving = False
+
+    def _card(self) -> dict[str, Any]:
+        """What the model card of a directory saved now says: the corpus, how far the run got, and the held-out
+        scores when they were taken at this step."""
+        meta = read_meta(self.data_dir)
+        splits = meta["splits"]
+        facts: dict[str, Any] = {
+            "corpus": {
+                "files": meta.get("sources", []),
+                "characters": meta.get("filters", {}).get("chars_kept", 0),
+                "train_tokens": splits["train"]["tokens"],
+                "valid_tokens": splits["valid"]["tokens"],
+            },
+            "training": {
+                "steps": self.state.step,
+                "tokens": self.state.tokens_seen,
+                "seconds": self.state.elapsed,
+                "device": self.device,
+            },
+        }
+        if self.last_eval.get("step") == self.state.step:
+            baseline = unigram_baseline(self.eval_batches) if self.eval_batches else None
+            facts["held_out"] = {**self.last_eval, "unigram_baseline_acc": baseline}
+        return facts
 
     def _check_finite(self) -> None:
         """Weights that are no longer numbers are never saved: the run stops, naming the step."""
@@ -532,7 +558,7 @@ class Trainer:
             return
         self._check_finite()
         try:
-            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config)
+            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config, self._card())
         except OSError as e:
             raise UserError(
                 f"could not write the model in {self.run_dir / 'model'} ({e.strerror or e}); the last checkpoint "

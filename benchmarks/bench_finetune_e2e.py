@@ -1,0 +1,147 @@
+"""One epoch of fine-tuning on MRPC, whole processes: `bertforge finetune` against the plain `transformers` loop.
+
+    python benchmarks/bench_finetune_e2e.py --glue ../shared/data/glue --rounds 2
+
+Both start from the same directory (a mini with random weights, a tokenizer trained on MRPC's training text) and
+do the same work: read train.tsv and dev.tsv, tokenise, one epoch at batch 32 with AdamW and a linear schedule,
+the dev set scored, the model saved. The `transformers` loop is the one its documentation teaches: shuffled
+examples, `DataCollatorWithPadding` (each batch padded to its longest), fused AdamW. `bertforge finetune` batches
+by length and runs padded batches unpadded where that pays (`--unpad auto`); it races also with `--unpad never`.
+The contenders alternate, round after round, each a fresh process; the table gives each one's median seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine_description  # noqa: E402
+
+# The loop a `transformers` user writes (its course's "full training" chapter), one epoch, as a script.
+PLAIN_LOOP = r"""
+import csv, sys, torch
+from torch.utils.data import DataLoader
+from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
+                          get_linear_schedule_with_warmup)
+model_dir, glue, out = sys.argv[1:4]
+torch.manual_seed(0)
+tokenizer = AutoTokenizer.from_pretrained(model_dir)
+model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2, attn_implementation="sdpa")
+
+def read(name):
+    with open(f"{glue}/MRPC/{name}", encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    encoded = tokenizer([r["#1 String"] for r in rows], [r["#2 String"] for r in rows], truncation=True,
+                        max_length=128)
+    return [{"input_ids": i, "token_type_ids": t, "labels": int(r["Quality"])}
+            for i, t, r in zip(encoded["input_ids"], encoded["token_type_ids"], rows)]
+
+collate = DataCollatorWithPadding(tokenizer)
+train = DataLoader(read("train.tsv"), batch_size=32, shuffle=True, collate_fn=collate)
+dev = DataLoader(read("dev.tsv"), batch_size=64, collate_fn=collate)
+optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, fused=True)
+schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * len(train)), len(train))
+model.train()
+for batch in train:
+    loss = model(**batch).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+model.eval()
+right = total = 0
+with torch.no_grad():
+    for batch in dev:
+        right += int((model(**batch).logits.argmax(-1) == batch["labels"]).sum())
+        total += len(batch["labels"])
+model.save_pretrained(out)
+tokenizer.save_pretrained(out)
+print(f"dev accuracy {right / total:.4f}")
+"""
+
+
+def make_model(glue: Path, where: Path) -> Path:
+    """A mini with random weights and a WordPiece tokenizer trained on MRPC's training sentences."""
+    import csv
+
+    from bertforge import ModelConfig
+    from bertforge.model.bert import BertForPreTraining
+    from bertforge.model.directory import save_model
+    from bertforge.tokenizer import train_tokenizer
+
+    with open(glue / "MRPC" / "train.tsv", encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    tokenizer = train_tokenizer((r[c] for r in rows for c in ("#1 String", "#2 String")), vocab_size=8192)
+    model = BertForPreTraining(ModelConfig.preset("mini", vocab_size=tokenizer.get_vocab_size()))
+    save_model(model, where, tokenizer)
+    return where
+
+
+def run(command: list[str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{command[:3]} failed:\n{done.stderr[-2000:]}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--glue", type=Path, required=True, help="the GLUE folder (holding MRPC/)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", help="also write results here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        model = make_model(args.glue, scratch / "model")
+        mrpc = args.glue / "MRPC"
+
+        def bertforge(unpad: str) -> list[str]:
+            return [sys.executable, "-m", "bertforge", "finetune", str(model), "--train", str(mrpc / "train.tsv"),
+                    "--dev", str(mrpc / "dev.tsv"), "--text-column", "#1 String", "--pair-column", "#2 String",
+                    "--label-column", "Quality", "--epochs", "1", "--batch-size", "32", "--lr", "5e-5",
+                    "--seq-len", "128", "--device", "cpu", "--precision", "fp32", "--unpad", unpad, "--quiet",
+                    "--out", str(scratch / f"bertforge-{unpad}"), "--overwrite"]  # fmt: skip
+
+        contenders = {
+            "bertforge finetune": bertforge("auto"),
+            "bertforge finetune --unpad never": bertforge("never"),
+            "transformers loop": [sys.executable, "-c", PLAIN_LOOP, str(model), str(args.glue), str(scratch / "hf")],
+        }
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        for round_ in range(args.rounds):
+            for name, command in contenders.items():
+                times[name].append(run(command))
+                print(f"round {round_ + 1}: {name} {times[name][-1]:.1f} s", file=sys.stderr)
+    reference = statistics.median(times["transformers loop"])
+    rows = [
+        {
+            "contender": name,
+            "seconds_median": statistics.median(t),
+            "seconds": t,
+            "speedup": reference / statistics.median(t),
+        }
+        for name, t in times.items()
+    ]
+    print(machine_description())
+    print(
+        f"MRPC, one epoch (3,668 pairs, batch 32) and a dev pass, mini from random weights, fp32, {args.rounds} rounds"
+    )
+    print("\n| contender | seconds (median) | vs the transformers loop |\n|---|---:|---:|")
+    for r in rows:
+        print(f"| {r['contender']} | {r['seconds_median']:.1f} | {r['speedup']:.2f}× |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

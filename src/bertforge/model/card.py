@@ -1,0 +1,177 @@
+"""A model card: the README.md of every model directory, for the people who pick a model up.
+
+    model_card(config, architecture, facts)   the text: Hugging Face's YAML front matter, then what the model
+                                              is, what it was trained on, how far it got, and how to load it
+
+`transformers` ignores the file; the Hugging Face Hub shows it and reads its front matter (the library, the
+pipeline, the tags). `facts` holds what the caller knows (a pre-training run's recipe, corpus and held-out
+scores; a fine-tuning's task, labels and dev scores); a section without facts is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .config import ModelConfig
+from .hf import layout_for, needs_remote_code
+
+CARD = "README.md"
+
+# The pipeline each saved architecture answers, as the Hub names them.
+PIPELINE_TAGS = {
+    "BertForPreTraining": "fill-mask",
+    "BertForSequenceClassification": "text-classification",
+    "BertForTokenClassification": "token-classification",
+    "BertForQuestionAnswering": "question-answering",
+    "BertForMultipleChoice": "multiple-choice",
+    "BertForSentenceEmbedding": "sentence-similarity",
+    "BertForReplacedTokenDetection": "feature-extraction",
+}
+AUTO_CLASSES = {
+    "BertForPreTraining": "AutoModelForMaskedLM",
+    "BertForSequenceClassification": "AutoModelForSequenceClassification",
+    "BertForTokenClassification": "AutoModelForTokenClassification",
+    "BertForQuestionAnswering": "AutoModelForQuestionAnswering",
+    "BertForMultipleChoice": "AutoModelForMultipleChoice",
+    "BertForSentenceEmbedding": "AutoModel",
+    "BertForReplacedTokenDetection": "AutoModel",
+}
+BERTFORGE_USE = {
+    "BertForPreTraining": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
+    "BertForSequenceClassification": 'bertforge classify DIR "a text to label"',
+    "BertForTokenClassification": 'bertforge tag DIR "Alice flew to Paris."',
+    "BertForQuestionAnswering": 'bertforge answer DIR --question "Who flew?" --context "Alice flew to Paris."',
+    "BertForMultipleChoice": "bertforge choose DIR --input questions.jsonl --text-column question "
+    "--choice-columns choices",
+    "BertForSentenceEmbedding": 'bertforge search DIR "a query" --corpus texts.txt',
+    "BertForReplacedTokenDetection": "bertforge finetune DIR --task classification --train train.tsv ...",
+}
+
+
+def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | None = None) -> str:
+    """The card of a model of `config` saved as `architecture` (one of ours: BertForPreTraining, ...)."""
+    facts = facts or {}
+    remote = needs_remote_code(config)
+    family = layout_for(config).model_type if not remote else "bertforge"
+    front = {
+        "library_name": "transformers",
+        "pipeline_tag": PIPELINE_TAGS.get(architecture, "feature-extraction"),
+        "tags": list(
+            dict.fromkeys(["bertforge", family, *([f"recipe-{facts['recipe']}"] if facts.get("recipe") else [])])
+        ),
+    }
+    if facts.get("language"):
+        front["language"] = facts["language"]
+    lines = ["---", *(f"{key}: {json.dumps(value)}" for key, value in front.items()), "---", ""]
+    lines += [f"# {_title(architecture, facts)}", "", *_architecture(config, family, facts), ""]
+    for section in (_corpus(facts), _training(facts), _held_out(facts), _fine_tuning(facts)):
+        if section:
+            lines += [*section, ""]
+    lines += _how_to_load(architecture, remote)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _title(architecture: str, facts: dict[str, Any]) -> str:
+    if facts.get("task"):
+        return f"A BERT fine-tuned for {facts['task']}, made with bertforge"
+    if architecture == "BertForReplacedTokenDetection":
+        return "An ELECTRA discriminator pre-trained with bertforge"
+    return "A BERT pre-trained from scratch with bertforge"
+
+
+def _architecture(config: ModelConfig, family: str, facts: dict[str, Any]) -> list[str]:
+    activation = config.hidden_act.upper()
+    feed_forward = f"{'Ge' if activation == 'GELU' else activation}GLU" if config.feed_forward == "glu" else activation
+    shape = (
+        f"{config.num_layers} layers, width {config.hidden_size}, {config.num_heads} heads, feed-forward "
+        f"{config.intermediate_size} ({feed_forward}), {config.norm_style}-LN, "
+        f"{config.position_embedding} positions, a {config.vocab_size:,}-token vocabulary"
+    )
+    objectives = facts.get("objective", "mlm")
+    pair = facts.get("pair_objective")
+    if pair and pair != "none":
+        objectives += f" + {pair}"
+    lines = [f"- architecture: {shape}; saved as `transformers`' {family}"]
+    if facts.get("recipe") and facts.get("task"):
+        lines.append(f"- pre-trained with the `{facts['recipe']}` recipe")
+    elif facts.get("recipe"):
+        lines.append(f"- recipe: `{facts['recipe']}`; objective: {objectives}")
+    if facts.get("init_from"):
+        lines.append(f"- started from the weights of `{facts['init_from']}`")
+    if facts.get("base_model"):
+        lines.append(f"- fine-tuned from `{facts['base_model']}`")
+    return lines
+
+
+def _corpus(facts: dict[str, Any]) -> list[str]:
+    corpus = facts.get("corpus")
+    if not corpus:
+        return []
+    files = corpus.get("files", [])
+    shown = ", ".join(f"`{f}`" for f in files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return [
+        "## Corpus",
+        "",
+        f"- files: {shown}",
+        f"- {corpus.get('characters', 0):,} characters; {corpus.get('train_tokens', 0):,} training tokens, "
+        f"{corpus.get('valid_tokens', 0):,} held out",
+    ]
+
+
+def _training(facts: dict[str, Any]) -> list[str]:
+    run = facts.get("training")
+    if not run:
+        return []
+    return [
+        "## Training",
+        "",
+        f"- {run['steps']:,} steps, {run['tokens']:,} tokens, {run['seconds'] / 60:.1f} minutes"
+        + (f" on {run['device']}" if run.get("device") else ""),
+    ]
+
+
+def _held_out(facts: dict[str, Any]) -> list[str]:
+    scores = facts.get("held_out")
+    if not scores:
+        return []
+    line = f"- masked-LM accuracy {scores['mlm_acc']:.3f}, loss {scores['mlm_loss']:.3f}"
+    if scores.get("unigram_baseline_acc") is not None:
+        line += f" (always guessing the most frequent token: accuracy {scores['unigram_baseline_acc']:.3f})"
+    return ["## Held-out scores", "", line]
+
+
+def _fine_tuning(facts: dict[str, Any]) -> list[str]:
+    if not facts.get("task"):
+        return []
+    lines = ["## Fine-tuning", "", f"- task: {facts['task']}"]
+    if facts.get("labels"):
+        lines.append("- labels: " + ", ".join(f"`{label}`" for label in facts["labels"]))
+    dev = facts.get("dev") or {}
+    if dev:
+        epoch = f" (epoch {facts['best_epoch']})" if facts.get("best_epoch") else ""
+        lines.append(f"- dev scores{epoch}: " + ", ".join(f"{k} {v:.4f}" for k, v in dev.items()))
+    return lines
+
+
+def _how_to_load(architecture: str, remote: bool) -> list[str]:
+    auto = AUTO_CLASSES.get(architecture, "AutoModel")
+    trust = ", trust_remote_code=True" if remote else ""
+    lines = [
+        "## Use",
+        "",
+        "```python",
+        f"from transformers import AutoTokenizer, {auto}",
+        'tokenizer = AutoTokenizer.from_pretrained("path/to/this/directory")',
+        f'model = {auto}.from_pretrained("path/to/this/directory"{trust})',
+        "```",
+        "",
+        "```bash",
+        BERTFORGE_USE.get(architecture, "bertforge embed DIR --input texts.txt --out vectors.npy").replace(
+            "DIR", "path/to/this/directory"
+        ),
+        "```",
+    ]
+    if remote:
+        lines += ["", "This variant has no `transformers` class: the directory carries its own modelling code."]
+    return lines
