@@ -87,10 +87,12 @@ class Packing:
 def plan_packing(attention_mask: torch.Tensor) -> Packing | None:
     """The packing of a padded batch (attention_mask (B, T), 1 on real tokens), or None where the mode says to
     keep the padded layout: "never", a batch without padding, or under "auto" one whose packing saves too little."""
-    if _mode == "never" or bool(attention_mask.all()):
+    if _mode == "never":
         return None
     B, T = attention_mask.shape
-    lengths = attention_mask.sum(dim=1).tolist()
+    lengths = attention_mask.sum(dim=1).tolist()  # the one read back from the device
+    if min(lengths) == T:  # no padding to remove
+        return None
     # First fit, longest first: each sequence goes to the first row with room for it.
     free: list[int] = []
     starts = [0] * B  # each sequence's first slot, flattened (R * T)
