@@ -1,10 +1,13 @@
 """Inference speed: bertforge against `transformers` on the same weights and tokenizer.
 
     python benchmarks/bench_infer.py --preset mini
+    python benchmarks/bench_infer.py --preset mini --sst2 ../shared/data/glue/SST-2   # SST-2-shaped singles
 
 - embeddings: sentences/s over 10,000 sentences of mixed length ([CLS] pooling),
   bertforge's `Bert.embed` (length-bucketed batches) against `transformers.BertModel`
   with its fast tokenizer, batches in input order padded to the longest (the usual loop);
+  bertforge three ways: as it chooses (`--unpad auto`), padded (`never`) and unpadded
+  (`always`: the real tokens of a batch packed into one stream, unpadding.py);
 - fill-mask: median latency of one sentence, `Bert.fill_mask` against `pipeline("fill-mask")`;
 - both again for bertforge with `precision="bf16"`, with its distance from the fp32 answers
   (on a CPU with bf16 instructions; elsewhere torch emulates bf16 and it is not timed).
@@ -21,24 +24,33 @@ import statistics
 import tempfile
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge.data.batching import length_buckets
 from bertforge.engine.hardware import cpu_has_bf16_instructions
 from bertforge.fileio import asset_path
 from bertforge.formats.corpus import read_paragraphs
 from bertforge.formats.text import split_sentences
 from bertforge.inference import load
 from bertforge.model.bert import set_explicit_attention
+from bertforge.model.unpadding import unpadding_mode
 from bertforge.tokenizer import train_tokenizer
 
 from common import machine_description
 
 
-def sentences(n: int) -> list[str]:
+def sentences(n: int, sst2: str | None = None) -> list[str]:
+    """`n` sentences of the bundled book sample, or of SST-2's training split (its `sentence` column) with `sst2`."""
+    if sst2:
+        from bertforge.formats.textfiles import read_rows
+
+        rows = read_rows(Path(sst2) / "train.tsv", ["sentence"])
+        return [row[0] for _, row in zip(range(n), rows)]
     out: list[str] = []
     for paragraph in read_paragraphs([asset_path("gutenberg_sample.txt.gz")]):
         out.extend(s for s in split_sentences(paragraph.text) if len(s) > 3)
@@ -63,11 +75,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-calls", type=int, default=200)
+    parser.add_argument("--sst2", help="a GLUE SST-2 directory: embed its training sentences instead of the book's")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
     import transformers
 
-    texts = sentences(args.sentences)
+    texts = sentences(args.sentences, args.sst2)
     bf16 = cpu_has_bf16_instructions()  # without them torch emulates bf16 at ~1 GFLOP/s: nothing worth timing
     lengths = [len(t.split()) for t in texts]
     with tempfile.TemporaryDirectory() as scratch:
@@ -112,9 +125,17 @@ def main() -> None:
         bf16_cosine = float(
             ((exact * fast).sum(1) / np.linalg.norm(exact, axis=1) / np.linalg.norm(fast, axis=1)).min()
         )
+
+    def ours_embed(mode: str):
+        with unpadding_mode(mode):
+            return ours.embed(texts, batch_size=args.batch_size)
+
     ours_times, hf_times, bf16_times, explicit_times = [], [], [], []
+    forced = {"never": [], "always": []}  # padded, unpadded
     for _ in range(args.repeats):  # alternate A B C D A B C D
-        ours_times += timed(lambda: ours.embed(texts, batch_size=args.batch_size), 1)
+        ours_times += timed(lambda: ours_embed("auto"), 1)
+        for mode, times in forced.items():
+            times += timed(partial(ours_embed, mode), 1)
         hf_times += timed(hf_embed, 1)
         if bf16:
             bf16_times += timed(lambda: ours_bf16.embed(texts, batch_size=args.batch_size), 1)
@@ -147,6 +168,9 @@ def main() -> None:
         "bertforge_sentences_per_s": ours_rate,
         "transformers_sentences_per_s": hf_rate,
         "embed_ratio": ours_rate / hf_rate,
+        "padding_share": padding_share(ours, texts, args.batch_size),
+        "bertforge_padded_sentences_per_s": len(texts) / min(forced["never"]),
+        "bertforge_unpadded_sentences_per_s": len(texts) / min(forced["always"]),
         "bertforge_fill_mask_ms": 1000 * statistics.median(ours_latency),
         "transformers_fill_mask_ms": 1000 * statistics.median(hf_latency),
     }
@@ -166,7 +190,12 @@ def main() -> None:
         f"max |embedding difference| {check:.1e}"
     )
     print("\n| measure | bertforge | transformers | ratio |\n|---|---:|---:|---:|")
-    print(f"| embeddings, sentences/s | {ours_rate:,.0f} | {hf_rate:,.0f} | {result['embed_ratio']:.2f}× |")
+    ratio = result["embed_ratio"]
+    print(f"| embeddings, sentences/s (--unpad auto) | {ours_rate:,.0f} | {hf_rate:,.0f} | {ratio:.2f}× |")
+    for name, key in (("padded (never)", "padded"), ("unpadded (always)", "unpadded")):
+        rate = result[f"bertforge_{key}_sentences_per_s"]
+        print(f"| embeddings, sentences/s, {name} | {rate:,.0f} | {hf_rate:,.0f} | {rate / hf_rate:.2f}× |")
+    print(f"padding in bertforge's length-sorted batches: {result['padding_share']:.1%} of their tokens")
     print(
         f"| fill-mask latency, ms (median) | {result['bertforge_fill_mask_ms']:.2f} | "
         f"{result['transformers_fill_mask_ms']:.2f} | "
@@ -178,6 +207,13 @@ def main() -> None:
         print("bf16: not measured (this CPU has no bf16 instructions; torch would emulate it)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+def padding_share(bert, texts: list[str], batch_size: int) -> float:
+    """The share of padding among the tokens of the batches `Bert.embed` runs (its own length buckets)."""
+    encoded = bert._batcher.encode(texts)
+    lengths = [[len(encoded[i][0]) for i in bucket] for bucket in length_buckets(encoded, batch_size)]
+    return 1 - sum(map(sum, lengths)) / sum(max(b) * len(b) for b in lengths)
 
 
 def print_bf16_rows(result: dict, hf_rate: float) -> None:

@@ -3,12 +3,18 @@ the command line run as a user runs it, and the flags of a tiny, fast model."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import traceback
+import warnings
 from pathlib import Path
 
 import pytest
@@ -68,6 +74,11 @@ OBJECTS = [
     "a green chair",
     "the window",
 ]
+
+
+# Subjects of the fine-tuning tests' generated sentences: the label is which list a sentence's subject came from.
+ANIMALS = ["the cat", "the dog", "a bird"]
+PEOPLE = ["my friend", "the teacher", "the child"]
 
 
 def make_documents(n_docs: int = 40, sentences: int = 8, seed: int = 0) -> list[list[str]]:
@@ -141,6 +152,21 @@ TINY_MODEL = [
 TINY_RUN = ["--seq-len", "64", "--precision", "fp32", "--num-workers", "0", "--quiet"]
 
 
+def quick_finetuning(**settings):
+    """Fine-tuning settings that learn the tests' small generated tasks in seconds (given `epochs`), on the CPU in
+    fp32; `settings` override these."""
+    from bertforge.tasks.config import FinetuneConfig
+
+    return FinetuneConfig(
+        **{"lr": 3e-3, "batch_size": 16, "warmup": 0.05, "device": "cpu", "precision": "fp32", **settings}
+    )
+
+
+def within_binomial(count: float, n: int, p: float, sigmas: float = 4.0) -> bool:
+    """Whether `count` successes of `n` draws lie within `sigmas` standard deviations of a binomial's mean n·p."""
+    return abs(count - n * p) <= sigmas * math.sqrt(n * p * (1 - p))
+
+
 def save_random_model(directory: Path, tokenizer, **shape) -> Path:
     """A model directory with seeded random weights over `tokenizer`: one layer of width 32 unless `shape` says
     otherwise. For tests of loading, commands and plots, which need a model but not a trained one."""
@@ -151,10 +177,51 @@ def save_random_model(directory: Path, tokenizer, **shape) -> Path:
 
 
 def bertforge(*args, **kwargs) -> subprocess.CompletedProcess:
-    """`python -m bertforge ARGS`, as a user would run it; the caller checks the outcome."""
-    return subprocess.run(
-        [sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True, **kwargs
-    )
+    """`bertforge ARGS` as a user runs it: its exit code, stdout and stderr; the caller checks the outcome.
+
+    Given subprocess options (env, cwd, timeout, input), it is `python -m bertforge` in a new process. Otherwise it
+    runs here, through the entry point that process would run (`cli.main`), with a fresh process's view of what
+    the command reads and leaves: its own stdout and stderr, every warning shown, its signal handlers and settings
+    undone after. A new process costs 4-9 s before the command starts (importing torch, and torch's compiler, which
+    an optimizer's construction imports), most of the suite's time when every call paid it."""
+    if kwargs:
+        return subprocess.run(
+            [sys.executable, "-m", "bertforge", *map(str, args)], capture_output=True, text=True, **kwargs
+        )
+    return _in_this_process([str(a) for a in args])
+
+
+def _in_this_process(argv: list[str]) -> subprocess.CompletedProcess:
+    from bertforge.cli import main
+    from bertforge.model.unpadding import set_unpadding, unpadding
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    formatwarning, mode = warnings.formatwarning, unpadding()
+
+    def show(message, category, filename, lineno, file=None, line=None):  # Python's own, to the command's stderr
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            warnings.resetwarnings()  # a new process's filters: each warning once per place, whatever came before,
+            warnings.simplefilter("default")  # with Python's defaults for the kinds it hides from users
+            for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", hidden)
+            warnings.showwarning = show
+            try:
+                code = main(argv)
+            except SystemExit as e:  # argparse's errors and --version
+                code = e.code if isinstance(e.code, int) else int(e.code is not None)
+            except Exception:  # a bug: the traceback and exit 1 a process would give
+                traceback.print_exc()
+                code = 1
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        warnings.formatwarning = formatwarning
+        set_unpadding(mode)
+    return subprocess.CompletedProcess([sys.executable, "-m", "bertforge", *argv], code, out.getvalue(), err.getvalue())
 
 
 def bertforge_ok(*args, **kwargs) -> subprocess.CompletedProcess:
@@ -165,12 +232,16 @@ def bertforge_ok(*args, **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
-def assert_fill_mask_is_the_pipeline(model_dir: Path, text: str, abs_tolerance: float = 1e-5, **pipeline_kwargs):
+def assert_fill_mask_is_the_pipeline(
+    model_dir: Path, text: str, abs_tolerance: float = 1e-5, targets: list[str] | None = None, **pipeline_kwargs
+):
     """`bertforge fill-mask --json` and transformers' fill-mask pipeline on the same directory: the same top 5
-    tokens, in order, with the same scores, at every [MASK] of `text`."""
+    tokens (of `targets` alone, if given), in order, with the same scores, at every [MASK] of `text`."""
     transformers = needs("transformers")
-    ours = json.loads(bertforge_ok("fill-mask", model_dir, text, "--top-k", "5", "--json").stdout)["masks"]
-    reference = transformers.pipeline("fill-mask", model=str(model_dir), top_k=5, **pipeline_kwargs)(text)
+    chosen = ["--targets", ",".join(targets)] if targets else []
+    ours = json.loads(bertforge_ok("fill-mask", model_dir, text, "--top-k", "5", *chosen, "--json").stdout)["masks"]
+    pipeline = transformers.pipeline("fill-mask", model=str(model_dir), top_k=5, **pipeline_kwargs)
+    reference = pipeline(text, targets=targets) if targets else pipeline(text)
     if len(ours) == 1:  # the pipeline nests its answers per mask only when there are several
         reference = [reference]
     assert len(ours) == len(reference)
@@ -181,10 +252,10 @@ def assert_fill_mask_is_the_pipeline(model_dir: Path, text: str, abs_tolerance: 
         )
 
 
-def prepared_data(root: Path, seed: int) -> Path:
-    """A generated corpus of 40 documents in `root`, a 120-token WordPiece trained on it and the prepared data
+def prepared_data(root: Path, seed: int, n_docs: int = 40) -> Path:
+    """A generated corpus of `n_docs` documents in `root`, a 120-token WordPiece trained on it and the prepared data
     directory (10% held out): `root`, now holding corpus.txt, tok/ and data/."""
-    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=seed))
+    write_corpus(root / "corpus.txt", make_documents(n_docs=n_docs, sentences=8, seed=seed))
     bertforge_ok(
         "tokenizer", "train", root / "corpus.txt", "--out", root / "tok", "--vocab-size", "120", "--min-frequency", "1"
     )

@@ -15,7 +15,7 @@ from bertforge.errors import UserError
 from bertforge.formats.corpus import ReadStats, read_paragraphs, read_passages
 from bertforge.formats.textfiles import read_rows
 
-from conftest import bertforge, bertforge_ok, documents_of, make_documents, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, documents_of, make_documents, needs, one_line_error, save_random_model
 
 # member name: content. Sorted names, so that an archive stored in this order reads in a directory's order.
 TEXT_FILES = {
@@ -53,6 +53,10 @@ def pack(directory: Path, archive: Path) -> Path:
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
             for file in files:
                 z.write(file, file.relative_to(directory).as_posix())
+    elif archive.suffix == ".zst":  # tarfile writes no zstd before Python 3.14: a plain tar, then compressed
+        tar = pack(directory, archive.with_suffix(""))
+        archive.write_bytes(needs("zstandard").ZstdCompressor().compress(tar.read_bytes()))
+        tar.unlink()
     else:
         compression = {".tar": "", ".gz": "gz", ".tgz": "gz", ".bz2": "bz2", ".xz": "xz"}[archive.suffix]
         with tarfile.open(archive, f"w:{compression}") as t:
@@ -62,7 +66,8 @@ def pack(directory: Path, archive: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "name", ["corpus.zip", "corpus.tar", "corpus.tar.gz", "corpus.tgz", "corpus.tar.bz2", "corpus.tar.xz"]
+    "name",
+    ["corpus.zip", "corpus.tar", "corpus.tar.gz", "corpus.tgz", "corpus.tar.bz2", "corpus.tar.xz", "corpus.tar.zst"],
 )
 def test_an_archive_reads_as_the_directory_it_was_packed_from(tmp_path, name):
     directory = write_directory(tmp_path / "corpus")

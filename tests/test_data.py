@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import warnings
@@ -20,7 +19,7 @@ from bertforge.labels import IS_NEXT, NOT_NEXT
 from bertforge.model.bert import IGNORE_INDEX
 from bertforge.tokenizer import save_tokenizer, special_ids, train_tokenizer
 
-from conftest import make_documents, write_corpus
+from conftest import make_documents, within_binomial, write_corpus
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +35,6 @@ def prepared(tmp_path_factory, wordpiece_tokenizer):
 def dataset_for(data_dir, tokenizer, **kwargs):
     ids = special_ids(tokenizer)
     return PretrainingDataset(data_dir, cls_id=ids.cls, sep_id=ids.sep, **kwargs)
-
-
-def within_binomial(count: int, n: int, p: float, sigmas: float = 4.0) -> bool:
-    return abs(count - n * p) <= sigmas * math.sqrt(n * p * (1 - p))
 
 
 def test_prepare_writes_uint16_memmap_whole_document_split_and_meta(prepared):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import TINY_MODEL, TINY_RUN, make_documents, train_metrics, write_corpus
+from conftest import TINY_MODEL, TINY_RUN, prepared_data, train_metrics
 
 COMMON = [
     *TINY_MODEL,
@@ -57,42 +57,7 @@ def assert_same_trajectory(a, b):
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ddp")
-    write_corpus(root / "corpus.txt", make_documents(n_docs=60, sentences=8, seed=11))
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bertforge",
-            "tokenizer",
-            "train",
-            root / "corpus.txt",
-            "--out",
-            root / "tok",
-            "--vocab-size",
-            "120",
-            "--min-frequency",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bertforge",
-            "prepare",
-            root / "corpus.txt",
-            "--tokenizer",
-            root / "tok",
-            "--out",
-            root / "data",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return root
+    return prepared_data(tmp_path_factory.mktemp("ddp"), seed=11, n_docs=60)
 
 
 def test_two_processes_with_batch_b_match_one_process_with_batch_2b_and_resume_across_world_sizes(data_dir):
@@ -165,3 +130,26 @@ def test_objectives_that_leave_a_head_untrained_run_on_several_processes(data_di
         assert ours.keys() == theirs.keys()
         for name in ours:
             torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=f"{part}: {name}")
+
+
+def test_accumulating_and_evaluating_processes_match_one_and_a_run_resumes_onto_more_processes(data_dir):
+    """DDP's no_sync path (--grad-accum 2 on each of two processes), the held-out evaluation of a DDP run (the main
+    process's, on batches of the per-process size), and a one-process checkpoint continued by two processes: each
+    logs what one process accumulating the same 16 sequences in micro-batches of 4 logged."""
+    data = data_dir / "data"
+    evaluating = ["--eval-every", "2", "--eval-batches", "2", "--max-steps", "4", "--save-every", "2"]
+    one, two = data_dir / "one_accumulating", data_dir / "two_accumulating"
+    run(1, "--data", data, "--out", one, *COMMON, *evaluating, "--batch-size", "4", "--grad-accum", "4")
+    run(2, "--data", data, "--out", two, *COMMON, *evaluating, "--batch-size", "4", "--grad-accum", "2")
+    assert_same_trajectory(train_metrics(one), train_metrics(two))
+    held_out = train_metrics(one, "valid")
+    assert [r["step"] for r in held_out] == [2, 4]
+    assert_same_trajectory(held_out, train_metrics(two, "valid"))
+
+    resumed = data_dir / "one_then_two"
+    shutil.copytree(one, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "step_000004")
+    shutil.rmtree(resumed / "model")
+    run(2, "--data", data, "--out", resumed, "--resume", "--grad-accum", "2", "--quiet")
+    assert_same_trajectory(train_metrics(one), train_metrics(resumed))
+    assert_same_trajectory(held_out, train_metrics(resumed, "valid"))

@@ -9,12 +9,9 @@ import torch
 
 from bertforge.model.dropout import dropout, keep_mask
 
+from conftest import within_binomial
+
 N = 400_000
-
-
-def within(observed: float, p: float, n: int, sigmas: float = 5.0) -> bool:
-    """A binomial rate within `sigmas` standard errors of p."""
-    return abs(observed - p) <= sigmas * math.sqrt(p * (1 - p) / n)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
@@ -22,14 +19,14 @@ def test_each_of_the_four_lanes_drops_at_the_rate_independently_of_its_neighbour
     torch.manual_seed(0)
     keep, _ = keep_mask(torch.Size((N // 4, 4)), p)  # column j = lane j of each 64-bit draw
     dropped = ~keep
-    assert within(dropped.float().mean().item(), p, N)
+    assert within_binomial(dropped.float().mean().item() * (N), N, p, sigmas=5)
     for lane in range(4):
-        assert within(dropped[:, lane].float().mean().item(), p, N // 4)
+        assert within_binomial(dropped[:, lane].float().mean().item() * (N // 4), N // 4, p, sigmas=5)
     for lane in range(3):  # two lanes of one draw, then across draws (row i lane 3 with row i + 1 lane 0)
         both = (dropped[:, lane] & dropped[:, lane + 1]).float().mean().item()
-        assert within(both, p * p, N // 4)
+        assert within_binomial(both * (N // 4), N // 4, p * p, sigmas=5)
     across = (dropped[:-1, 3] & dropped[1:, 0]).float().mean().item()
-    assert within(across, p * p, N // 4 - 1)
+    assert within_binomial(across * (N // 4 - 1), N // 4 - 1, p * p, sigmas=5)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3])
@@ -40,7 +37,7 @@ def test_kept_values_are_scaled_by_the_rounded_rate_so_the_mean_is_kept(p):
     dropped_levels = round(p * 65536)
     scale = 65536 / (65536 - dropped_levels)
     torch.testing.assert_close(y[y != 0], torch.full_like(y[y != 0], scale))
-    assert within((y == 0).float().mean().item(), dropped_levels / 65536, N)
+    assert within_binomial((y == 0).float().mean().item() * (N), N, dropped_levels / 65536, sigmas=5)
     assert abs(y.mean().item() - 1.0) < 5 * math.sqrt(p / (1 - p) / N)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import random
 
@@ -15,14 +16,20 @@ from bertforge import BertForPreTraining, BertForSequenceClassification, load_mo
 from bertforge.data.batching import TextBatcher
 from bertforge.tasks import finetune as finetuning
 from bertforge.tasks.classification import Classifier, Columns
-from bertforge.tasks.config import FinetuneConfig
 from bertforge.tasks.finetune import finetune
 from bertforge.tasks.targets import classification_metrics
 
-from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
+from conftest import (
+    ANIMALS,
+    PEOPLE,
+    bertforge,
+    bertforge_ok,
+    needs,
+    one_line_error,
+    quick_finetuning,
+    save_random_model,
+)
 
-ANIMALS = ["the cat", "the dog", "a bird"]
-PEOPLE = ["my friend", "the teacher", "the child"]
 PLACES = ["the mat", "the river bank", "the garden", "the window"]
 
 
@@ -38,10 +45,7 @@ def write_tsv(path, header, rows):
     path.write_text("\t".join(header) + "\n" + "".join("\t".join(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def fast(**overrides) -> FinetuneConfig:
-    values = dict(epochs=25, lr=3e-3, batch_size=16, seq_len=64, warmup=0.05, device="cpu")
-    values.update(overrides)
-    return FinetuneConfig(**values)
+fast = functools.partial(quick_finetuning, epochs=25, seq_len=64)
 
 
 def train_accuracy(model_dir, texts, pairs, labels) -> float:

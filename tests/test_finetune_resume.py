@@ -20,10 +20,7 @@ from bertforge.tasks import finetune as finetuning
 from bertforge.tasks.classification import ClassificationTask, Columns
 from bertforge.tasks.config import FinetuneConfig
 
-from conftest import bertforge, one_line_error, save_random_model
-
-ANIMALS = ["the cat", "the dog", "a bird"]
-PEOPLE = ["my friend", "the teacher", "the child"]
+from conftest import ANIMALS, PEOPLE, bertforge, one_line_error, save_random_model
 
 
 @pytest.fixture(scope="module")

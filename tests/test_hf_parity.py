@@ -477,9 +477,11 @@ def test_fill_mask_cli_matches_the_transformers_pipeline(wordpiece_tokenizer, tm
     assert_fill_mask_is_the_pipeline(tmp_path, "the cat [MASK] on the [MASK].")
 
 
+@pytest.mark.parametrize("layer", [-1, 1, 0])
 @pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokenizer, pooling, tmp_path):
-    """Batched by length with padding, each vector equals transformers' output for that text alone."""
+def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokenizer, pooling, layer, tmp_path):
+    """Batched by length with padding, each vector equals transformers' output for that text alone, at the layer
+    asked for (0 = the embeddings, as transformers' hidden_states count)."""
     import bertforge
 
     vocab = wordpiece_tokenizer.get_vocab_size()
@@ -494,11 +496,11 @@ def test_embed_matches_transformers_hidden_states_text_by_text(wordpiece_tokeniz
         "the cat sat.",
         "it rained all day long",
     ]
-    ours = bertforge.load(tmp_path).embed(texts, pooling=pooling, batch_size=3)  # (4, H); mixed lengths share a batch
+    ours = bertforge.load(tmp_path).embed(texts, pooling=pooling, layer=layer, batch_size=3)  # (4, H); mixed lengths
     assert ours.shape == (len(texts), 32)
     for text, vector in zip(texts, ours):
         ids = torch.tensor([wordpiece_tokenizer.encode(text).ids])  # (1, T)
         with torch.no_grad():
-            hidden = theirs.bert(input_ids=ids).last_hidden_state[0]  # (T, H)
+            hidden = theirs.bert(input_ids=ids, output_hidden_states=True).hidden_states[layer][0]  # (T, H)
         expected = hidden[0] if pooling == "cls" else hidden.mean(0)
         assert torch.allclose(torch.from_numpy(vector), expected, atol=1e-5)

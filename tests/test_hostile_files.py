@@ -4,10 +4,13 @@ small on disk."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import json
+import lzma
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -80,15 +83,23 @@ def test_an_arrow_shard_with_an_offset_out_of_bounds_is_refused_not_a_crash(tmp_
     assert not (tmp_path / "d").exists()
 
 
-def test_a_zst_file_cut_short_is_refused_where_it_ends(tmp_path):
-    zstandard = needs("zstandard")
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_a_compressed_file_cut_short_is_refused_where_it_ends(tmp_path, suffix):
+    """A download cut short must not train quietly on part of the data (a .zst read 17,539 of 50,000 lines)."""
+    compress = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".zst": lambda data: needs("zstandard").ZstdCompressor().compress(data),
+    }[suffix]
     text = "".join(f"line {i} of the corpus.\n" for i in range(50_000))
-    whole = zstandard.ZstdCompressor().compress(text.encode())
-    (tmp_path / "whole.txt.zst").write_bytes(whole)
-    (tmp_path / "half.txt.zst").write_bytes(whole[: len(whole) // 2])
-    assert len(list(read_paragraphs([tmp_path / "whole.txt.zst"]))) == 50_000
-    with pytest.raises(UserError, match=r"half\.txt\.zst: cannot read .*cut short"):
-        list(read_paragraphs([tmp_path / "half.txt.zst"]))  # read 17,539 lines and stopped quietly before
+    whole = compress(text.encode())
+    (tmp_path / f"whole.txt{suffix}").write_bytes(whole)
+    (tmp_path / f"half.txt{suffix}").write_bytes(whole[: len(whole) // 2])
+    assert len(list(read_paragraphs([tmp_path / f"whole.txt{suffix}"]))) == 50_000
+    cut_short = "ended before the end-of-stream marker" if suffix != ".zst" else "cut short"  # Python's words, ours
+    with pytest.raises(UserError, match=rf"half\.txt\{suffix}: cannot read .*{cut_short}"):
+        list(read_paragraphs([tmp_path / f"half.txt{suffix}"]))
 
 
 # ---------------------------------------------------------------- archives: disk, memory, time
@@ -297,3 +308,58 @@ def test_a_full_scratch_disk_is_said_as_such(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="inner.zip: no room to unpack it"):
         list(read_paragraphs([outer]))
     assert archives._SCRATCH == set()
+
+
+# ---------------------------------------------------------------- the ceilings, measured from outside
+
+BOUNDED_READER = """
+import json, sys
+from bertforge.errors import UserError
+from bertforge.formats.corpus import read_paragraphs
+from bertforge.formats.textfiles import read_rows
+for path in sys.argv[1:]:
+    try:  # a sheet's rows by their first column; any other file's paragraphs
+        items = read_rows(path, ["0"]) if path.endswith(".ods") else read_paragraphs([path])
+        print(json.dumps([path, sum(1 for _ in items)]))
+    except UserError as e:
+        print(json.dumps([path, str(e)]))
+"""
+
+
+def test_the_crafted_files_are_read_or_refused_under_a_gigabyte_of_memory_and_half_of_scratch(tmp_path):
+    """The readers in a process that the kernel stops at 1 GB of address space, 512 MB per file written and 60 s of
+    CPU: a bomb streamed and one copied out, spreadsheets asking for 16 GB and endless rows, three billion spaces,
+    spans nested 5,000 deep. Each is read, or refused in one line; none is killed, and no scratch is left."""
+    bombs = [tmp_path / "streamed.zip", tmp_path / "copied.zip"]
+    with zipfile.ZipFile(bombs[0], "w", zipfile.ZIP_DEFLATED) as z, z.open("bb.txt", "w") as out:
+        for _ in range(512):  # 512 MB of spaces, about 0.5 MB deflated
+            out.write(b" " * (1 << 20))
+    bombs[1].write_bytes(bombs[0].read_bytes().replace(b"bb.txt", b"b.docx"))  # the same bytes, a document's name
+    row = f"<table:table-row>{text_cell('x', '2000000000')}</table:table-row>"
+    endless = f'<table:table-row table:number-rows-repeated="1000000000000">{text_cell("y")}</table:table-row>'
+    spaces = '<text:p>a<text:s text:c="3000000000"/>b</text:p>'
+    nested = "<text:p>" + "<text:span>" * 5000 + "deep" + "</text:span>" * 5000 + "</text:p>"
+    crafted = [
+        *bombs,
+        ods(tmp_path / "columns.ods", row),
+        ods(tmp_path / "rows.ods", endless),
+        package(tmp_path / "spaces.odt", {"content.xml": ODT_BODY.format(paragraphs=spaces)}),
+        package(tmp_path / "nested.odt", {"content.xml": ODT_BODY.format(paragraphs=nested)}),
+    ]
+    (tmp_path / "scratch").mkdir()
+
+    def ceilings():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512 << 20, 512 << 20))
+        resource.setrlimit(resource.RLIMIT_CPU, (60, 60))
+
+    env = {**os.environ, "TMPDIR": str(tmp_path / "scratch"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", BOUNDED_READER, *map(str, crafted)], capture_output=True, text=True,
+                          env=env, preexec_fn=ceilings, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcomes = {Path(path).name: outcome for path, outcome in map(json.loads, done.stdout.splitlines())}
+    for bomb in ("streamed.zip", "copied.zip"):
+        refusal = outcomes.pop(bomb)
+        assert "expands more than 200 times its compressed size" in refusal and "\n" not in refusal
+    assert outcomes == {"columns.ods": 1, "rows.ods": 1_048_576, "spaces.odt": 1, "nested.odt": 1}
+    assert not any((tmp_path / "scratch").iterdir())

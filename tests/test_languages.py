@@ -88,6 +88,12 @@ def test_english_keeps_berts_uncased_rule(tmp_path):
     assert load_tokenizer(tmp_path / "tok").encode("Café", add_special_tokens=False).tokens == ["cafe"]
     config = json.loads((tmp_path / "tok" / "tokenizer_config.json").read_text())
     assert (config["do_lower_case"], config["strip_accents"]) == (True, True)  # as transformers reads it too
+    kept = bertforge_ok("tokenizer", "train", tmp_path / "en.txt", "--out", tmp_path / "kept", "--vocab-size", "200",
+                        "--min-frequency", "1", "--keep-accents", "--json")  # fmt: skip
+    assert json.loads(kept.stdout)["strip_accents"] is False  # the flag overrides the corpus's choice
+    assert load_tokenizer(tmp_path / "kept").encode("Café", add_special_tokens=False).tokens == ["café"]
+    config = json.loads((tmp_path / "kept" / "tokenizer_config.json").read_text())
+    assert (config["do_lower_case"], config["strip_accents"]) == (True, False)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ learned completely on a small task, scored by hand, and in agreement with `trans
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 
@@ -18,10 +19,8 @@ from bertforge.tasks.config import FinetuneConfig
 from bertforge.tasks.finetune import finetune
 from bertforge.tasks.targets import MIN_POSITIVES_TO_TUNE, LabelSet, best_thresholds, multi_label_metrics
 
-from conftest import bertforge, needs, one_line_error, save_random_model
+from conftest import ANIMALS, PEOPLE, bertforge, needs, one_line_error, quick_finetuning, save_random_model
 
-ANIMALS = ["the cat", "the dog", "a bird"]
-PEOPLE = ["my friend", "the teacher", "the child"]
 WEATHER = ["the wind", "the rain"]
 INDOORS, OUTDOORS = ["the mat", "the window"], ["the garden", "the river bank"]
 
@@ -64,10 +63,7 @@ def fine_tuned(pretrained, tmp_path, train, dev, cfg: FinetuneConfig, task: str 
     return finetune(pretrained, task, *files, tmp_path / "out", cfg, Columns("text", "labels"), progress=False)
 
 
-def fast(**overrides) -> FinetuneConfig:
-    values = dict(epochs=60, lr=3e-3, batch_size=16, seq_len=64, warmup=0.05, device="cpu")
-    values.update(overrides)
-    return FinetuneConfig(**values)
+fast = functools.partial(quick_finetuning, epochs=60, seq_len=64)
 
 
 # ---------------------------------------------------------------- reading

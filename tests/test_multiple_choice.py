@@ -13,10 +13,9 @@ from bertforge.errors import UserError
 from bertforge.model.bert import BertForMultipleChoice
 from bertforge.tasks.multiple_choice import ChoiceBatcher, ChoiceColumns, ChoiceExample, read_choice_examples
 
-from conftest import bertforge, bertforge_ok, one_line_error, save_random_model
+from conftest import ANIMALS, bertforge, bertforge_ok, one_line_error, save_random_model
 
 SWAG_COLUMNS = ChoiceColumns("sent1", ["ending0", "ending1", "ending2"], "label", "sent2")
-ANIMALS = ["the cat", "the dog", "a bird"]
 RIGHT, WRONG = "purred and slept .", ["talked and laughed .", "rained all day ."]
 
 

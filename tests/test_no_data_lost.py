@@ -30,6 +30,7 @@ from conftest import (
     make_documents,
     one_line_error,
     prepared_data,
+    save_random_model,
     write_corpus,
 )
 
@@ -279,3 +280,37 @@ def test_a_full_disk_in_the_loop_is_one_line_and_one_attempt(workdir, tmp_path, 
     assert len(attempts) == 1  # the save at step 2, not again on the way out
     checkpoints = tmp_path / "run" / "checkpoints"
     assert checkpoint_dirs(tmp_path / "run") == [] and not list(checkpoints.glob(".*"))  # nothing torn left
+
+
+class RunsCode:
+    """What a hostile pickle holds: an object whose unpickling runs a call, here one that makes a directory."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_pickle_that_would_run_code_is_refused_in_one_line_and_never_run(workdir, tmp_path, wordpiece_tokenizer):
+    """A checkpoint's optimizer.pt (its checksum rewritten to match, as whoever planted it could) and a model's
+    pytorch_model.bin read with --trust-pickle: only tensors are ever unpickled."""
+    marker = tmp_path / "the_pickle_ran"
+    flags = ["--data", workdir / "data", *TINY, "--save-every", "2", "--log-every", "2"]
+    run = tmp_path / "run"
+    bertforge_ok("pretrain", "--out", run, *flags, "--max-steps", "2")
+    shutil.rmtree(run / "model")
+    checkpoint = checkpoint_dirs(run)[-1]
+    tensors = torch.load(checkpoint / "optimizer.pt", weights_only=True)
+    torch.save({**tensors, "optimizer": RunsCode(marker)}, checkpoint / "optimizer.pt")
+    write_checksums(checkpoint)
+    resumed = bertforge("pretrain", "--out", run, *flags, "--max-steps", "4", "--resume")
+    one_line_error(resumed, "optimizer.pt: unreadable checkpoint", "unsupported GLOBAL posix.mkdir")
+    assert not marker.exists() and [p.name for p in checkpoint_dirs(run)] == ["step_000002"]
+
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    (model / "model.safetensors").unlink()
+    torch.save({"weights": RunsCode(marker)}, model / "pytorch_model.bin")
+    refused = bertforge("fill-mask", model, "the [MASK] sat.", "--trust-pickle")
+    one_line_error(refused, "pytorch_model.bin: not loaded", "unsupported GLOBAL posix.mkdir")
+    assert not marker.exists()

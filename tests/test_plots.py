@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from matplotlib.colors import to_hex
 from matplotlib.image import imread
 
 from bertforge import load
@@ -251,3 +252,103 @@ def test_a_sweep_curve_by_time_puts_each_step_at_its_seeds_median_minute():
     assert list(ax.lines[0].get_ydata()) == pytest.approx([0.2, 0.3])
     draw_band(ax, curves, "by step")
     assert list(ax.lines[1].get_xdata()) == [10, 20]
+
+
+# ---------------------------------------------------------------- what the figures show
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Every figure the commands save, kept for reading its data back (the images are still written)."""
+    import bertforge.plots
+    import bertforge.studies.score
+
+    kept, save = [], bertforge.plots.save_figure
+
+    def keep(fig, out):
+        kept.append(fig)
+        return save(fig, out)
+
+    monkeypatch.setattr(bertforge.plots, "save_figure", keep)
+    monkeypatch.setattr(bertforge.studies.score, "save_figure", keep)
+    return kept
+
+
+def series(fig) -> dict[str, tuple[list, list]]:
+    """Each labelled line of a figure: its label -> (x values, y values)."""
+    return {
+        line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
+        for ax in fig.axes
+        for line in ax.lines
+        if not line.get_label().startswith("_")
+    }
+
+
+def test_the_plot_verb_draws_each_series_of_the_metrics_file_as_logged(tmp_path, figures, capsys):
+    """Every curve is its metrics.jsonl column at its logged steps, the held-out points too; a line torn by a run
+    still writing is left out, as `plot` reads a log while the run goes on."""
+    rng = np.random.default_rng(0)
+    keys = ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr")
+    train = [{"step": s, "split": "train", **dict(zip(keys, rng.random(6)))} for s in range(10, 110, 10)]
+    valid = [{"step": s, "split": "valid", **dict(zip(keys[1:5], rng.random(4)))} for s in (50, 100)]
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [json.dumps(r) for r in train[:5] + valid[:1] + train[5:] + valid[1:]]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 110, "split": "tr')
+    cli_ok("plot", run)
+    assert png(run / "plots" / "training_curves.png").shape[1] > 1000
+    cli_ok("plot", run, "--format", "svg")
+    assert (run / "plots" / "training_curves.svg").read_text().lstrip().startswith("<?xml")
+    (fig, _) = figures
+
+    def column(records, key):
+        return [r["step"] for r in records], [r[key] for r in records]
+
+    assert series(fig) == {
+        "train loss": column(train, "loss"),
+        "train MLM loss": column(train, "mlm_loss"),
+        "held-out MLM loss": column(valid, "mlm_loss"),
+        "train NSP loss": column(train, "nsp_loss"),
+        "held-out NSP loss": column(valid, "nsp_loss"),
+        "train MLM accuracy": column(train, "mlm_acc"),
+        "held-out MLM accuracy": column(valid, "mlm_acc"),
+        "train NSP accuracy": column(train, "nsp_acc"),
+        "held-out NSP accuracy": column(valid, "nsp_acc"),
+        "learning rate": column(train, "lr"),
+    }
+
+
+def test_fill_mask_bars_are_the_predictions_with_the_answer_in_its_own_colour(model_dir, tmp_path, figures, capsys):
+    text = "the cat sat on the [MASK]."
+    answer = load(model_dir).fill_mask(text, top_k=5)["masks"][0]["predictions"][2]["token"]
+    cli_ok("fill-mask", model_dir, text, "--plot", tmp_path / "fill.png", "--answer", answer, "--json")
+    predictions = json.loads(capsys.readouterr().out)["masks"][0]["predictions"][::-1]  # drawn best on top
+    (ax,) = figures[0].axes
+    assert [label.get_text() for label in ax.get_yticklabels()] == [p["token"] for p in predictions]
+    assert [bar.get_width() for bar in ax.patches] == pytest.approx([p["score"] for p in predictions])
+    colours = [to_hex(bar.get_facecolor()) for bar in ax.patches]
+    assert colours == [to_hex("tab:green" if p["token"] == answer else "tab:blue") for p in predictions]
+    assert colours.count(to_hex("tab:green")) == 1
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == [f"answer: {answer}", "other"]
+
+
+def test_the_score_figure_draws_each_rows_median_and_range(tmp_path, figures):
+    from bertforge.studies.score import plot_scores
+
+    rows = [
+        {"task": task, "arm": arm, "metric": "accuracy", "median": median, "min": low, "max": high}
+        for task, arm, low, median, high in [
+            ("mrpc", "pre-trained", 0.70, 0.74, 0.75),
+            ("mrpc", "from scratch", 0.60, 0.66, 0.69),
+            ("sst2", "pre-trained", 0.80, 0.81, 0.83),
+            ("sst2", "from scratch", 0.71, 0.72, 0.78),
+        ]
+    ]
+    plot_scores(tmp_path / "results.png", rows)
+    (ax,) = figures[0].axes
+    bars = sorted(ax.patches, key=lambda bar: bar.get_x())
+    drawn = [row for task in ("mrpc", "sst2") for row in rows if row["task"] == task]  # each task's arms, in order
+    assert [bar.get_height() for bar in bars] == pytest.approx([r["median"] for r in drawn])
+    whiskers = sorted((s for c in ax.collections for s in c.get_segments()), key=lambda s: s[0][0])  # (x, min)-(x, max)
+    ranges = [y for r in drawn for y in (r["min"], r["max"])]
+    assert [float(y) for whisker in whiskers for y in whisker[:, 1]] == pytest.approx(ranges)

@@ -21,6 +21,7 @@ from bertforge.engine.optim import lr_factor, warmup_fraction
 from bertforge.engine.runtime import Distributed
 from bertforge.errors import UserError
 from bertforge.model.config import ModelConfig
+from bertforge.progress import TrainingProgress
 from bertforge.training.config import RECIPES, TrainConfig, recipe_configs
 from bertforge.training.loader import BatchPlan
 from bertforge.training.trainer import Trainer
@@ -257,6 +258,8 @@ def test_a_signal_saves_the_last_logged_step_and_the_resumed_run_is_the_uninterr
 
 def test_transformers_pipeline_gives_the_same_fill_mask_answers(e2e_run):
     assert_fill_mask_is_the_pipeline(e2e_run / "model", "the dog [MASK] at the window.")
+    # --targets: the named words' own probabilities, ranked among themselves, as the pipeline's targets=
+    assert_fill_mask_is_the_pipeline(e2e_run / "model", "the [MASK] sat.", targets=["bird", "cat", "teacher"])
 
 
 def test_cli_error_paths(workdir, e2e_run, tmp_path):
@@ -366,23 +369,33 @@ def test_a_time_budget_run_whose_last_step_overshoots_ends_with_its_model(workdi
     assert [p.name for p in checkpoint_dirs(run)] == [f"step_{result.state.step:06d}"]
 
 
-def test_an_error_in_logging_keeps_the_work_done(workdir, monkeypatch):
-    """Whatever fails inside the loop (here the metrics log at step 3), a checkpoint of the last step survives."""
-    run = workdir / "crash"
+@pytest.mark.parametrize("failing", ["metrics log", "evaluation", "progress display"])
+def test_an_error_inside_the_loop_keeps_the_work_done(workdir, monkeypatch, failing):
+    """Whatever fails inside the loop at step 3 (the metrics log, a held-out evaluation, the progress display), a
+    checkpoint of that step survives and the run resumes from it to the end."""
+    run = workdir / f"crash_{failing.replace(' ', '_')}"
     model_config = tiny_model_config(workdir / "data")
     cfg = TrainConfig(
-        seq_len=64, batch_size=8, max_steps=10, precision="fp32", num_workers=0, eval_every=0, save_every=0, log_every=1
-    )
+        seq_len=64, batch_size=8, max_steps=10, precision="fp32", num_workers=0, eval_every=1, eval_batches=1,
+        save_every=0, log_every=1,
+    )  # fmt: skip
     trainer = Trainer(workdir / "data", run, model_config, cfg, progress=False)
-    write = trainer.log.write
 
-    def failing_write(record):
-        if record["step"] == 3:
-            raise RuntimeError("disk quota in the logger")
-        write(record)
+    def failing_at_step_3(call):
+        def call_or_fail(*args, **kwargs):
+            if trainer.state.step == 3:
+                raise RuntimeError(f"the {failing} failed")
+            return call(*args, **kwargs)
 
-    monkeypatch.setattr(trainer.log, "write", failing_write)
-    with pytest.raises(RuntimeError, match="disk quota"):
+        return call_or_fail
+
+    if failing == "metrics log":
+        monkeypatch.setattr(trainer.log, "write", failing_at_step_3(trainer.log.write))
+    elif failing == "evaluation":
+        monkeypatch.setattr(trainer, "evaluate", failing_at_step_3(trainer.evaluate))
+    else:
+        monkeypatch.setattr(TrainingProgress, "show", failing_at_step_3(TrainingProgress.show))
+    with pytest.raises(RuntimeError, match=f"the {failing} failed"):
         trainer.train()
     assert [p.name for p in checkpoint_dirs(run)] == ["step_000003"]
     monkeypatch.undo()

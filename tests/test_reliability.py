@@ -27,11 +27,10 @@ from conftest import (
     TINY_MODEL,
     TINY_RUN,
     bertforge,
-    make_documents,
     one_line_error,
+    prepared_data,
     save_random_model,
     train_metrics,
-    write_corpus,
 )
 
 TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-every", "0"]
@@ -39,26 +38,7 @@ TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-every", "0"]
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reliability")
-    write_corpus(root / "corpus.txt", make_documents(n_docs=40, sentences=8, seed=21))
-    assert (
-        bertforge(
-            "tokenizer",
-            "train",
-            root / "corpus.txt",
-            "--out",
-            root / "tok",
-            "--vocab-size",
-            "120",
-            "--min-frequency",
-            "1",
-        ).returncode
-        == 0
-    )
-    assert (
-        bertforge("prepare", root / "corpus.txt", "--tokenizer", root / "tok", "--out", root / "data").returncode == 0
-    )
-    return root
+    return prepared_data(tmp_path_factory.mktemp("reliability"), seed=21)
 
 
 def test_sigkill_at_random_moments_loses_nothing(workdir):

@@ -4,6 +4,7 @@ in agreement with `transformers`, and bad input refused with one line."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import random
 import re
@@ -18,7 +19,6 @@ from bertforge.data.batching import windowing_tokenizer, windows
 from bertforge.errors import UserError
 from bertforge.studies.score import parse_task, score
 from bertforge.tasks.classification import Classifier, Columns
-from bertforge.tasks.config import FinetuneConfig
 from bertforge.tasks.finetune import finetune
 from bertforge.tasks.qa import (
     NULL_THRESHOLD_KEY,
@@ -49,17 +49,14 @@ from bertforge.tasks.tagging import (
 from bertforge.tasks.targets import regression_metrics
 from bertforge.tokenizer import special_ids, train_tokenizer
 
-from conftest import bertforge, bertforge_ok, needs, one_line_error, save_random_model
+from conftest import bertforge, bertforge_ok, needs, one_line_error, quick_finetuning, save_random_model
 
 NAMES = ["alice", "bob", "carol", "dave", "erin", "frank"]
 PLACES = ["paris", "london", "rome", "oslo", "lima", "cairo"]
 FILLER = ["walked", "to", "the", "market", "and", "saw", "a", "dog", "today", "with", "friends"]
 
 
-def fast(**overrides) -> FinetuneConfig:
-    values = dict(epochs=30, lr=3e-3, batch_size=16, warmup=0.05, device="cpu", precision="fp32")
-    values.update(overrides)
-    return FinetuneConfig(**values)
+fast = functools.partial(quick_finetuning, epochs=30)
 
 
 @pytest.fixture(scope="module")
@@ -710,12 +707,31 @@ def test_score_tabulates_seeds_and_arms_and_resumes(encoder, tmp_path):
         assert main[("toy", "pre-trained")]["by_seed"][seed] == summary["best"]["dev_accuracy"]
     runs = sorted(p.relative_to(tmp_path / "score") for p in (tmp_path / "score").rglob("summary.json"))
     assert len(runs) == 12  # 3 tasks x 2 arms x 2 seeds
-    for name in ("results.md", "results.csv", "results.json", "results.png"):
-        assert (tmp_path / "score" / name).is_file()
+    assert json.loads((tmp_path / "score" / "results.json").read_text()) == first
+    assert (tmp_path / "score" / "results.png").is_file()  # its bars: test_plots
+    assert_tables_show(first, tmp_path / "score")
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}
     assert json.loads(bertforge_ok(*flags, "--json").stdout) == first  # a second call reuses every finished run
     assert stamps == {p: p.stat().st_mtime_ns for p in (tmp_path / "score").rglob("summary.json")}
     one_line_error(bertforge("score", encoder, "--out", tmp_path / "x", "--tasks", "sst2=/nonexistent"), "train.tsv")
+
+
+def assert_tables_show(rows: list[dict], directory) -> None:
+    """results.md and results.csv hold each row of results.json: its median, range, seeds and gain, in one line."""
+    lines = (directory / "results.md").read_text().splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    shown = [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in lines[2:]]
+    written = list(csv.DictReader(open(directory / "results.csv", encoding="utf-8")))
+    assert len(shown) == len(written) == len(rows)
+    for r in rows:
+        metric = r["metric"] + (" (main)" if r["main"] else "")
+        (md,) = [m for m in shown if (m["task"], m["arm"], m["metric"]) == (r["task"], r["arm"], metric)]
+        numbers = [float(x) for x in re.findall(r"-?\d+\.\d+", md["median (min–max)"])]
+        assert numbers == pytest.approx([r["median"], r["min"], r["max"]], abs=5e-5)
+        assert int(md["seeds"]) == r["seeds"]
+        assert md["gain over from scratch"] == (f"{r['gain']:+.4f}" if "gain" in r else "–")
+        (row,) = [w for w in written if (w["task"], w["arm"], w["metric"]) == (r["task"], r["arm"], r["metric"])]
+        assert [float(row[k]) for k in ("median", "min", "max")] == [r["median"], r["min"], r["max"]]
 
 
 def test_a_long_text_is_classified_whole_as_the_mean_over_its_windows(tokenizer, tmp_path):
@@ -786,3 +802,10 @@ def test_a_long_text_is_embedded_whole_as_the_mean_of_its_windows_vectors(tokeni
     )
     bertforge_ok("embed", tmp_path / "enc", *flags, "--whole")
     assert np.allclose(np.load(tmp_path / "v.npy"), whole, atol=1e-6)
+    if pooling == "cls":  # once: search reads with the model's own pooling, not this case's
+        searched = bertforge_ok("search", tmp_path / "enc", texts[0], "--corpus", tmp_path / "texts.txt", "--whole",
+                                "--top-k", "2", "--precision", "fp32", "--json")  # fmt: skip
+        hits = json.loads(searched.stdout)[0]["results"]
+        expected = model.search([texts[0]], texts, top_k=2, whole=True)[0]
+        assert [h["index"] for h in hits] == [e["index"] for e in expected] == [0, 1]
+        assert [h["score"] for h in hits] == pytest.approx([e["score"] for e in expected], abs=1e-5)

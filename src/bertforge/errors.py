@@ -31,3 +31,11 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signal_number: int):
         super().__init__(f"interrupted by signal {signal_number}")
         self.signal_number = signal_number
+
+
+def one_line(error: BaseException) -> str:
+    """A library's exception as one line of a UserError. torch's refusal to unpickle is a paragraph whose one telling
+    line names the object it refused ("Trying to load unsupported GLOBAL posix.system ..."); otherwise the first."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = next((line for line in lines if "unsupported GLOBAL" in line or "Unsupported global" in line), None)
+    return telling or (lines[0] if lines else type(error).__name__)

@@ -99,9 +99,13 @@ class SplitWriter:
 
     def close(self) -> dict[str, int]:
         self.end_document()
+        self.abandon()
+        return {"documents": self.num_documents, "sentences": self.num_sentences, "tokens": self.num_tokens}
+
+    def abandon(self) -> None:
+        """Close the files without finishing them: what a failed `prepare` wrote is removed with its directory."""
         for f in (self.tokens, self.sentences, self.documents):
             f.close()
-        return {"documents": self.num_documents, "sentences": self.num_sentences, "tokens": self.num_tokens}
 
 
 def write_meta(out: Path, tokenizer: Tokenizer, counts: dict, **facts: Any) -> dict:

@@ -260,6 +260,9 @@ def _write_data(
             else:
                 pool.terminate()  # interrupted or failed: the workers' chunks are not wanted
             pool.join()
+        if not finished:
+            for writer in writers.values():
+                writer.abandon()
         bar.close()
     counts = {name: writer.close() for name, writer in writers.items()}
     if filter_report:

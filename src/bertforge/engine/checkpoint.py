@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UserError
+from ..errors import UserError, one_line
 from ..fileio import remove_abandoned, write_json
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
@@ -107,7 +107,7 @@ def load_tensors(path: Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # missing, torn or foreign: torch raises several types
-        raise UserError(f"{path}: unreadable checkpoint ({e})") from None
+        raise UserError(f"{path}: unreadable checkpoint ({one_line(e)})") from None
 
 
 def optimizer_and_rng(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> dict[str, Any]:

@@ -43,6 +43,7 @@ class MetricsLog:
     def close(self) -> None:
         if self.tensorboard is not None:
             self.tensorboard.close()
+            self.tensorboard = None
 
 
 def _open_tensorboard(directory: Path):

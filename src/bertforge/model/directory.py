@@ -22,7 +22,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from ..errors import UserError
+from ..errors import UserError, one_line
 from ..fileio import asset_path, atomic_directory, write_json
 from ..tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save_tokenizer
 from .bert import BertForPreTraining, BertForSentenceEmbedding
@@ -114,7 +114,12 @@ def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch
                 "convert it to model.safetensors, or pass --trust-pickle if you trust its source"
             )
         warnings.warn(f"loading pickle weights from {pickle_path} because --trust-pickle was given", stacklevel=2)
-        return torch.load(pickle_path, map_location="cpu", weights_only=True)
+        try:  # tensors only, even when trusted: an object that would run code when unpickled is refused
+            return torch.load(pickle_path, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises several types for refused, torn or foreign files
+            raise UserError(
+                f"{pickle_path}: not loaded, it holds more than tensors or is damaged ({one_line(e)})"
+            ) from None
     raise UserError(f"{directory}: no model.safetensors")
 
 

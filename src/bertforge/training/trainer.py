@@ -132,6 +132,7 @@ class Trainer:
         self.device = resolve_device(cfg.device, self.processes.local_rank)
         self.precision = MixedPrecision(self.device, resolve_precision(cfg.precision, self.device))
         self.locks = contextlib.ExitStack()  # held until `close`: the run directory, and the data it reads
+        self.log: MetricsLog | None = None  # the main process's, opened once the run directory is ready
         try:
             self._start(model_config, cfg, resume, overwrite, tensorboard, recipe)
         except BaseException:
@@ -235,7 +236,10 @@ class Trainer:
             raise failure
 
     def close(self) -> None:
-        """Release the run and data directories."""
+        """Close the metrics log (TensorBoard's files are flushed), whatever ended the run, and release the run and
+        data directories."""
+        if self.log is not None:
+            self.log.close()
         self.locks.close()
 
     def _restore(self, checkpoint: Path) -> None:
@@ -564,7 +568,6 @@ class Trainer:
                 f"could not write the model in {self.run_dir / 'model'} ({e.strerror or e}); the last checkpoint "
                 "is intact: make room, then run the same command with --resume"
             ) from None
-        self.log.close()
 
     def _say(self, message: str) -> None:
         if self.processes.is_main:
