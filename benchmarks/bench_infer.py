@@ -50,7 +50,7 @@ def sentences(n: int, sst2: str | None = None) -> list[str]:
         from bertforge.formats.textfiles import read_rows
 
         rows = read_rows(Path(sst2) / "train.tsv", ["sentence"])
-        return [row[0] for _, row in zip(range(n), rows)]
+        return [row["sentence"] for _, (_, row) in zip(range(n), rows)]
     out: list[str] = []
     for paragraph in read_paragraphs([asset_path("gutenberg_sample.txt.gz")]):
         out.extend(s for s in split_sentences(paragraph.text) if len(s) > 3)
