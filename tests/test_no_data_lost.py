@@ -204,12 +204,17 @@ def test_a_damaged_checkpoint_is_set_aside_and_the_run_resumes_from_the_one_befo
     assert_same_steps(tmp_path / "whole", run, [2, 4, 6], keys)  # steps 5 and 6 trained again, exactly
 
 
-def test_weights_that_are_not_numbers_are_never_saved(workdir, tmp_path):
+def stopped_at_its_checkpoint(workdir, run: Path) -> tuple[list, Path]:
+    """A 2-step run as if stopped after its checkpoint at step 2 (its model not written): its flags, the checkpoint."""
     flags = ["--data", workdir / "data", *TINY, "--save-every", "2", "--log-every", "2"]
-    run = tmp_path / "run"
     bertforge_ok("pretrain", "--out", run, *flags, "--max-steps", "2")
     shutil.rmtree(run / "model")
-    checkpoint = checkpoint_dirs(run)[-1]
+    return flags, checkpoint_dirs(run)[-1]
+
+
+def test_weights_that_are_not_numbers_are_never_saved(workdir, tmp_path):
+    run = tmp_path / "run"
+    flags, checkpoint = stopped_at_its_checkpoint(workdir, run)
     tensors = torch.load(checkpoint / "optimizer.pt", weights_only=True)
     for moments in tensors["optimizer"]["state"].values():
         moments["exp_avg"].fill_(float("nan"))  # moments that passed their checksums, yet are not numbers
@@ -295,12 +300,8 @@ class RunsCode:
 def test_a_pickle_that_would_run_code_is_refused_in_one_line_and_never_run(workdir, tmp_path, wordpiece_tokenizer):
     """A checkpoint's optimizer.pt (its checksum rewritten to match, as whoever planted it could) and a model's
     pytorch_model.bin read with --trust-pickle: only tensors are ever unpickled."""
-    marker = tmp_path / "the_pickle_ran"
-    flags = ["--data", workdir / "data", *TINY, "--save-every", "2", "--log-every", "2"]
-    run = tmp_path / "run"
-    bertforge_ok("pretrain", "--out", run, *flags, "--max-steps", "2")
-    shutil.rmtree(run / "model")
-    checkpoint = checkpoint_dirs(run)[-1]
+    marker, run = tmp_path / "the_pickle_ran", tmp_path / "run"
+    flags, checkpoint = stopped_at_its_checkpoint(workdir, run)
     tensors = torch.load(checkpoint / "optimizer.pt", weights_only=True)
     torch.save({**tensors, "optimizer": RunsCode(marker)}, checkpoint / "optimizer.pt")
     write_checksums(checkpoint)
