@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Configurable, check_choices, documented, parse_duration, require
-from ..data.masking import MaskingConfig
 from ..errors import UserError
 from ..model.config import ModelConfig, preset_size
+
+if TYPE_CHECKING:
+    from ..data.masking import MaskingConfig
 
 
 @dataclass
@@ -277,6 +279,8 @@ def recipe_configs(
 def masking_config(cfg: TrainConfig) -> MaskingConfig:
     """How a run masks its instances: at the peak rate of its schedule, drawing what thinning and ELECTRA's
     sampling need (per instance, so that a batch split across processes samples as the whole batch would)."""
+    from ..data.masking import MaskingConfig  # here: the command line reads these configs without torch
+
     return MaskingConfig(
         cfg.peak_mask_prob,
         cfg.mask_token_prob,
