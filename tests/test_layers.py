@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,9 @@ LAYER_OF = {unit: i for i, (_, units) in enumerate(LAYERS) for unit in units}
 SUBPACKAGES = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, package: Path = PACKAGE) -> str:
     """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `tokenizer.py` -> "tokenizer"."""
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    parts = path.relative_to(package).with_suffix("").parts
     if len(parts) > 1 and parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
@@ -77,20 +78,21 @@ def imported_modules(path: Path, package: tuple[str, ...] = ()) -> set[str]:
     return found
 
 
-def package_modules() -> dict[str, Path]:
+def package_modules(package: Path = PACKAGE) -> dict[str, Path]:
     """Every module of the package by module_name, subpackages included (the package's own is "__init__").
     Not assets/: files the package ships, like the modeling file for `transformers`, which never imports bertforge
     (test_hf_parity checks that)."""
-    return {module_name(p): p for p in PACKAGE.rglob("*.py") if "assets" not in p.relative_to(PACKAGE).parts}
+    return {module_name(p, package): p for p in package.rglob("*.py") if "assets" not in p.relative_to(package).parts}
 
 
-def upward_imports() -> list[str]:
+def upward_imports(package: Path = PACKAGE) -> list[str]:
+    """Every import that does not go down, in the package at `package` (a copy, for the test that plants one)."""
     upward = []
-    for name, path in sorted(package_modules().items()):
+    for name, path in sorted(package_modules(package).items()):
         if name == "__init__":
             continue  # its lazy exports name modules of every layer, by design
         unit = unit_of(name)
-        for target in imported_modules(path, path.parent.relative_to(PACKAGE).parts):
+        for target in imported_modules(path, path.parent.relative_to(package).parts):
             other = unit_of(target)
             if other == unit and unit in SUBPACKAGES:
                 continue  # a package's modules use each other
@@ -122,12 +124,10 @@ def test_the_layering_test_can_fail(tmp_path):
     bad_verb = tmp_path / "flags.py"
     bad_verb.write_text("from ..tasks.finetune import finetune\nfrom .data import register\nfrom . import training\n")
     assert imported_modules(bad_verb, ("cli",)) == {"tasks.finetune", "cli.data", "cli.training"}
-    planted = PACKAGE / "training" / "planted_for_the_test.py"
-    planted.write_text("from ..tasks.finetune import finetune\n")  # training importing tasks: the same layer
-    try:
-        assert upward_imports() == ["training.planted_for_the_test (layer 6) imports tasks.finetune (layer 6)"]
-    finally:
-        planted.unlink()
+    # Planted in a copy of the package: in the package itself, a test on another worker would meet the file.
+    copy = shutil.copytree(PACKAGE, tmp_path / "bertforge", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "training" / "planted.py").write_text("from ..tasks.finetune import finetune\n")  # the same layer
+    assert upward_imports(copy) == ["training.planted (layer 6) imports tasks.finetune (layer 6)"]
 
 
 def test_formats_and_prepare_never_import_torch():
