@@ -28,6 +28,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 from bertforge import BertForPreTraining, ModelConfig
 from bertforge.engine.checkpoint import checkpoint_dirs
+from bertforge.model.config import MODERNBERT_SHAPE
 from bertforge.model.directory import save_model
 from bertforge.tokenizer import train_tokenizer
 
@@ -133,6 +134,9 @@ def wordpiece_tokenizer(documents):
 def word_tokenizer(documents):
     return train_tokenizer((s for doc in documents for s in doc), kind="word", vocab_size=200, min_frequency=1)
 
+
+# ModernBERT's shape without biases, as ModernBERT's own defaults have it.
+MODERN = {**MODERNBERT_SHAPE, "norm_bias": False, "linear_bias": False}
 
 # A model small enough to train for dozens of steps in seconds, and the run flags that go with it.
 TINY_MODEL = [

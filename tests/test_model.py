@@ -11,6 +11,8 @@ from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.errors import UserError
 from bertforge.model.bert import IGNORE_INDEX, PreTrainingOutput, set_activation_checkpointing
 
+from conftest import MODERN
+
 
 def small_config(**overrides) -> ModelConfig:
     values = dict(
@@ -450,18 +452,6 @@ def test_cls_reads_the_whole_window_at_initialisation_under_each_recipe(recipe):
             assert far.max() < 1e-3  # what the recipe must not do
         else:
             assert far.min() > 0.35, far.min()  # about the uniform 0.5
-
-
-MODERN = dict(
-    norm_style="pre",
-    position_embedding="rotary",
-    feed_forward="glu",
-    type_vocab_size=0,
-    norm_bias=False,
-    linear_bias=False,
-    first_attention_norm=False,
-    task_head="transform",
-)
 
 
 @pytest.mark.parametrize("position_embedding", ["rotary", "learned"])

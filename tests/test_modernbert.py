@@ -19,18 +19,16 @@ from bertforge.model.bert import (
     BertForTokenClassification,
 )
 
-from conftest import assert_fill_mask_is_the_pipeline, bertforge, bertforge_ok, needs, one_line_error, prepared_data
-
-MODERN = dict(
-    norm_style="pre",
-    position_embedding="rotary",
-    feed_forward="glu",
-    type_vocab_size=0,
-    norm_bias=False,
-    linear_bias=False,
-    first_attention_norm=False,
-    task_head="transform",
+from conftest import (
+    MODERN,
+    assert_fill_mask_is_the_pipeline,
+    bertforge,
+    bertforge_ok,
+    needs,
+    one_line_error,
+    prepared_data,
 )
+
 # Sliding windows of 8 tokens in two layers of three (ModernBERT's pattern), or every layer global with biases.
 SHAPES = {
     "windows": dict(local_attention=8, global_attention_every=3, rope_theta=160000.0),

@@ -52,6 +52,19 @@ ARCHITECTURE_FIELDS = (
 )
 
 
+# ModernBERT's shape (Warner et al. 2024), whatever its sizes, biases and windows: what `transformers`' own
+# ModernBERT classes compute, so a model of this shape is saved as one (hf.is_modernbert) and one read back has it.
+MODERNBERT_SHAPE = {
+    "norm_style": "pre",
+    "position_embedding": "rotary",
+    "attention_bias": "none",
+    "feed_forward": "glu",
+    "type_vocab_size": 0,
+    "first_attention_norm": False,
+    "task_head": "transform",
+}
+
+
 # The largest of each size a model directory may ask for: a config.json is input, and one asking for two billion
 # token ids would have torch allocate a terabyte before anything else is checked. Far past every BERT built.
 SIZE_LIMITS = {

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError
-from .config import ModelConfig
+from .config import MODERNBERT_SHAPE, ModelConfig
 
 HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "rtd_head.", "classifier.", "qa_outputs.", "head.", "bert.pooler.")
 HF_REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -212,15 +212,7 @@ REMOTE_CODE = "modeling_bertforge"  # the module (in assets/) a directory of suc
 
 def is_modernbert(config: ModelConfig) -> bool:
     """Whether `transformers`' ModernBERT computes this model: its shape, whatever its sizes, biases and windows."""
-    return (
-        config.norm_style == "pre"
-        and config.position_embedding == "rotary"
-        and config.attention_bias == "none"
-        and config.feed_forward == "glu"
-        and config.type_vocab_size == 0
-        and not config.first_attention_norm
-        and config.task_head == "transform"
-    )
+    return all(getattr(config, name) == value for name, value in MODERNBERT_SHAPE.items())
 
 
 def layout_for(config: ModelConfig) -> Layout:
@@ -617,26 +609,21 @@ def _config_from_modernbert(hf: dict[str, Any], source: str) -> ModelConfig:
         num_heads=hf["num_attention_heads"],
         intermediate_size=hf["intermediate_size"],
         max_position_embeddings=hf.get("max_position_embeddings", 8192),
-        type_vocab_size=0,
         hidden_dropout=hf.get("mlp_dropout", 0.0),
         attention_dropout=hf.get("attention_dropout", 0.0),
         layer_norm_eps=hf.get("norm_eps", 1e-5),
         hidden_act=activation,
-        norm_style="pre",
-        position_embedding="rotary",
-        feed_forward="glu",
+        **MODERNBERT_SHAPE,
         tie_word_embeddings=hf.get("tie_word_embeddings", True),
         pad_token_id=hf.get("pad_token_id") or 0,
         initializer_range=hf.get("initializer_range", 0.02),
         pad_vocab_multiple=hf.get("bertforge", {}).get("pad_vocab_multiple", 64),
         norm_bias=hf.get("norm_bias", False),
         linear_bias=biases["attention_bias"],
-        first_attention_norm=False,
         rope_theta=full.get("rope_theta", hf.get("global_rope_theta", 160000.0)),
         local_rope_theta=sliding.get("rope_theta", hf.get("local_rope_theta", 10000.0)),
         local_attention=hf.get("local_attention", 128) if local else 0,
         global_attention_every=every if local else 1,
-        task_head="transform",
         classifier_pooling=hf.get("classifier_pooling", "cls"),
     )
 

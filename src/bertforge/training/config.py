@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Configurable, check_choices, documented, parse_duration, require
 from ..errors import UserError
-from ..model.config import ModelConfig, preset_size
+from ..model.config import MODERNBERT_SHAPE, ModelConfig, preset_size
 
 if TYPE_CHECKING:
     from ..data.masking import MaskingConfig
@@ -219,19 +219,7 @@ RECIPES: dict[str, Recipe] = {
         "of a packed window kept apart (experiments/modernbert.md). With a pair objective it keeps segments and "
         "lets windows cross documents, as the pairs need.",
         "mini",
-        {
-            "norm_style": "pre",
-            "hidden_dropout": 0.0,
-            "attention_dropout": 0.0,
-            "attention_bias": "none",
-            "position_embedding": "rotary",
-            "feed_forward": "glu",
-            "type_vocab_size": 0,
-            "norm_bias": False,
-            "linear_bias": False,
-            "first_attention_norm": False,
-            "task_head": "transform",
-        },
+        {**MODERNBERT_SHAPE, "hidden_dropout": 0.0, "attention_dropout": 0.0, "norm_bias": False, "linear_bias": False},
         {
             "document_mask": True,
             "pair_objective": "none",
