@@ -156,6 +156,14 @@ TINY_MODEL = [
 TINY_RUN = ["--seq-len", "64", "--precision", "fp32", "--num-workers", "0", "--quiet"]
 
 
+def tiny_model_config(data_dir: Path) -> ModelConfig:
+    """TINY_MODEL's sizes over a prepared data directory's vocabulary, for tests that drive the Trainer directly."""
+    vocab_size = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
+    return ModelConfig.preset(
+        "tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_position_embeddings=64
+    )
+
+
 def quick_finetuning(**settings):
     """Fine-tuning settings that learn the tests' small generated tasks in seconds (given `epochs`), on the CPU in
     fp32; `settings` override these."""

@@ -31,6 +31,7 @@ from conftest import (
     one_line_error,
     prepared_data,
     save_random_model,
+    tiny_model_config,
     write_corpus,
 )
 
@@ -264,12 +265,10 @@ def test_files_follow_the_umask(workdir, tmp_path):
 
 
 def test_a_full_disk_in_the_loop_is_one_line_and_one_attempt(workdir, tmp_path, monkeypatch):
-    from bertforge.model.config import ModelConfig
     from bertforge.training.config import TrainConfig
     from bertforge.training.trainer import Trainer
 
-    vocab_size = json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"]
-    model_config = ModelConfig.preset("tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64)
+    model_config = tiny_model_config(workdir / "data")
     cfg = TrainConfig(seq_len=64, batch_size=8, max_steps=6, save_every=2, eval_every=0, num_workers=0,
                       precision="fp32")  # fmt: skip
     attempts = []

@@ -20,7 +20,6 @@ from bertforge.engine.checkpoint import checkpoint_dirs
 from bertforge.engine.optim import lr_factor, warmup_fraction
 from bertforge.engine.runtime import Distributed
 from bertforge.errors import UserError
-from bertforge.model.config import ModelConfig
 from bertforge.progress import TrainingProgress
 from bertforge.training.config import RECIPES, TrainConfig, recipe_configs
 from bertforge.training.loader import BatchPlan
@@ -36,6 +35,7 @@ from conftest import (
     needs,
     one_line_error,
     prepared_data,
+    tiny_model_config,
     train_metrics,
     whole_and_resumed,
     write_corpus,
@@ -47,14 +47,6 @@ TINY = [*TINY_MODEL, *TINY_RUN, "--batch-size", "8", "--eval-batches", "2"]
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return prepared_data(tmp_path_factory.mktemp("pretrain"), seed=5)
-
-
-def tiny_model_config(data_dir) -> ModelConfig:
-    """TINY_MODEL's sizes, for tests that drive the Trainer directly."""
-    vocab_size = json.loads((data_dir / "meta.json").read_text())["vocab_size"]
-    return ModelConfig.preset(
-        "tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_position_embeddings=64
-    )
 
 
 @pytest.fixture(scope="module")

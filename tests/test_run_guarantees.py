@@ -21,7 +21,16 @@ from bertforge.model.config import ModelConfig
 from bertforge.training.config import TrainConfig
 from bertforge.training.trainer import Trainer
 
-from conftest import TINY_MODEL, TINY_RUN, bertforge, bertforge_ok, one_line_error, prepared_data, train_metrics
+from conftest import (
+    TINY_MODEL,
+    TINY_RUN,
+    bertforge,
+    bertforge_ok,
+    one_line_error,
+    prepared_data,
+    tiny_model_config,
+    train_metrics,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +40,8 @@ def workdir(tmp_path_factory):
 
 def tiny(workdir, **train) -> tuple[ModelConfig, TrainConfig]:
     """TINY_MODEL's sizes (BERT's dropout kept) and a run logging every step, with `train` on top."""
-    vocab_size = json.loads((workdir / "data" / "meta.json").read_text())["vocab_size"]
-    model_config = ModelConfig.preset(
-        "tiny", vocab_size=vocab_size, hidden_size=32, num_heads=2, intermediate_size=64, max_position_embeddings=64
-    )
     settings = dict(seq_len=64, batch_size=8, precision="fp32", num_workers=0, eval_every=0, save_every=0, log_every=1)
-    return model_config, TrainConfig(**{**settings, **train})
+    return tiny_model_config(workdir / "data"), TrainConfig(**{**settings, **train})
 
 
 def cut_back(run, step: int):
