@@ -95,6 +95,9 @@ def test_nearest_ranks_by_cosine_a_chunk_of_queries_at_a_time():
 def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wordpiece_tokenizer, tmp_path):
     pretrained = save_random_model(tmp_path / "pretrained", wordpiece_tokenizer, **SMALL)
     write_tsv(tmp_path / "pairs.tsv", pair_rows(240, seed=1))
+    held_out = SimilarityTask(wordpiece_tokenizer, tmp_path / "pairs.tsv", None, 64, PairColumns("a", "b", None), 0.2)
+    untrained = load_model(BertForSentenceEmbedding, pretrained, keep_heads=False)
+    before = held_out.evaluate(untrained, MixedPrecision("cpu", "fp32"))  # the same 48 dev pairs as finetune's
     done = bertforge_ok(
         "finetune", pretrained, "--task", "sentence-similarity", "--train", tmp_path / "pairs.tsv",
         "--text-column", "a", "--pair-column", "b", "--out", tmp_path / "search", "--epochs", "4", "--lr", "3e-3",
@@ -103,7 +106,9 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
     summary = json.loads(done.stdout)
     assert summary["main_metric"] == "recall_at_1" and summary["dev_pairs"] == 48 and not summary["scored"]
     metrics = [json.loads(line) for line in (tmp_path / "search" / "metrics.jsonl").read_text().splitlines()]
-    assert metrics[-1]["dev_recall_at_1"] >= 0.95 and metrics[-1]["dev_mrr"] > metrics[0]["dev_mrr"]
+    # Shared words alone find about half the partners at random weights (a mean of word vectors); one epoch finds
+    # nearly all, so later epochs can tie the first on 48 pairs (they did on one CPU's kernels): compare to before.
+    assert metrics[-1]["dev_recall_at_1"] >= 0.95 > before["recall_at_1"] + 0.3, (before, metrics[-1])
 
     saved = tmp_path / "search" / "model"
     config = json.loads((saved / "config.json").read_text())
