@@ -120,6 +120,14 @@ def cpu_only(request):
         yield
 
 
+@pytest.fixture(autouse=True)
+def auto_precision_is_fp32(monkeypatch):
+    """`--precision auto` is fp32 in every test run in this process, whatever the CPU: on one with fast bf16 (AMX)
+    it would pick bf16, so that a learning threshold met on one CI machine was tested in another precision on the
+    next, after a timing of both (0.4 s per command). test_devices.py checks the choice itself."""
+    monkeypatch.setattr("bertforge.engine.runtime.cpu_has_fast_bf16", lambda: False)
+
+
 @pytest.fixture(scope="session")
 def documents():
     return make_documents()

@@ -106,9 +106,10 @@ def test_matching_pairs_are_learned_and_embed_pools_as_the_model_was_trained(wor
     summary = json.loads(done.stdout)
     assert summary["main_metric"] == "recall_at_1" and summary["dev_pairs"] == 48 and not summary["scored"]
     metrics = [json.loads(line) for line in (tmp_path / "search" / "metrics.jsonl").read_text().splitlines()]
-    # Shared words alone find about half the partners at random weights (a mean of word vectors); one epoch finds
-    # nearly all, so later epochs can tie the first on 48 pairs (they did on one CPU's kernels): compare to before.
-    assert metrics[-1]["dev_recall_at_1"] >= 0.95 > before["recall_at_1"] + 0.3, (before, metrics[-1])
+    # Shared words alone find two thirds of the partners at random weights (a mean of word vectors): 0.667 here.
+    # Training finds 0.92-0.98 over six data orders, and one epoch nearly as many as four, so that later epochs
+    # tied the first on one CPU's kernels: the test compares with the untrained model instead.
+    assert metrics[-1]["dev_recall_at_1"] >= before["recall_at_1"] + 0.2, (before, metrics[-1])
 
     saved = tmp_path / "search" / "model"
     config = json.loads((saved / "config.json").read_text())
@@ -182,7 +183,8 @@ def test_scored_pairs_learn_the_order_of_their_scores(wordpiece_tokenizer, tmp_p
     task = SimilarityTask(wordpiece_tokenizer, tmp_path / "train.tsv", tmp_path / "dev.tsv", 64, columns, 0.1)
     untrained = load_model(BertForSentenceEmbedding, pretrained, keep_heads=False)
     before = task.evaluate(untrained, MixedPrecision("cpu", "fp32"))["spearman"]
-    cfg = FinetuneConfig(epochs=6, lr=3e-3, batch_size=16, dropout=0.0, device="cpu")
+    # lr 1e-3: 0.86-0.89 over four data orders from 0.77 untrained; 3e-3 reached 0.82-0.86
+    cfg = FinetuneConfig(epochs=6, lr=1e-3, batch_size=16, dropout=0.0, device="cpu")
     summary = finetune(pretrained, "sentence-similarity", tmp_path / "train.tsv", tmp_path / "dev.tsv",
                        tmp_path / "sts", cfg, columns, progress=False)  # fmt: skip
     assert summary["main_metric"] == "spearman" and summary["scored"]

@@ -148,24 +148,31 @@ def train_tokenizer(
     lowercase: bool = True,
     strip_accents: bool | None = None,
 ) -> Tokenizer:
-    """Train on an iterator of texts; it is consumed once, in a stream.
+    """Train on texts; the same texts give the same tokenizer, run after run.
 
-    `strip_accents=None` follows BERT: strip accents when lowercasing. Pass
-    False to keep diacritics (Vietnamese, French), True to strip them always;
-    `accent_choice` measures which a corpus needs.
+    A wordpiece tokenizer reads the texts twice (`_continuations`): pass a re-iterable (a list, or an object
+    whose `__iter__` reads the corpus afresh) to stream a corpus larger than memory; a one-shot iterator (a
+    generator) is held in memory. `strip_accents=None` follows BERT: strip accents when lowercasing. Pass
+    False to keep diacritics (Vietnamese, French), True to strip them always; `accent_choice` measures which a
+    corpus needs.
     """
+    if iter(texts) is texts:
+        texts = list(texts)
     if kind == "wordpiece":
-        tokenizer = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
+        tokenizer = _bert_pipeline(
+            Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase, strip_accents
+        )
+        continuations = _continuations(tokenizer, texts)
         trainer = trainers.WordPieceTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
-            special_tokens=SPECIAL_TOKENS,
+            special_tokens=SPECIAL_TOKENS + continuations,
             continuing_subword_prefix="##",
             show_progress=sys.stderr.isatty(),
         )
         tokenizer.decoder = decoders.WordPiece(prefix="##")
     elif kind == "word":
-        tokenizer = Tokenizer(models.WordLevel(unk_token=UNK))
+        tokenizer = _bert_pipeline(Tokenizer(models.WordLevel(unk_token=UNK)), lowercase, strip_accents)
         trainer = trainers.WordLevelTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
@@ -174,12 +181,42 @@ def train_tokenizer(
         )
     else:
         raise UserError(f"unknown tokenizer kind {kind!r}; choose wordpiece or word")
-    _bert_pipeline(tokenizer, lowercase, strip_accents)
     tokenizer.train_from_iterator(_non_empty(texts), trainer=trainer)
     if tokenizer.get_vocab_size() <= len(SPECIAL_TOKENS):
         raise UserError("the corpus produced no vocabulary: it has no text, or every word is below --min-frequency")
+    tokenizer = _only_special_tokens_added(tokenizer)
     _add_post_processor(tokenizer)
     return tokenizer
+
+
+def _continuations(tokenizer: Tokenizer, texts: Iterable[str]) -> list[str]:
+    """The "##c" for each character of `texts` (as normalised) that can continue a word, in code-point order: all
+    but spaces, punctuation and CJK characters, which are words of their own.
+
+    Given to the trainer ahead of the text (as special tokens, which are numbered first), they take the same ids
+    every run. Otherwise the trainer numbers them as it meets them in a hash map, in an order that changes from
+    run to run, and breaks ties between merges of equal count by those numbers: the same corpus gave a different
+    vocabulary each time, in one process or in two (huggingface/tokenizers#1794, open in 0.23.3).
+
+    Only NFC joins characters; BERT's normaliser after it maps each on its own (case, accents, CJK spacing). So
+    the texts are composed here (Python's NFC, 20x faster than the tokenizer's own normaliser called per text)
+    and the distinct characters alone go through the tokenizer's normaliser.
+    """
+    normalize, pre_tokenize = tokenizer.normalizer.normalize_str, tokenizer.pre_tokenizer.pre_tokenize_str
+    composed: set[str] = set()
+    for text in texts:
+        composed.update(text if text.isascii() else unicodedata.normalize("NFC", text))
+    # normalising spaces a CJK character off (" 中 "); of the rest, pre-tokenising splits off punctuation
+    chars = set("".join(out for out in map(normalize, composed) if out == out.strip()))
+    return ["##" + c for c in sorted(chars) if [w for w, _ in pre_tokenize("a" + c)] == ["a" + c]]
+
+
+def _only_special_tokens_added(tokenizer: Tokenizer) -> Tokenizer:
+    """The tokenizer with the trainer's added tokens cut down to SPECIAL_TOKENS: the "##c" given to fix their ids
+    stay in the vocabulary as ordinary pieces, neither matched whole in raw text nor skipped when decoding."""
+    spec = json.loads(tokenizer.to_str())
+    spec["added_tokens"] = [token for token in spec["added_tokens"] if token["content"] in SPECIAL_TOKENS]
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def _non_empty(texts: Iterable[str]) -> Iterator[str]:

@@ -1,14 +1,14 @@
 """`tokenizer train`: a tokenizer trained on a corpus, its accents decided from the corpus, written whole.
 
-The corpus is read once, in a stream. Its first paragraphs (SAMPLE_CHARS of them) are also measured for
-whether stripping accents would merge its words (`tokenizer.accent_choice`), unless the caller decides.
+The corpus is streamed from its files, read twice by the trainer (`tokenizer.train_tokenizer`). Its first
+paragraphs (SAMPLE_CHARS of them) are measured first for whether stripping accents would merge its words
+(`tokenizer.accent_choice`), unless the caller decides.
 The trainer runs in a thread of its own: `tokenizers` trains in Rust without returning to Python, and the
 main thread must stay free to take Ctrl-C or SIGTERM and exit at once, with nothing written.
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -60,31 +60,36 @@ def train_corpus_tokenizer(
     out = Path(out)
     ours = out.is_dir() and all(child.name in TOKENIZER_FILES for child in out.iterdir())
     check_output_dir(out, overwrite, "a tokenizer", ours)
-    paragraph_filter = options.paragraph_filter()
-    stats = ReadStats()
-    words = 0
+    texts = CorpusTexts(corpus, options)
+    choice = None
+    if strip_accents is None:
+        choice = accent_choice(_first_chars(iter(texts), SAMPLE_CHARS), lowercase)
+        strip_accents = choice.strip
+    tokenizer = _in_thread(lambda: train_tokenizer(texts, kind, vocab_size, min_frequency, lowercase, strip_accents))
+    with atomic_directory(out) as tmp:
+        save_tokenizer(tokenizer, tmp)
+    return TrainedTokenizer(tokenizer, texts.words, texts.stats.files, choice, texts.paragraph_filter.report)
 
-    def texts() -> Iterator[str]:
-        nonlocal words
-        for paragraph in read_paragraphs(corpus, options, stats, paragraph_filter):
+
+class CorpusTexts:
+    """The corpus's paragraphs as texts, read afresh from its files each time it is iterated (the trainer reads
+    them twice), with words that are too long cut out. What the latest reading found is kept: its words, files
+    read and what the filters dropped."""
+
+    def __init__(self, corpus: Sequence[str | Path], options: CorpusOptions):
+        self.corpus, self.options = corpus, options
+        self.words, self.stats, self.paragraph_filter = 0, ReadStats(), options.paragraph_filter()
+
+    def __iter__(self) -> Iterator[str]:
+        self.words, self.stats, self.paragraph_filter = 0, ReadStats(), self.options.paragraph_filter()
+        for paragraph in read_paragraphs(self.corpus, self.options, self.stats, self.paragraph_filter):
             text = paragraph.text
             if LONG_WORD.search(text):
                 for word in LONG_WORD.findall(text):
-                    paragraph_filter.report.drop("long_words", word)
+                    self.paragraph_filter.report.drop("long_words", word)
                 text = LONG_WORD.sub(" ", text)
-            words += len(text.split())
+            self.words += len(text.split())
             yield text
-
-    stream = texts()
-    choice = None
-    if strip_accents is None:
-        sample = list(_first_chars(stream, SAMPLE_CHARS))
-        choice = accent_choice(sample, lowercase)
-        strip_accents, stream = choice.strip, itertools.chain(sample, stream)
-    tokenizer = _in_thread(lambda: train_tokenizer(stream, kind, vocab_size, min_frequency, lowercase, strip_accents))
-    with atomic_directory(out) as tmp:
-        save_tokenizer(tokenizer, tmp)
-    return TrainedTokenizer(tokenizer, words, stats.files, choice, paragraph_filter.report)
 
 
 def _first_chars(texts: Iterator[str], limit: int) -> Iterator[str]:
