@@ -42,13 +42,17 @@ def test_saved_files_load_in_transformers_with_the_same_ids(kind, tmp_path):
     assert load_tokenizer(tmp_path).to_str() == tokenizer.to_str()
 
 
-def test_the_same_texts_give_the_same_wordpiece_tokenizer_every_time(tmp_path):
-    """`tokenizers`' trainer numbers "##" pieces in hash-map order and breaks ties between equal merges by those
-    numbers (huggingface/tokenizers#1794): without ids fixed first, four trainings on these texts in one process
-    gave four vocabularies. The fixed pieces are ordinary ones: neither added tokens nor matched in raw text."""
+def test_the_same_texts_give_the_same_tokenizer_every_time(tmp_path):
+    """`tokenizers`' WordPiece trainer numbers "##" pieces in hash-map order and breaks ties between equal merges
+    by those numbers (huggingface/tokenizers#1794): without ids fixed first, four trainings on these texts in one
+    process gave four vocabularies. The fixed pieces are ordinary ones: neither added tokens nor matched in raw
+    text. The word-level trainer orders ties by the word itself."""
     sentences = [s for document in make_documents() for s in document]
-    trained = [train_tokenizer((s for s in sentences), vocab_size=120, min_frequency=1).to_str() for _ in range(4)]
-    assert len(set(trained)) == 1
+    for kind in ("word", "wordpiece"):
+        trained = [
+            train_tokenizer((s for s in sentences), kind, vocab_size=120, min_frequency=1).to_str() for _ in range(4)
+        ]
+        assert len(set(trained)) == 1, kind
     tokenizer = Tokenizer.from_str(trained[0])
     assert [t["content"] for t in json.loads(trained[0])["added_tokens"]] == SPECIAL_TOKENS
     assert tokenizer.encode("##a", add_special_tokens=False).tokens == ["[UNK]", "[UNK]", "a"]  # '#' is unseen
