@@ -45,12 +45,17 @@ def test_a_continued_run_has_the_starting_models_architecture_weights_and_the_re
     )
     assert model_config.architecture() == start.config.architecture()
     assert model_config.norm_style == "post"  # the starting model's, though the budget recipe trains pre-LN models
-    assert (model_config.hidden_dropout, cfg.lr, cfg.init_from) == (0.0, 1e-3, str(workdir / "start"))  # the recipe's
+    # the starting model's dropout (BERT's 0.1, where budget's is 0), and the recipe's training settings
+    assert (model_config.hidden_dropout, cfg.lr, cfg.init_from) == (0.1, 1e-3, str(workdir / "start"))
+    given, _ = continued_configs("budget", str(workdir / "start"), {"hidden_dropout": 0.0}, {"seq_len": 64})
+    assert given.hidden_dropout == 0.0  # unless a flag asks for another
 
     trainer = Trainer(workdir / "data", tmp_path / "run", model_config, cfg, progress=False)
-    ours = trainer.model.state_dict()
-    for name, value in start.state_dict().items():
-        assert torch.equal(ours[name], value), name
+    starting = start.state_dict()
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(starting[name], value), name
+    # budget trains the masked LM alone: the start's next-sentence head (and pooler) are not carried untrained
+    assert trainer.model.nsp_head is None and start.nsp_head is not None
 
 
 def test_longer_sequences_than_the_starting_table_grow_it_keeping_the_learned_rows(workdir, tmp_path):

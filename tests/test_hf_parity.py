@@ -8,6 +8,7 @@ compared in fp32 eval mode, with padded batches.
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -127,16 +128,24 @@ def test_our_random_init_round_trips_through_transformers(tmp_path):
     torch.testing.assert_close(masked(input_ids=ids).logits, ours(ids).mlm_logits, rtol=1e-5, atol=1e-5)
 
 
-def test_masked_lm_directory_loads_with_a_fresh_nsp_head(tmp_path):
+def test_a_masked_lm_directory_loads_as_a_masked_lm_with_no_head_it_lacks(tmp_path):
+    """A BertForMaskedLM has no pooler and no next-sentence head: loaded, it gets none (no fresh, untrained head to
+    answer from or to save) and it is saved as a BertForMaskedLM again."""
     transformers = needs("transformers")
     torch.manual_seed(0)
     config = transformers.BertConfig(**HF_CONFIGS[0])
     theirs = transformers.BertForMaskedLM(config).eval()
-    theirs.save_pretrained(tmp_path)
-    with pytest.warns(UserWarning, match="nsp_head"):
-        ours = load_model(BertForPreTraining, tmp_path)
+    theirs.save_pretrained(tmp_path / "theirs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no head is initialised fresh
+        ours = load_model(BertForPreTraining, tmp_path / "theirs")
+    assert ours.nsp_head is None and ours.bert.pooler is None and ours.hf_architecture == "BertForMaskedLM"
     ids = torch.randint(5, 120, (2, 9))
     torch.testing.assert_close(ours(ids).mlm_logits, theirs(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+    save_model(ours, tmp_path / "ours", None)
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["architectures"] == ["BertForMaskedLM"]
+    _, info = transformers.BertForMaskedLM.from_pretrained(tmp_path / "ours", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
 
 
 def test_continued_pretraining_starts_from_a_transformers_directory(tmp_path):

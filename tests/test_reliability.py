@@ -181,7 +181,7 @@ def test_bad_model_directories(workdir, tmp_path, wordpiece_tokenizer):
     shutil.copytree(good, unknown)
     config = json.loads((unknown / "config.json").read_text())
     (unknown / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
-    one_line_error(bertforge(*with_dir(unknown)), "not a BERT model")
+    one_line_error(bertforge(*with_dir(unknown)), "model_type 'gpt2' is not one bertforge reads", "roberta")
 
     missing = tmp_path / "missing"
     shutil.copytree(good, missing)

@@ -38,7 +38,7 @@ from .model.directory import (
 )
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
-from .tokenizer import MASK, special_ids
+from .tokenizer import MASK, all_special_ids, special_ids, special_tokens, token_text, word_starts
 
 PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
 
@@ -126,11 +126,16 @@ class Bert:
 
     @torch.inference_mode()
     def fill_mask(self, text: str, top_k: int = 5, targets: list[str] | None = None) -> dict:
-        """Top-k predictions for every [MASK] in `text`, each position scored on its own."""
+        """Top-k predictions for every [MASK] in `text` (or the model's own mask token, RoBERTa's <mask>), each
+        position scored on its own."""
         self._check_heads("fill in blanks")
-        if MASK not in text:
+        mask = special_tokens(self.tokenizer)["mask"]
+        text_in = text
+        text = text.replace(MASK, mask)  # [MASK] means the mask token, whatever the tokenizer calls it
+        if mask not in text:
             capitals = f" (write it in capitals: {MASK})" if MASK.lower() in text.lower() else ""
-            raise UserError(f"the text has no {MASK} to fill{capitals}: {text!r}")
+            own = f" or {mask}" if mask != MASK else ""
+            raise UserError(f"the text has no {MASK}{own} to fill{capitals}: {text_in!r}")
         encoding, input_ids, token_type_ids = self.encode(text)
         positions = [i for i, token_id in enumerate(encoding.ids) if token_id == self.ids.mask]
         with self._autocast():
@@ -151,14 +156,14 @@ class Bert:
                 filled = [token_id if i == position else t for i, t in enumerate(encoding.ids)]
                 predictions.append(
                     {
-                        "token": self.tokenizer.id_to_token(token_id),
+                        "token": token_text(self.tokenizer, token_id),
                         "token_id": token_id,
                         "score": score,
                         "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
                     }
                 )
             masks.append({"position": position, "predictions": predictions})
-        return FillMaskResult(text=text, masks=masks)
+        return FillMaskResult(text=text_in, masks=masks)
 
     @torch.inference_mode()
     def pseudo_log_likelihood(self, text: str, batch_size: int = 64) -> dict[str, Any]:
@@ -190,6 +195,10 @@ class Bert:
         return {"text": text, "pll": pll, "pseudo_perplexity": math.exp(-pll / len(scores)), "tokens": tokens}
 
     def _target_id(self, word: str) -> int:
+        """As `transformers`' pipeline: a token of the vocabulary as it is written there, else the first piece of
+        the word."""
+        if self.tokenizer.token_to_id(word) is not None:
+            return self.tokenizer.token_to_id(word)
         pieces = self.tokenizer.encode(word, add_special_tokens=False).ids
         if not pieces:
             raise UserError(f"target {word!r} produces no token")
@@ -300,7 +309,7 @@ class Bert:
     def neighbours(self, words: list[str], top_k: int = 10) -> list[dict[str, Any]]:
         """For each word, the whole-word tokens nearest to it in the embedding table by cosine, {word, neighbours:
         [{token, score}]}: the words the model has learned to treat alike (after pre-training, "monday" comes to
-        lie near "tuesday"). Special tokens, "##" continuation pieces and the word's own pieces are left out."""
+        lie near "tuesday"). Special tokens, pieces that continue a word and the word's own pieces are left out."""
         vectors = torch.from_numpy(self.word_vectors(words))  # (W, H)
         table = self.model.bert.embeddings.token.weight[: len(self._whole_words)].float().cpu()  # (V, H)
         cosines = F.normalize(vectors, dim=-1) @ F.normalize(table, dim=-1).T  # (W, V)
@@ -310,19 +319,18 @@ class Bert:
             row[self._word_pieces(word)] = float("-inf")
             scores, ids = row.topk(min(top_k, len(row)))
             found = [
-                {"token": self.tokenizer.id_to_token(i), "score": s} for i, s in zip(ids.tolist(), scores.tolist())
+                {"token": token_text(self.tokenizer, i), "score": s} for i, s in zip(ids.tolist(), scores.tolist())
             ]
             results.append({"word": word, "neighbours": [n for n in found if n["score"] > float("-inf")]})
         return results
 
     @cached_property
     def _whole_words(self) -> torch.Tensor:
-        """(V,) bool: the tokens a neighbour may be, neither special nor a "##" continuation piece."""
-        tokens = [self.tokenizer.id_to_token(i) for i in range(self.tokenizer.get_vocab_size())]
-        special = set(self.ids.all)
-        return torch.tensor(
-            [t is not None and not t.startswith("##") and i not in special for i, t in enumerate(tokens)]
-        )
+        """(V,) bool: the tokens a neighbour may be, neither special nor a piece that continues a word."""
+        starts = word_starts(self.tokenizer)  # None: the tokenizer does not mark words, so every token may be one
+        whole = torch.tensor(starts) if starts is not None else torch.ones(self.tokenizer.get_vocab_size(), dtype=bool)
+        whole[all_special_ids(self.tokenizer)] = False
+        return whole
 
     @torch.inference_mode()
     def attention(self, text: str, pair: str | None = None) -> tuple[list[str], torch.Tensor]:

@@ -1,8 +1,11 @@
 """Training and loading tokenizers (Hugging Face `tokenizers`), saved in the HF file layout.
 
-Two kinds:
+Two kinds are trained here:
   wordpiece  BERT's own: words split into pieces, continuations marked "##".
   word       the classic tutorials' whole-word vocabulary; rare words become [UNK].
+Any kind is read from a model directory: a released model's byte-level BPE (RoBERTa, ModernBERT; "Ġ" starts a
+word) or SentencePiece, unigram or BPE (XLM-R, CamemBERT; "▁" starts a word), with its special tokens found by
+their role (`load_tokenizer`, `LoadedTokenizer`), never by their text or id.
 Both normalise text to NFC (so that a decomposed "é", as some editors and sources write it, is the same
 token as a composed one), then apply BERT's normaliser (clean-up, CJK spacing, optional lowercasing and
 accent stripping) and BERT's pre-tokeniser (split on spaces and punctuation).
@@ -27,12 +30,35 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from .errors import UserError
+from .errors import UserError, one_line
 from .fileio import write_json
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # [PAD] is id 0
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+ROLES = ("pad", "unk", "cls", "sep", "mask")
+BERT_SPECIALS = dict(zip(ROLES, SPECIAL_TOKENS))  # the tokenizers bertforge trains, and BERT's
+ROBERTA_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
+# The special tokens of `transformers`' tokenizer classes when a directory's files name none (roberta-base has no
+# tokenizer_config.json): by the class tokenizer_config.json names, else by the model type config.json names, as
+# AutoTokenizer picks the class.
+CLASS_SPECIALS = {
+    "Bert": BERT_SPECIALS,
+    "DistilBert": BERT_SPECIALS,
+    "Electra": BERT_SPECIALS,
+    "Roberta": ROBERTA_SPECIALS,
+    "XLMRoberta": ROBERTA_SPECIALS,
+    "Camembert": ROBERTA_SPECIALS,
+}
+MODEL_TYPE_TOKENIZERS = {
+    "bert": "Bert",
+    "distilbert": "DistilBert",
+    "electra": "Electra",
+    "roberta": "Roberta",
+    "roberta-prelayernorm": "Roberta",
+    "xlm-roberta": "XLMRoberta",
+    "camembert": "Camembert",
+}
 
 
 @dataclass(frozen=True)
@@ -48,12 +74,100 @@ class SpecialIds:
         return (self.pad, self.unk, self.cls, self.sep, self.mask)
 
 
-def special_ids(tokenizer: Tokenizer) -> SpecialIds:
-    ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+class LoadedTokenizer:
+    """A `tokenizers.Tokenizer` as a directory defines it: which token plays each special role, and the Hugging
+    Face settings (tokenizer_config.json) to write back as they were. Everything else is the Tokenizer's own
+    (`encode`, `decode`, `token_to_id`, ...): the `tokenizers` class cannot be subclassed, so this wraps it."""
+
+    def __init__(self, tokenizer: Tokenizer, specials: dict[str, str], hf_config: dict | None = None):
+        self.backend = tokenizer
+        self.specials = specials  # role ("pad", "unk", "cls", "sep", "mask") -> the token's text
+        self.hf_config = hf_config  # tokenizer_config.json as read, or None for one bertforge trained
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name == "backend":  # pickle and copy look for these before __dict__ is set
+            raise AttributeError(name)
+        return getattr(self.backend, name)
+
+    def copy(self) -> LoadedTokenizer:
+        """An independent copy (truncation and padding set on it leave this one as it is)."""
+        return LoadedTokenizer(Tokenizer.from_str(self.backend.to_str()), dict(self.specials), self.hf_config)
+
+
+def copy_tokenizer(tokenizer):
+    """An independent copy of a Tokenizer or LoadedTokenizer, its special roles kept."""
+    return tokenizer.copy() if isinstance(tokenizer, LoadedTokenizer) else Tokenizer.from_str(tokenizer.to_str())
+
+
+def special_tokens(tokenizer) -> dict[str, str]:
+    """role -> token text: a loaded tokenizer's own, else BERT's names (the tokenizers bertforge trains)."""
+    return tokenizer.specials if isinstance(tokenizer, LoadedTokenizer) else BERT_SPECIALS
+
+
+def special_ids(tokenizer) -> SpecialIds:
+    specials = special_tokens(tokenizer)
+    ids = [tokenizer.token_to_id(specials[role]) for role in ROLES]
     if any(i is None for i in ids):
-        missing = [t for t, i in zip(SPECIAL_TOKENS, ids) if i is None]
+        missing = [f"{role} {specials[role]}" for role, i in zip(ROLES, ids) if i is None]
         raise UserError(f"tokenizer lacks special tokens {', '.join(missing)}")
     return SpecialIds(*ids)
+
+
+def all_special_ids(tokenizer) -> list[int]:
+    """Every token the tokenizer treats as special (its added tokens marked special, ModernBERT's [unused...]
+    and <|endoftext|> too): never a masking target, never a random replacement, never a prediction shown."""
+    spec = json.loads(tokenizer.to_str())
+    marked = [token["id"] for token in spec.get("added_tokens", []) if token.get("special")]
+    return sorted({*special_ids(tokenizer).all, *marked})
+
+
+def word_starts(tokenizer) -> list[bool] | None:
+    """For every id, whether its token begins a word, as the tokenizer itself marks words: WordPiece's "##"
+    continuations (a word is what BERT's pre-tokenizer cut out: no spaces, punctuation alone), byte-level BPE's
+    "Ġ" and SentencePiece's "▁" starts (a word is what spaces separate), a word-level vocabulary's every token.
+    Special tokens begin one. None for a tokenizer that marks none of these: its words cannot be known."""
+    spec = json.loads(tokenizer.to_str())
+    model = spec["model"]
+    prefix = model.get("continuing_subword_prefix")
+    start = _word_start_mark(spec.get("pre_tokenizer"))
+    vocab = tokenizer.get_vocab()
+    table = [True] * tokenizer.get_vocab_size()
+    if model["type"] == "WordLevel":
+        return table
+    if model["type"] == "WordPiece" or prefix:
+        prefix = prefix or "##"
+        for token, i in vocab.items():
+            table[i] = not token.startswith(prefix)
+    elif start:
+        for token, i in vocab.items():
+            table[i] = token.startswith(start)
+    else:
+        return None
+    for i in all_special_ids(tokenizer):
+        table[i] = True
+    return table
+
+
+def _word_start_mark(pre_tokenizer: dict | None) -> str | None:
+    """The character a pre-tokenizer puts at the start of a word: "Ġ" (byte-level), the Metaspace's replacement
+    ("▁"), or None."""
+    if not pre_tokenizer:
+        return None
+    if pre_tokenizer.get("type") == "Sequence":
+        marks = [_word_start_mark(p) for p in pre_tokenizer.get("pretokenizers", [])]
+        return next((m for m in marks if m), None)
+    if pre_tokenizer.get("type") == "ByteLevel":
+        return "Ġ"  # the byte-level alphabet's space
+    if pre_tokenizer.get("type") == "Metaspace":
+        return pre_tokenizer.get("replacement", "▁")
+    return None
+
+
+def token_text(tokenizer, token_id: int) -> str:
+    """A token as text to show (`the`, not byte-level's `Ġthe` nor SentencePiece's `▁the`): what the tokenizer's
+    decoder makes of it alone, as `transformers`' fill-mask pipeline shows it, without the space a word start
+    decodes to."""
+    return tokenizer.decode([token_id], skip_special_tokens=False).strip() or tokenizer.id_to_token(token_id)
 
 
 def _bert_pipeline(tokenizer: Tokenizer, lowercase: bool, strip_accents: bool | None, nfc: bool = True) -> Tokenizer:
@@ -130,13 +244,13 @@ def accent_choice(texts: Iterable[str], lowercase: bool = True) -> AccentChoice:
     return AccentChoice(not keeps, True, len(words), merged, split, tuple(merged_groups[:3]))
 
 
-def _add_post_processor(tokenizer: Tokenizer) -> None:
+def _add_post_processor(tokenizer: Tokenizer, specials: dict[str, str] = BERT_SPECIALS) -> None:
     """encode(a) -> [CLS] a [SEP];  encode(a, b) -> [CLS] a [SEP] b [SEP] with segment 1 on b."""
-    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
+    cls, sep = specials["cls"], specials["sep"]
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{CLS}:0 $A:0 {SEP}:0",
-        pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
-        special_tokens=[(CLS, cls_id), (SEP, sep_id)],
+        single=f"{cls}:0 $A:0 {sep}:0",
+        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, tokenizer.token_to_id(cls)), (sep, tokenizer.token_to_id(sep))],
     )
 
 
@@ -229,6 +343,16 @@ def _non_empty(texts: Iterable[str]) -> Iterator[str]:
         raise UserError("the corpus has no text to train a tokenizer on")
 
 
+FAST_CLASS = "PreTrainedTokenizerFast"  # transformers' class that runs a tokenizer.json exactly as it is
+MODEL_KINDS = {"WordPiece": "wordpiece", "WordLevel": "word", "BPE": "bpe", "Unigram": "unigram"}
+
+
+def tokenizer_kind(tokenizer) -> str:
+    """wordpiece, word (the kinds bertforge trains), bpe (byte-level as RoBERTa's, or SentencePiece's) or unigram
+    (SentencePiece's, as XLM-R's)."""
+    return MODEL_KINDS.get(json.loads(tokenizer.to_str())["model"]["type"], "other")
+
+
 def _settings(tokenizer: Tokenizer) -> dict:
     """Kind and normaliser options, read back from the tokenizer's own serialisation."""
     spec = json.loads(tokenizer.to_str())
@@ -236,89 +360,204 @@ def _settings(tokenizer: Tokenizer) -> dict:
     if norm.get("type") == "Sequence":  # NFC, then BERT's
         norm = next((n for n in norm["normalizers"] if n.get("type") == "BertNormalizer"), {})
     return {
-        "kind": "wordpiece" if spec["model"]["type"] == "WordPiece" else "word",
+        "kind": MODEL_KINDS.get(spec["model"]["type"], "other"),
         "lowercase": bool(norm.get("lowercase", False)),
         "strip_accents": norm.get("strip_accents"),
     }
 
 
-def hf_tokenizer_class(tokenizer: Tokenizer) -> str:
-    """The `transformers` class that loads it: PreTrainedTokenizerFast, which runs tokenizer.json as it is (NFC
-    included). BertTokenizerFast would build BERT's normaliser again from tokenizer_config.json and drop NFC, so
-    that a decomposed accent became [UNK] in transformers alone; a tokenizer without NFC (a directory written by
-    an older bertforge or by transformers) keeps it."""
+def hf_tokenizer_class(tokenizer) -> str:
+    """The `transformers` class that loads it: a handed tokenizer's own; for one bertforge trained,
+    PreTrainedTokenizerFast, which runs tokenizer.json as it is (NFC included). BertTokenizerFast would build
+    BERT's normaliser again from tokenizer_config.json and drop NFC, so that a decomposed accent became [UNK] in
+    transformers alone; a tokenizer without NFC (a directory written by an older bertforge or by transformers)
+    keeps it."""
+    handed = tokenizer.hf_config if isinstance(tokenizer, LoadedTokenizer) else None
+    if handed and handed.get("tokenizer_class"):
+        return handed["tokenizer_class"]
     spec = json.loads(tokenizer.to_str())
     nfc = (spec.get("normalizer") or {}).get("type") == "Sequence"
-    return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" and not nfc else "PreTrainedTokenizerFast"
+    return "BertTokenizerFast" if _settings(tokenizer)["kind"] == "wordpiece" and not nfc else FAST_CLASS
 
 
-def save_tokenizer(
-    tokenizer: Tokenizer, directory: str | Path, model_max_length: int = 512, segments: bool = True
-) -> None:
-    """Write the four Hugging Face tokenizer files into `directory` (one being written whole: a model's, or a
-    tokenizer's own under `atomic_directory`). Without `segments` (a model with no segment embeddings, as
-    ModernBERT), `transformers`' tokenizer gives no token_type_ids, which such a model does not take."""
+def save_tokenizer(tokenizer, directory: str | Path, model_max_length: int = 512, segments: bool = True) -> None:
+    """Write the Hugging Face tokenizer files into `directory` (one being written whole: a model's, a data
+    directory's, or a tokenizer's own under `atomic_directory`). Without `segments` (a model with no segment
+    embeddings, as ModernBERT), `transformers`' tokenizer gives no token_type_ids, which such a model does not take.
+
+    A tokenizer handed to bertforge (a released model's) keeps its tokenizer_config.json as it was, its special
+    tokens named in it; one bertforge trained gets BERT's. vocab.txt is written for WordPiece and word-level
+    vocabularies, which `transformers`' BERT tokenizer can read alone."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     settings = _settings(tokenizer)
     tokenizer.save(str(directory / "tokenizer.json"))
-    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
-    (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
-    special = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
-    # BertTokenizerFast re-applies do_lower_case / strip_accents from here, so they must match.
-    config = {
-        "tokenizer_class": hf_tokenizer_class(tokenizer),
-        "do_lower_case": settings["lowercase"],
-        "strip_accents": settings["strip_accents"],
-        "tokenize_chinese_chars": True,
-        "model_max_length": model_max_length,
-        "bertforge_kind": settings["kind"],
-        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]
-        if segments
-        else ["input_ids", "attention_mask"],
-        **special,
-    }
+    if settings["kind"] in ("wordpiece", "word"):
+        vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+        (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
+    special = {f"{role}_token": text for role, text in special_tokens(tokenizer).items()}
+    input_names = ["input_ids", "token_type_ids", "attention_mask"] if segments else ["input_ids", "attention_mask"]
+    handed = tokenizer.hf_config if isinstance(tokenizer, LoadedTokenizer) else None
+    if handed is not None:
+        config = {"model_max_length": model_max_length, "model_input_names": input_names, **handed, **special}
+        special |= {key: config[key] for key in ("bos_token", "eos_token") if key in config}
+    else:  # BertTokenizerFast re-applies do_lower_case / strip_accents from here, so they must match.
+        config = {
+            "tokenizer_class": hf_tokenizer_class(tokenizer),
+            "do_lower_case": settings["lowercase"],
+            "strip_accents": settings["strip_accents"],
+            "tokenize_chinese_chars": True,
+            "model_max_length": model_max_length,
+            "bertforge_kind": settings["kind"],
+            "model_input_names": input_names,
+            **special,
+        }
     write_json(directory / "tokenizer_config.json", config)
     write_json(directory / "special_tokens_map.json", special)
 
 
-def load_tokenizer(directory: str | Path) -> Tokenizer:
-    """Load tokenizer.json, or build a BERT WordPiece tokenizer from a bare vocab.txt. A run directory's is its
-    model's (run/model/), so `prepare --tokenizer RUN` reads text for continued pre-training of RUN."""
+def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
+    """Load tokenizer.json, or build a BERT WordPiece tokenizer from a bare vocab.txt, with its special tokens
+    found by their role (`special_roles`). A run directory's is its model's (run/model/), so `prepare --tokenizer
+    RUN` reads text for continued pre-training of RUN."""
     directory = Path(directory)
     if not _has_tokenizer(directory) and _has_tokenizer(directory / "model"):
         directory = directory / "model"
+    hf_config = _read_json(directory / "tokenizer_config.json")
+    specials = special_roles(directory, hf_config)
     path = directory / "tokenizer.json"
     if path.is_file():
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as e:  # the Rust side raises a bare Exception on a malformed file
-            raise UserError(f"{path}: not a valid tokenizer file ({e})") from None
+            raise UserError(f"{path}: not a valid tokenizer file ({one_line(e)})") from None
     elif (directory / "vocab.txt").is_file():
-        tokenizer = _from_vocab_txt(directory)
+        tokenizer = _from_vocab_txt(directory, hf_config or {}, specials)
     else:
         raise UserError(f"{directory}: no tokenizer (tokenizer.json or vocab.txt)")
-    special_ids(tokenizer)  # fail early and clearly if the special tokens are absent
+    missing = [role for role in ROLES if tokenizer.token_to_id(specials[role]) is None]
+    if missing:
+        what = {"mask": "a mask token: it cannot be asked to fill in blanks or be pre-trained"}.get(missing[0], "")
+        raise UserError(
+            f"{directory}: the tokenizer has no {what or missing[0] + ' token'} ({specials[missing[0]]!r} is not in "
+            f"its vocabulary); name the token of that role in tokenizer_config.json, as {missing[0]}_token"
+        )
     if tokenizer.post_processor is None:
-        _add_post_processor(tokenizer)
-    return tokenizer
+        _add_post_processor(tokenizer, specials)
+    # One bertforge wrote (or a bare tokenizer.json) gets bertforge's settings again when saved; a released
+    # model's keeps its own, even none (roberta-base's: transformers then picks the class by the model type).
+    ours = "bertforge_kind" in hf_config if hf_config is not None else not (directory / "config.json").is_file()
+    return LoadedTokenizer(tokenizer, specials, None if ours else hf_config or {})
+
+
+def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
+    """role -> token text for the tokenizer in `directory`, as `transformers` finds them: tokenizer_config.json's
+    `pad_token`, `cls_token`, ..., overridden by special_tokens_map.json's; a role neither names is the default
+    of the tokenizer class tokenizer_config.json names, or that config.json's model type uses (roberta-base's
+    `<s> </s> <mask>` has no tokenizer_config.json); with neither, BERT's."""
+    named = {**(hf_config or {}), **(_read_json(directory / "special_tokens_map.json") or {})}
+    model_type = (_read_json(directory / "config.json") or {}).get("model_type")
+    class_name = str(named.get("tokenizer_class") or MODEL_TYPE_TOKENIZERS.get(model_type, "Bert"))
+    defaults = CLASS_SPECIALS.get(class_name.removesuffix("Fast").removesuffix("Tokenizer"), BERT_SPECIALS)
+    specials = {}
+    for role in ROLES:
+        value = named.get(f"{role}_token")
+        value = value.get("content") if isinstance(value, dict) else value
+        specials[role] = value if isinstance(value, str) and value else defaults[role]
+    return specials
+
+
+def _read_json(path: Path) -> dict | None:
+    """A JSON object from `path`, None if there is no such file; anything else in it is a user error."""
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not valid JSON ({one_line(e)})") from None
+    if not isinstance(value, dict):
+        raise UserError(f"{path}: not a JSON object")
+    return value
 
 
 def _has_tokenizer(directory: Path) -> bool:
     return (directory / "tokenizer.json").is_file() or (directory / "vocab.txt").is_file()
 
 
-def _from_vocab_txt(directory: Path) -> Tokenizer:
-    config_path = directory / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
-    lines = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(lines)}, unk_token=UNK))
+def _from_vocab_txt(directory: Path, config: dict, specials: dict[str, str]) -> Tokenizer:
+    """As `transformers`' BertTokenizer reads a bare vocab.txt: a token a line, lines ended as Python's text mode
+    ends them (a U+2028 inside a token is part of it), BERT's normaliser alone."""
+    with open(directory / "vocab.txt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(lines)}, unk_token=specials["unk"]))
     tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.add_special_tokens(SPECIAL_TOKENS)  # matched before normalisation: "[MASK]" is not lowercased
-    # as transformers' BertTokenizer reads a bare vocab.txt: BERT's normaliser alone
+    tokenizer.add_special_tokens(list(specials.values()))  # matched before normalisation: "[MASK]" is not lowercased
     return _bert_pipeline(tokenizer, config.get("do_lower_case", True), config.get("strip_accents"), nfc=False)
 
 
 def fingerprint(tokenizer: Tokenizer) -> str:
     """A short hash of the tokenizer's full definition: data and models must agree on it."""
     return hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()[:16]
+
+
+def word_pieces(tokenizer, word: str) -> list[str]:
+    """The pieces the tokenizer's model cuts one pre-tokenized word into (`covid` -> `co`, `##vid`)."""
+    return [token.value for token in tokenizer.model.tokenize(word)]
+
+
+def count_words(tokenizer, texts: Iterable[str]) -> collections.Counter[str]:
+    """How often each word occurs in `texts`, words as the tokenizer's model sees them: normalised and cut by its
+    pre-tokenizer (byte-level BPE's `Ġcovid`, SentencePiece's `▁covid`, WordPiece's `covid`)."""
+    normalize = tokenizer.normalizer.normalize_str if tokenizer.normalizer is not None else (lambda text: text)
+    pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str if tokenizer.pre_tokenizer is not None else None
+    counts: collections.Counter[str] = collections.Counter()
+    for text in texts:
+        text = normalize(text)
+        counts.update([word for word, _ in pre_tokenize(text)] if pre_tokenize else text.split())
+    return counts
+
+
+def with_words(tokenizer, words: list[str]):
+    """The tokenizer with each of `words` (pre-tokenized, as `count_words` gives them) a token of its own, after
+    every id it has: (the new tokenizer, the new ids in the order of `words`).
+
+    Each kind takes a whole word its own way: WordPiece and a word-level vocabulary match a word in their
+    vocabulary whole before cutting it; byte-level and SentencePiece BPE are told to take a word found whole in
+    their vocabulary before merging (`ignore_merges`, as Llama 3's tokenizer: a trained BPE's merges rebuild each
+    of its words, so no other word is cut differently, which `extend_vocabulary` checks); unigram gets each word as
+    a piece scored above every way of cutting it, so that the best segmentation is the whole word."""
+    spec = json.loads(tokenizer.to_str())
+    model = spec["model"]
+    first = tokenizer.get_vocab_size()
+    if max(tokenizer.get_vocab().values()) != first - 1:
+        raise UserError("the tokenizer's ids have gaps: bertforge extends only a vocabulary numbered 0..N-1")
+    ids = list(range(first, first + len(words)))
+    added = {token["id"]: token["content"] for token in spec.get("added_tokens", [])}
+    if model["type"] in ("WordPiece", "WordLevel", "BPE"):
+        # Added tokens past the model's vocabulary are numbered after it when a file is read: each is written into
+        # the vocabulary at its id, or the words would push them along (ModernBERT's [MASK] would move).
+        model["vocab"].update({content: i for i, content in added.items() if content not in model["vocab"]})
+        model["vocab"].update(dict(zip(words, ids)))
+        if model["type"] == "BPE":
+            model["ignore_merges"] = True
+    elif model["type"] == "Unigram":
+        pieces = model["vocab"]  # [[piece, log-probability], ...], the id its position
+        floor = min(score for _, score in pieces) - 10.0
+        # ids past the model's own (special tokens added after it, XLM-R's <mask> in some files) keep their place
+        pieces += [[added.get(i, f"<unused{i}>"), floor] for i in range(len(pieces), first)]
+        scores = dict(map(tuple, pieces))
+        for word in words:
+            best = sum(scores.get(piece, floor) for piece in word_pieces(tokenizer, word))
+            pieces.append([word, best + 1.0])  # e^1 likelier than the segmentation it replaces
+    else:
+        raise UserError(f"cannot add words to a {model['type']} tokenizer")
+    extended = Tokenizer.from_str(json.dumps(spec))
+    moved = [content for i, content in added.items() if extended.token_to_id(content) != i]
+    if moved or [extended.token_to_id(word) for word in words] != ids:
+        raise UserError(f"extending the tokenizer would renumber {', '.join(moved) or 'its new words'}")
+    if isinstance(tokenizer, LoadedTokenizer):
+        # transformers reads the new rules from tokenizer.json as it is: a family's own class (RoBERTa's) builds its
+        # BPE again from the vocabulary and merges, and would cut the new words as before
+        hf_config = None if tokenizer.hf_config is None else {**tokenizer.hf_config, "tokenizer_class": FAST_CLASS}
+        extended = LoadedTokenizer(extended, dict(tokenizer.specials), hf_config)
+    return extended, ids

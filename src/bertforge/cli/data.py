@@ -1,4 +1,4 @@
-"""Verbs that turn text into data: `tokenizer train`, `prepare`, `data show`, `data stats`."""
+"""Verbs that turn text into data: `tokenizer train`, `tokenizer extend`, `prepare`, `data show`, `data stats`."""
 
 from __future__ import annotations
 
@@ -137,6 +137,35 @@ def cmd_data_stats(args: argparse.Namespace) -> None:
         print(describe_filters(stats["filters"]))
 
 
+def cmd_tokenizer_extend(args: argparse.Namespace) -> None:
+    from ..training.extend import extend_vocabulary
+
+    made = extend_vocabulary(
+        args.model,
+        args.corpus,
+        args.out,
+        args.add,
+        args.min_frequency,
+        _corpus_options(args),
+        overwrite=args.overwrite,
+        trust_pickle=args.trust_pickle,
+    )
+    if args.json:
+        added = [{"word": word, "occurrences": count, "pieces": pieces} for word, count, pieces in made.added]
+        print_json(
+            {
+                "added": added,
+                "words": made.words,
+                "pieces_per_word_before": made.pieces_before / max(made.words, 1),
+                "pieces_per_word_after": made.pieces_after / max(made.words, 1),
+                "other_words_changed": made.others_changed,
+                "out": str(made.out),
+            }
+        )
+        return
+    print(made.summary())
+
+
 def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     p.add_argument(
         "corpus",
@@ -152,7 +181,7 @@ def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None
 
 
 def register(verbs) -> None:
-    tokenizer_verbs = add_verb(verbs, "tokenizer", None, "train a tokenizer").add_subparsers(
+    tokenizer_verbs = add_verb(verbs, "tokenizer", None, "train a tokenizer, or extend a model's").add_subparsers(
         dest="tokenizer_verb", required=True, metavar="VERB"
     )
     p = add_verb(tokenizer_verbs, "train", cmd_tokenizer_train, "train a WordPiece or word-level tokenizer on a corpus")
@@ -182,6 +211,27 @@ def register(verbs) -> None:
         "--keep-accents", dest="strip_accents", action="store_false", help="keep diacritics (default: measured)"
     )
     p.add_argument("--overwrite", action="store_true", help="replace the tokenizer already in --out")
+    output_flags(p)
+
+    p = add_verb(
+        tokenizer_verbs,
+        "extend",
+        cmd_tokenizer_extend,
+        "add a corpus's words to a model's vocabulary: the N its tokenizer cuts into the most pieces (by occurrence) "
+        "become whole tokens, their embeddings the mean of their pieces'; a model for prepare and pretrain "
+        "--init-from",
+    )
+    p.add_argument("model", help="the model (a run or model directory: bertforge's, or a downloaded BERT, ...)")
+    corpus_flags(p, skip=("pair_column", "min_chars_per_token", "max_chars_per_token"))
+    p.add_argument("--add", type=int, required=True, help="words to add")
+    p.add_argument("--min-frequency", type=int, default=2, help="a word needs this many occurrences to be added")
+    p.add_argument("--out", required=True, help="directory for the extended model (and its tokenizer)")
+    p.add_argument("--overwrite", action="store_true", help="replace the model already in --out")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="allow a model with only pytorch_model.bin (unpickling can run code: only for sources you trust)",
+    )
     output_flags(p)
 
     p = add_verb(

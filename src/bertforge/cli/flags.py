@@ -100,8 +100,11 @@ def output_flags(p: argparse.ArgumentParser, quiet: bool = True) -> None:
         p.add_argument("--quiet", action="store_true", help="no progress bar or chatter")
 
 
-def model_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="run directory or model directory")
+def model_flags(p: argparse.ArgumentParser, many: bool = False) -> None:
+    if many:
+        p.add_argument("model", nargs="+", help="run or model directories (several: scored on the same instances)")
+    else:
+        p.add_argument("model", help="run directory or model directory")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument(
         "--unpad",

@@ -92,9 +92,9 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    from ..training.evaluate import evaluate_model
+    from ..training.evaluate import evaluate_models
 
-    result = evaluate_model(
+    results = evaluate_models(
         args.model,
         args.data,
         batch_size=args.batch_size,
@@ -103,17 +103,22 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         device=args.device,
         precision=args.precision,
         trust_pickle=args.trust_pickle,
+        layout={"pairs": "nsp", "windows": "none"}.get(args.layout),
     )
     if args.json:
-        print_json(result)
+        print_json(results[0] if len(results) == 1 else results)
         return
-    print(
-        f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity {result['perplexity']:.2f}  "
-        f"(unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)"
-    )
-    pair = result["pair_objective"]
-    if pair != "none":
-        print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
+    for result in results:
+        if len(results) > 1:
+            print(f"{result['model']}:")
+        print(
+            f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity "
+            f"{result['perplexity']:.2f}  (unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, "
+            f"{result['masked_tokens']:,} masked tokens)"
+        )
+        pair = result["pair_objective"]
+        if pair != "none":
+            print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
@@ -186,8 +191,14 @@ def register(verbs) -> None:
     p = add_verb(
         verbs, "evaluate", cmd_evaluate, "held-out MLM loss, accuracy and perplexity, and the pair head's accuracy"
     )
-    model_flags(p)
+    model_flags(p, many=True)
     p.add_argument("--data", nargs="+", required=True, help="a prepared data directory, or raw text files")
+    p.add_argument(
+        "--layout",
+        choices=["pairs", "windows"],
+        help="sentence pairs (BERT's NSP instances) or full-length windows (default: as the first model was "
+        "pre-trained)",
+    )
     own = "a run's own on its data directory (its last held-out line's figures), else"
     p.add_argument("--batch-size", type=int, help=f"sequences per batch (default: {own} 32)")
     p.add_argument("--seq-len", type=int, help=f"instance length (default: {own} 128)")

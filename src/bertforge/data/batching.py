@@ -14,7 +14,7 @@ import torch
 from tokenizers import Encoding, Tokenizer
 
 from ..errors import UserError
-from ..tokenizer import special_ids
+from ..tokenizer import copy_tokenizer, special_ids
 
 Encoded = list[tuple[list[int], list[int]]]  # (token ids, segment ids) per text
 
@@ -37,7 +37,7 @@ def windowing_tokenizer(tokenizer: Tokenizer, seq_len: int, stride: int, strateg
             "(huggingface/tokenizers#2091), which loses what they hold: reading long texts in windows needs another "
             "version, e.g. pip install 'tokenizers>=0.23.3'"
         )
-    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy = copy_tokenizer(tokenizer)
     copy.enable_truncation(seq_len, stride=min(stride, seq_len // 2), strategy=strategy)
     copy.no_padding()
     return copy
@@ -53,7 +53,7 @@ class TextBatcher:
     """Tokenises texts once and builds padded batches from them."""
 
     def __init__(self, tokenizer: Tokenizer, max_seq_len: int):
-        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: truncation is set on it
+        self.tokenizer = copy_tokenizer(tokenizer)  # truncation is set on it
         self.max_seq_len = max_seq_len
         self.tokenizer.enable_truncation(max_seq_len)
         self.pad = special_ids(tokenizer).pad

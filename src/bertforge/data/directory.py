@@ -1,7 +1,8 @@
 """The prepared-data format: token ids with sentence and document offsets, one directory per split.
 
     DATA_DIR/meta.json            tokenizer fingerprint, counts, sources, what filters dropped
-    DATA_DIR/tokenizer.json       the tokenizer the ids come from
+    DATA_DIR/tokenizer.json       the tokenizer the ids come from, with tokenizer_config.json and
+                                  special_tokens_map.json naming its special tokens' roles
     DATA_DIR/{train,valid}/
         tokens.bin                token ids, uint16 when the vocabulary fits, else uint32
         sentence_offsets.bin      int64, S + 1 values: sentence i is tokens[off[i]:off[i+1]]
@@ -22,7 +23,7 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError
 from ..fileio import write_json
-from ..tokenizer import fingerprint, load_tokenizer, special_ids
+from ..tokenizer import TOKENIZER_FILES, fingerprint, load_tokenizer, save_tokenizer, special_ids
 
 FORMAT = "bertforge-data-v1"
 SPLITS = ("train", "valid")
@@ -119,11 +120,11 @@ def write_meta(out: Path, tokenizer: Tokenizer, counts: dict, **facts: Any) -> d
         **facts,
     }
     write_json(out / "meta.json", meta)
-    tokenizer.save(str(out / "tokenizer.json"))
+    save_tokenizer(tokenizer, out)  # with its special tokens' roles: a released model's <s> </s> <mask> too
     return meta
 
 
-DATA_DIR_NAMES = frozenset({"meta.json", "tokenizer.json", *SPLITS})
+DATA_DIR_NAMES = frozenset({"meta.json", *TOKENIZER_FILES, *SPLITS})
 
 
 def is_data_dir(path: Path) -> bool:

@@ -18,8 +18,9 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from ..errors import UserError
 from ..labels import IGNORE_INDEX
-from ..tokenizer import special_ids
+from ..tokenizer import all_special_ids, special_ids, word_starts
 from .instances import Instance, mix_seed
 
 
@@ -60,13 +61,21 @@ class MaskingCollator:
         self.document_ids = document_ids  # batches of packed windows carry each token's document
         self.seed = seed
         self.pad_multiple = pad_multiple
-        ids = special_ids(tokenizer)
-        self.ids = ids
+        self.ids = special_ids(tokenizer)
         self.vocab_size = tokenizer.get_vocab_size()
         self.special = np.zeros(self.vocab_size, dtype=bool)
-        self.special[list(ids.all)] = True
+        self.special[all_special_ids(tokenizer)] = True  # a released tokenizer's [unused...] and <|endoftext|> too
         self.replacements = np.flatnonzero(~self.special)  # random tokens are never special
-        self.continuation = _continuation_table(tokenizer) if config.whole_word_mask else None
+        # Whole-word masking: True for a piece that continues the word before it, as the tokenizer marks words
+        self.continuation = None
+        if config.whole_word_mask:
+            starts = word_starts(tokenizer)
+            if starts is None:
+                raise UserError(
+                    "--whole-word-mask needs to know where words start, and this tokenizer marks neither ## "
+                    "continuations nor Ġ or ▁ word starts: train without it"
+                )
+            self.continuation = ~np.array(starts)
 
     def mask(self, input_ids: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """One sequence (T,) -> (masked ids (T,), labels (T,))."""
@@ -90,9 +99,17 @@ class MaskingCollator:
         masked[to_random] = self.replacements[rng.integers(0, len(self.replacements), len(to_random))]
         return masked, labels
 
+    def _word_starts(self, input_ids: np.ndarray) -> np.ndarray:
+        """(T,) bool: where a word begins. A piece after a special token begins one, whatever it looks like (a
+        byte-level text's first word has no "Ġ"), and a window may begin inside a word."""
+        starts = ~self.continuation[input_ids]  # (T,)
+        starts[1:] |= self.special[input_ids[:-1]]
+        starts[0] = True
+        return starts
+
     def _choose_whole_words(self, input_ids: np.ndarray, candidates: np.ndarray, budget: int, rng) -> np.ndarray:
-        """All ## pieces of a word go together; a word that would overshoot the budget is skipped (as in BERT)."""
-        starts = ~self.continuation[input_ids[candidates]]
+        """All pieces of a word go together; a word that would overshoot the budget is skipped (as in BERT)."""
+        starts = self._word_starts(input_ids)[candidates]
         starts[0] = True
         words = np.split(candidates, np.flatnonzero(starts)[1:])
         chosen: list[np.ndarray] = []
@@ -111,8 +128,7 @@ class MaskingCollator:
         draws = np.random.default_rng(seed).random(len(input_ids))
         if self.continuation is None:
             return draws
-        starts = ~self.continuation[input_ids]  # (T,) the first piece of every word ([CLS] included)
-        starts[0] = True  # a window may begin inside a word
+        starts = self._word_starts(input_ids)  # (T,) the first piece of every word ([CLS] included)
         return draws[np.flatnonzero(starts)][np.cumsum(starts) - 1]
 
     def __call__(self, instances: list[Instance]) -> dict[str, torch.Tensor]:
@@ -181,11 +197,3 @@ def thin_masks(batch: dict[str, torch.Tensor], keep: float) -> dict[str, torch.T
         "input_ids": torch.where(dropped, labels, batch["input_ids"]),
         "mlm_labels": torch.where(dropped, IGNORE_INDEX, labels),
     }
-
-
-def _continuation_table(tokenizer: Tokenizer) -> np.ndarray:
-    """(V,) bool: True for "##" word pieces that continue the previous token."""
-    table = np.zeros(tokenizer.get_vocab_size(), dtype=bool)
-    for token, token_id in tokenizer.get_vocab().items():
-        table[token_id] = token.startswith("##")
-    return table

@@ -35,7 +35,7 @@ from ..formats.spreadsheets import split_sheet
 from ..formats.text import split_sentences
 from ..formats.textfiles import ReadStats
 from ..progress import Progress
-from ..tokenizer import load_tokenizer, special_ids
+from ..tokenizer import load_tokenizer, special_ids, special_tokens
 from .directory import SPLITS, SplitWriter, is_data_dir, token_dtype, write_meta
 
 CHUNK_CHARS = 1 << 19  # paragraphs are tokenised in chunks of about 512k characters: bounded transient memory
@@ -70,9 +70,12 @@ def _tokenize_chunk(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[
     """Paragraphs -> (all token ids, tokens per sentence, sentences per paragraph, {dropped paragraph: filter}).
 
     Whole paragraphs are encoded (one call per paragraph is much cheaper than one
-    per sentence), then each token is assigned to its sentence by character
-    offset. Sentence boundaries fall on whitespace, where the pre-tokeniser
-    splits anyway, so the tokens are exactly those of encoding each sentence.
+    per sentence), then each token is assigned to its sentence by the offset of
+    its last character: a byte-level or SentencePiece token carries the space
+    before its word ("ĠThe", "▁The"), which lies in the sentence before. Sentence
+    boundaries fall on whitespace, where the pre-tokeniser splits anyway, so the
+    tokens are those of encoding each sentence (with the space a word in running
+    text has before it).
     A paragraph that breaks a characters-per-token bound contributes nothing.
     """
     encodings = _worker_tokenizer.encode_batch(job.paragraphs, add_special_tokens=False)
@@ -88,8 +91,10 @@ def _tokenize_chunk(job: Job) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[
             continue
         kept_ids.append(encoding.ids)
         starts = _sentence_starts(paragraph) if job.split else [0]
-        token_starts = np.fromiter((start for start, _ in encoding.offsets), dtype=np.int64, count=len(encoding.ids))
-        sentence_of_token = np.searchsorted(starts, token_starts, side="right") - 1  # (tokens,)
+        last_chars = np.fromiter(
+            (max(start, end - 1) for start, end in encoding.offsets), dtype=np.int64, count=len(encoding.ids)
+        )
+        sentence_of_token = np.searchsorted(starts, last_chars, side="right") - 1  # (tokens,)
         per_sentence = np.bincount(sentence_of_token, minlength=len(starts))
         lengths.append(per_sentence)
         counts[p] = len(starts)
@@ -178,12 +183,24 @@ def prepare(
     unk_share = meta["unk_tokens"] / max(meta["splits"]["train"]["tokens"] + meta["splits"]["valid"]["tokens"], 1)
     if unk_share > UNK_WARNING:
         warnings.warn(
-            f"{unk_share:.1%} of the tokens are [UNK]: the tokenizer does not know much of this text (trained on "
-            "other text, in another script, or cased differently); train one on this corpus with `bertforge "
-            "tokenizer train` and prepare again",
+            f"{unk_share:.1%} of the tokens are {special_tokens(tokenizer)['unk']}: the tokenizer does not know much "
+            "of this text (trained on other text, in another script, or cased differently); "
+            + _unk_advice(tokenizer_dir),
             stacklevel=2,
         )
     return meta
+
+
+def _unk_advice(tokenizer_dir: str | Path) -> str:
+    """What to do about unknown tokens: a model's tokenizer cannot be replaced without the model's embeddings
+    meaning nothing, so a model's is extended; a tokenizer of its own is trained again on the text."""
+    tokenizer_dir = Path(tokenizer_dir)
+    if (tokenizer_dir / "config.json").is_file() or (tokenizer_dir / "model" / "config.json").is_file():
+        return (
+            f"a new tokenizer would make the model's embeddings meaningless: add the text's words to this one with "
+            f"`bertforge tokenizer extend {tokenizer_dir} CORPUS --add N --out EXTENDED` and prepare with EXTENDED"
+        )
+    return "train one on this corpus with `bertforge tokenizer train` and prepare again"
 
 
 def _check_replaceable(out: Path, overwrite: bool, inputs: list[Path]) -> None:

@@ -32,6 +32,7 @@ from torch.utils.checkpoint import checkpoint
 from ..labels import IGNORE_INDEX
 from .config import ModelConfig
 from .dropout import Dropout, dropout
+from .families import family_of
 from .unpadding import plan_packing
 
 GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
@@ -40,6 +41,11 @@ GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (s
 def activation(config: ModelConfig):
     """The feed-forward and head non-linearity the config names: gelu (BERT) or relu."""
     return F.gelu if config.hidden_act == "gelu" else F.relu
+
+
+# What the dense layer on [CLS] passes its output through: BERT's pooler (and RoBERTa's classification head) tanh,
+# DistilBERT's pre-classifier relu, ELECTRA's classification head gelu.
+POOLER_ACTIVATIONS = {"tanh": torch.tanh, "relu": F.relu, "gelu": F.gelu}
 
 
 def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
@@ -121,34 +127,44 @@ def additive_mask(attn_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 class Embeddings(nn.Module):
     """BERT's input representation: token + segment + position, then LayerNorm and dropout. Rotary positions enter
     in attention instead (the table's slot stays, frozen at zero, for the directories that carry it), and a model
-    without a pair objective may have no segments (type_vocab_size 0): ModernBERT's is the token alone."""
+    without a pair objective may have no segments (type_vocab_size 0): ModernBERT's is the token alone; RoBERTa's
+    one segment row is added to every token. Tables narrower than the hidden states (ELECTRA-small's E = 128 for
+    H = 256) are projected up after their LayerNorm."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.token = nn.Embedding(config.padded_vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.segment = nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
-        self.position = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        E = config.embedding_width
+        self.token = nn.Embedding(config.padded_vocab_size, E, padding_idx=config.pad_token_id)
+        self.segment = nn.Embedding(config.type_vocab_size, E) if config.type_vocab_size else None
+        self.one_segment = config.type_vocab_size == 1  # RoBERTa's: every token is segment 0, whatever it is given
+        self.position = nn.Embedding(config.max_position_embeddings, E)
+        self.project = nn.Linear(E, config.hidden_size) if E != config.hidden_size else None
         self.rotary = config.position_embedding == "rotary"
         if config.position_embedding == "sinusoidal":  # a fixed table in the learned slot: frozen, never re-initialised
             # At the token embeddings' scale: unscaled (entries of RMS 0.71 against 0.02) it drowned the tokens in
             # the sum that LayerNorm sees, and a budget run stayed at the unigram level for 800 steps. The paper
             # balanced the two by multiplying the token embeddings by √H instead.
             self.position.weight = nn.Parameter(
-                sinusoidal_table(config.max_position_embeddings, config.hidden_size, config.initializer_range),
-                requires_grad=False,
+                sinusoidal_table(config.max_position_embeddings, E, config.initializer_range), requires_grad=False
             )
         elif self.rotary:  # positions enter in attention; the slot stays, frozen at zero
             self.position.weight = nn.Parameter(torch.zeros_like(self.position.weight), requires_grad=False)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = Dropout(config.hidden_dropout)
+
+    def segments(self, token_type_ids: torch.Tensor) -> torch.Tensor:
+        """(B, T) segment ids -> (B, T, E) segment embeddings; one segment's row for every token where there is one."""
+        if self.one_segment:
+            token_type_ids = torch.zeros_like(token_type_ids)
+        return self.segment(token_type_ids)
 
     def parts(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The three summands, before LayerNorm: each (B, T, H); zeros for a part the model has not.
+        """The three summands, before LayerNorm: each (B, T, E); zeros for a part the model has not.
         `positions` (B, T) where they are not 0..T-1 (documents packed apart)."""
         token = self.token(input_ids)
-        segment = self.segment(token_type_ids) if self.segment is not None else torch.zeros_like(token)
+        segment = self.segments(token_type_ids) if self.segment is not None else torch.zeros_like(token)
         if positions is not None:
             position = self.position(positions)  # (B, T, H)
         else:
@@ -158,12 +174,13 @@ class Embeddings(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, token_type_ids: torch.Tensor, positions: torch.Tensor | None = None
     ) -> torch.Tensor:
-        x = self.token(input_ids)  # (B, T, H)
+        x = self.token(input_ids)  # (B, T, E)
         if self.segment is not None:
-            x = x + self.segment(token_type_ids)
+            x = x + self.segments(token_type_ids)
         if not self.rotary:
             x = x + (self.position(positions) if positions is not None else self.position.weight[: x.shape[1]])
-        return self.dropout(self.norm(x))  # (B, T, H)
+        x = self.dropout(self.norm(x))  # (B, T, E)
+        return self.project(x) if self.project is not None else x  # (B, T, H)
 
 
 class SelfAttention(nn.Module):
@@ -304,6 +321,7 @@ class BertModel(nn.Module):
             else None
         )
         self.pooler = nn.Linear(config.hidden_size, config.hidden_size) if pooler else None
+        self.pooler_act = POOLER_ACTIVATIONS[config.pooler_activation]
         self.recompute_layers = False  # set_activation_checkpointing: a training-time choice, not the architecture
 
     def forward(
@@ -342,7 +360,7 @@ class BertModel(nn.Module):
             x = packing.unpack(x)  # (B, T, H)
             hidden_states = [packing.unpack(h) for h in hidden_states] if hidden_states is not None else None
             attentions = None
-        pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): the [CLS] summary
+        pooled = self.pooler_act(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H): [CLS] summary
         return EncoderOutput(x, pooled, hidden_states, attentions)
 
     def _encode(self, input_ids, token_type_ids, attention_mask, document_ids, output_hidden_states, output_attentions):
@@ -419,14 +437,16 @@ def _restrict(mask: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:
 
 
 class MaskedLMHead(nn.Module):
-    """dense -> activation -> LayerNorm -> decoder (tied to the token embeddings) + bias."""
+    """dense -> activation -> LayerNorm -> decoder (tied to the token embeddings) + bias. The dense layer maps the
+    hidden states to the embeddings' width (H -> E, the same unless ELECTRA's tables are narrower)."""
 
     def __init__(self, config: ModelConfig, token_embedding: nn.Embedding):
         super().__init__()
         self.vocab_size = config.vocab_size
-        self.transform = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
+        E = config.embedding_width
+        self.transform = nn.Linear(config.hidden_size, E, bias=config.linear_bias)
         self.act = activation(config)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)
         if config.tie_word_embeddings:
             self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
         else:
@@ -446,7 +466,7 @@ class MaskedLMHead(nn.Module):
         probability and gradient 0. The training loss uses these as they are: cutting
         the pad columns first cost a zero-filled (N, V') gradient in every backward pass.
         """
-        h = self.norm(self.act(self.transform(hidden)))  # (..., H)
+        h = self.norm(self.act(self.transform(hidden)))  # (..., E)
         pad = self.decoder_weight.shape[0] - self.vocab_size
         bias = torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])  # (V',)
         # The bias is added outside the matmul: under bf16 autocast the fp32 add promotes the logits to fp32.
@@ -476,19 +496,24 @@ class PreTrainingOutput:
 
 
 class BertForPreTraining(nn.Module):
-    """The BERT pre-training model: encoder + masked-LM head + next-sentence head."""
+    """The BERT pre-training model: encoder + masked-LM head + next-sentence head.
 
-    hf_architecture = "BertForPreTraining"
+    Without a pair head (`pair_head` False, or a model that cannot tell segment A from B) it is a masked LM alone,
+    with no pooler either, and is saved as one (`transformers`' BertForMaskedLM, RobertaForMaskedLM, ...): a head
+    that never trained is never saved."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, pair_head: bool | None = None):
         super().__init__()
         self.config = config
-        # A model without segments (type_vocab_size 0) cannot tell A from B: no pair head, nor the pooler it reads.
-        pair = config.type_vocab_size > 0
+        pair = config.type_vocab_size > 1 if pair_head is None else pair_head and config.type_vocab_size > 1
         self.bert = BertModel(config, pooler=pair)
         self.mlm_head = MaskedLMHead(config, self.bert.embeddings.token)
         self.nsp_head = nn.Linear(config.hidden_size, 2) if pair else None
         self.apply(lambda module: init_weights(module, config))
+
+    @property
+    def hf_architecture(self) -> str:
+        return "BertForPreTraining" if self.nsp_head is not None else "BertForMaskedLM"
 
     def forward(
         self,
@@ -550,7 +575,7 @@ class BertForReplacedTokenDetection(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config, pooler=config.task_head != "transform")  # ModernBERT has no pooler
+        self.bert = BertModel(config, pooler=encoder_has_pooler(config))
         self.rtd_head = ReplacedTokenHead(config)
         self.apply(lambda module: init_weights(module, config))
 
@@ -589,6 +614,13 @@ def token_states(encoder: BertModel, head: HeadTransform | None, input_ids, toke
     """(B, T, H): what a token head (tagging, QA) classifies: the hidden states, transformed by ModernBERT's head."""
     hidden = encoder(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
     return head(hidden) if head is not None else hidden
+
+
+def encoder_has_pooler(config: ModelConfig) -> bool:
+    """Whether the family's bare encoder class has a pooler (BertModel and RobertaModel do; ELECTRA's, DistilBERT's
+    and ModernBERT's do not), so that a model saved as that class (a discriminator, a sentence encoder) has what
+    its class loads, and no more."""
+    return family_of(config).base_pooler and config.task_head != "transform"
 
 
 def task_head(config: ModelConfig) -> HeadTransform | None:
@@ -691,7 +723,7 @@ class BertForSentenceEmbedding(nn.Module):
         super().__init__()
         self.config = config
         # Its pooler is unused, kept so that `transformers`' BertModel finds one; ModernBertModel has none.
-        self.bert = BertModel(config, pooler=config.task_head != "transform")
+        self.bert = BertModel(config, pooler=encoder_has_pooler(config))
         self.apply(lambda module: init_weights(module, config))
 
     def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:

@@ -14,13 +14,15 @@ import json
 from typing import Any
 
 from .config import ModelConfig
-from .hf import layout_for, needs_remote_code
+from .families import family_of
+from .hf import needs_remote_code
 
 CARD = "README.md"
 
 # The pipeline each saved architecture answers, as the Hub names them.
 PIPELINE_TAGS = {
     "BertForPreTraining": "fill-mask",
+    "BertForMaskedLM": "fill-mask",
     "BertForSequenceClassification": "text-classification",
     "BertForTokenClassification": "token-classification",
     "BertForQuestionAnswering": "question-answering",
@@ -30,6 +32,7 @@ PIPELINE_TAGS = {
 }
 AUTO_CLASSES = {
     "BertForPreTraining": "AutoModelForMaskedLM",
+    "BertForMaskedLM": "AutoModelForMaskedLM",
     "BertForSequenceClassification": "AutoModelForSequenceClassification",
     "BertForTokenClassification": "AutoModelForTokenClassification",
     "BertForQuestionAnswering": "AutoModelForQuestionAnswering",
@@ -39,6 +42,7 @@ AUTO_CLASSES = {
 }
 BERTFORGE_USE = {
     "BertForPreTraining": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
+    "BertForMaskedLM": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
     "BertForSequenceClassification": 'bertforge classify DIR "a text to label"',
     "BertForTokenClassification": 'bertforge tag DIR "Alice flew to Paris."',
     "BertForQuestionAnswering": 'bertforge answer DIR --question "Who flew?" --context "Alice flew to Paris."',
@@ -53,7 +57,7 @@ def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | N
     """The card of a model of `config` saved as `architecture` (one of ours: BertForPreTraining, ...)."""
     facts = facts or {}
     remote = needs_remote_code(config)
-    family = layout_for(config).model_type if not remote else "bertforge"
+    family = family_of(config).model_type if not remote else "bertforge"
     front = {
         "library_name": "transformers",
         "pipeline_tag": PIPELINE_TAGS.get(architecture, "feature-extraction"),
@@ -77,6 +81,8 @@ def _title(architecture: str, facts: dict[str, Any]) -> str:
         return f"A BERT fine-tuned for {facts['task']}, made with bertforge"
     if architecture == "BertForReplacedTokenDetection":
         return "An ELECTRA discriminator pre-trained with bertforge"
+    if facts.get("init_from"):
+        return "A model whose pre-training was continued with bertforge"
     return "A BERT pre-trained from scratch with bertforge"
 
 
@@ -99,6 +105,12 @@ def _architecture(config: ModelConfig, family: str, facts: dict[str, Any]) -> li
         lines.append(f"- recipe: `{facts['recipe']}`; objective: {objectives}")
     if facts.get("init_from"):
         lines.append(f"- started from the weights of `{facts['init_from']}`")
+    if facts.get("vocabulary_extended"):
+        extended = facts["vocabulary_extended"]
+        lines.append(
+            f"- the vocabulary of `{extended['from']}` with {extended['words']:,} words of a corpus added as tokens "
+            "(bertforge tokenizer extend), each starting at the mean of its pieces' embeddings"
+        )
     if facts.get("base_model"):
         lines.append(f"- fine-tuned from `{facts['base_model']}`")
     return lines

@@ -49,6 +49,9 @@ ARCHITECTURE_FIELDS = (
     "local_rope_theta",
     "task_head",
     "classifier_pooling",
+    "family",
+    "embedding_size",
+    "pooler_activation",
 )
 
 
@@ -165,6 +168,23 @@ class ModelConfig(Configurable):
         "what a sequence classifier summarises a text by: [CLS], or (mean) the mean of its tokens",
         ("cls", "mean"),
     )
+    family: str = documented(
+        "",
+        "the transformers model family the model is saved as (bert, roberta, xlm-roberta, camembert, distilbert, "
+        "electra, modernbert, roberta-prelayernorm): a model read from a directory keeps its own; empty: chosen "
+        "by its shape (bert; roberta-prelayernorm for pre-LN; modernbert for ModernBERT's)",
+    )
+    embedding_size: int = documented(
+        0,
+        "width E of the token, segment and position tables when narrower than hidden_size, projected up to it "
+        "after the embeddings' LayerNorm, and the masked-LM head's width (ELECTRA's small models); 0: hidden_size",
+    )
+    pooler_activation: str = documented(
+        "tanh",
+        "the non-linearity of the dense layer on [CLS] that sequence heads read: tanh (BERT's pooler, RoBERTa's "
+        "classification head), relu (DistilBERT's pre-classifier) or gelu (ELECTRA's classification head)",
+        ("tanh", "relu", "gelu"),
+    )
 
     def __post_init__(self) -> None:
         require(
@@ -201,6 +221,10 @@ class ModelConfig(Configurable):
                     self.classifier_pooling == "cls" or self.task_head == "transform",
                     "classifier_pooling mean is ModernBERT's, with task_head transform",
                 ),
+                (
+                    0 <= self.embedding_size <= self.hidden_size,
+                    f"embedding_size {self.embedding_size} must be between 0 (hidden_size) and hidden_size",
+                ),
             ],
             "model",
         )
@@ -208,6 +232,11 @@ class ModelConfig(Configurable):
     def is_global_layer(self, layer: int) -> bool:
         """Whether layer `layer` (from 0) sees the whole sequence, not a window of it."""
         return not self.local_attention or layer % self.global_attention_every == 0
+
+    @property
+    def embedding_width(self) -> int:
+        """E: the embedding tables' width (hidden_size unless embedding_size narrows them)."""
+        return self.embedding_size or self.hidden_size
 
     @property
     def padded_vocab_size(self) -> int:

@@ -24,10 +24,18 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError, one_line
 from ..fileio import asset_path, atomic_directory, write_json
-from ..tokenizer import TOKENIZER_FILES, hf_tokenizer_class, load_tokenizer, save_tokenizer
+from ..tokenizer import (
+    ROLES,
+    TOKENIZER_FILES,
+    hf_tokenizer_class,
+    load_tokenizer,
+    save_tokenizer,
+    special_ids,
+)
 from .bert import BertForPreTraining, BertForSentenceEmbedding
 from .card import CARD, model_card
 from .config import ModelConfig
+from .families import family_of
 from .hf import (
     HEAD_PREFIXES,
     POSITIONS,
@@ -35,8 +43,8 @@ from .hf import (
     config_from_hf,
     config_to_hf,
     from_hf_state_dict,
-    layout_for,
     needs_remote_code,
+    their_name,
     to_hf_state_dict,
 )
 
@@ -99,7 +107,8 @@ def read_config(directory: Path) -> dict[str, Any]:
 
 
 def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
-    """model.safetensors; a pickle-only directory is refused unless the user trusts it."""
+    """model.safetensors; a pickle-only directory (pytorch_model.bin, as older hub repositories have) is refused
+    unless the user trusts it, and even then only tensors are unpickled."""
     path = directory / "model.safetensors"
     if path.is_file():
         try:
@@ -110,8 +119,8 @@ def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch
     if pickle_path.is_file():
         if not trust_pickle:
             raise UserError(
-                f"{pickle_path}: only a pickle checkpoint, which can run arbitrary code when loaded; "
-                "convert it to model.safetensors, or pass --trust-pickle if you trust its source"
+                f"{pickle_path}: only a pickle checkpoint, which can run arbitrary code when loaded; convert it to "
+                "model.safetensors, or pass --trust-pickle (tensors alone are read) if you trust its source"
             )
         warnings.warn(f"loading pickle weights from {pickle_path} because --trust-pickle was given", stacklevel=2)
         try:  # tensors only, even when trusted: an object that would run code when unpickled is refused
@@ -124,14 +133,20 @@ def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch
 
 
 def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs):
-    """Build `cls` from a model directory, in eval mode (its weights as `load_weights` puts them)."""
+    """Build `cls` from a model directory, in eval mode (its weights as `load_weights` puts them). A pre-training
+    model gets a next-sentence head where the directory has one (BertForPreTraining's), none where it has not
+    (a masked LM's)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     check_shapes(directory, config)
+    weights = read_weights(directory, trust_pickle)
+    if cls is BertForPreTraining and keep_heads and "pair_head" not in model_kwargs:
+        marker = family_of(config).modules.get("nsp_head")
+        model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in weights)
     model = cls(config, **model_kwargs)
-    load_weights(model, directory, trust_pickle, keep_heads)
+    load_weights(model, directory, trust_pickle, keep_heads, weights=weights)
     return model.eval()
 
 
@@ -141,21 +156,28 @@ def check_shapes(directory: Path, config: ModelConfig) -> None:
     weights = directory / "model.safetensors"
     if not weights.is_file():
         return
+    table = family_of(config).modules["bert.embeddings.token"] + ".weight"
     try:
         with safe_open(str(weights), framework="pt") as f:
-            tables = [name for name in f.keys() if name.endswith(("word_embeddings.weight", "tok_embeddings.weight"))]
+            tables = [name for name in f.keys() if name == table or name == table.split(".", 1)[1]]
             shape = tuple(f.get_slice(tables[0]).get_shape()) if tables else None
     except (SafetensorError, OSError) as e:
         raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
-    if shape is not None and shape != (config.vocab_size, config.hidden_size):
+    if shape is not None and shape != (config.vocab_size, config.embedding_width):
+        width = "embedding_size" if config.embedding_size else "hidden_size"
         raise UserError(
             f"{directory}: weights do not match config.json (the token table is {shape[0]} x {shape[1]}; "
-            f"config.json says vocab_size {config.vocab_size}, hidden_size {config.hidden_size})"
+            f"config.json says vocab_size {config.vocab_size}, {width} {config.embedding_width})"
         )
 
 
 def load_weights(
-    model, directory: Path, trust_pickle: bool = False, keep_heads: bool = True, longer_positions: bool = False
+    model,
+    directory: Path,
+    trust_pickle: bool = False,
+    keep_heads: bool = True,
+    longer_positions: bool = False,
+    weights: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """A model directory's weights into `model`, whose architecture they must fit.
 
@@ -164,9 +186,11 @@ def load_weights(
     fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
     every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
     `longer_positions` lets `model`'s position table be the longer one: its rows past the directory's keep
-    their own start (BERT's second phase, on longer sequences, learned them so).
+    their own start (BERT's second phase, on longer sequences, learned them so). `weights`: the directory's, if
+    read already.
     """
-    state, unknown = from_hf_state_dict(read_weights(directory, trust_pickle), model.config)
+    weights = weights if weights is not None else read_weights(directory, trust_pickle)
+    state, unknown = from_hf_state_dict(weights, model.config)
     own = model.state_dict()
     if longer_positions and POSITIONS in state and POSITIONS in own:
         saved_rows = state[POSITIONS].shape[0]
@@ -176,10 +200,15 @@ def load_weights(
     expected = set(own)
     missing = sorted(expected - set(state))
     fresh_heads = [k for k in missing if k.startswith(HEAD_PREFIXES)]
-    body_mismatch = [k for k in missing if k not in fresh_heads] + unknown
-    body_mismatch += sorted(k for k in set(state) - expected if not k.startswith(HEAD_PREFIXES))
-    if body_mismatch:
-        raise UserError(f"{directory}: weights do not match config.json ({', '.join(body_mismatch[:5])})")
+    architecture = model.hf_architecture
+    lacking = [their_name(k, model.config, architecture) for k in missing if k not in fresh_heads]
+    extra = unknown + sorted(
+        their_name(k, model.config, architecture) for k in set(state) - expected if not k.startswith(HEAD_PREFIXES)
+    )
+    if lacking or extra:
+        said = [f"missing {', '.join(lacking[:5])}"] if lacking else []
+        said += [f"not in its family's layout: {', '.join(extra[:5])}"] if extra else []
+        raise UserError(f"{directory}: weights do not match config.json ({'; '.join(said)})")
     if fresh_heads and keep_heads:
         heads = sorted({k.rsplit(".", 1)[0] for k in fresh_heads})
         warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=3)
@@ -219,7 +248,8 @@ def write_model_files(
         if isinstance(part, BertForSentenceEmbedding):
             extra[SENTENCE_EMBEDDING_KEY] = {"pooling": "mean", "similarity": "cosine"}
             _write_sentence_transformers_files(target, part.config)
-        write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra))
+        ids = dict(zip(ROLES, special_ids(tokenizer).all)) if tokenizer is not None else None
+        write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra, ids))
         save_file(
             to_hf_state_dict(part.state_dict(), part.config, part.hf_architecture),
             str(target / "model.safetensors"),
@@ -228,7 +258,7 @@ def write_model_files(
         if needs_remote_code(part.config):  # config.json's auto_map points into this file
             shutil.copyfile(asset_path(f"{REMOTE_CODE}.py"), target / f"{REMOTE_CODE}.py")
         if tokenizer is not None:
-            save_tokenizer(tokenizer, target, part.config.max_position_embeddings, part.config.type_vocab_size > 0)
+            save_tokenizer(tokenizer, target, part.config.max_position_embeddings, part.config.type_vocab_size > 1)
 
 
 def _write_sentence_transformers_files(directory: Path, config: ModelConfig) -> None:
@@ -306,7 +336,7 @@ def load_model_and_tokenizer(
     if info.get("objective") == "electra":
         raise UserError(
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
-            f"masked-LM head; its generator fills in blanks: {directory / info.get('generator', 'generator')}"
+            f"masked-LM head; its generator fills in blanks: {electra_generator(directory, info)}"
         )
     if cls is BertForPreTraining and keep_heads and sentence_embedding_pooling(directory):
         raise UserError(
@@ -327,6 +357,14 @@ def load_model_and_tokenizer(
 PRETRAINING_HEADS = ("mlm", "nsp")
 
 
+def electra_generator(directory: Path, info: dict[str, Any]) -> str:
+    """Where an ELECTRA discriminator's generator is: bertforge saves it inside (generator/); a released one's is
+    a model of its own (google/electra-small-generator beside google/electra-small-discriminator)."""
+    if "generator" in info:
+        return str(directory / info["generator"])
+    return "the generator released with it (an ElectraForMaskedLM directory)"
+
+
 def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
     """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
     and a model loaded from it would answer from freshly initialised ones. Read from the file's index alone: the
@@ -334,13 +372,13 @@ def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
     weights = directory / "model.safetensors"
     if not weights.is_file():
         return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it warned of any head it lacked
-    layout = layout_for(config)
+    family = family_of(config)
     try:
         with safe_open(str(weights), framework="pt") as f:
             names = list(f.keys())
     except (SafetensorError, OSError) as e:
         raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
-    markers = {"mlm": layout.params["mlm_head.bias"], "nsp": layout.modules.get("nsp_head")}
+    markers = {"mlm": family.params["mlm_head.bias"], "nsp": family.modules.get("nsp_head")}
     return {
         head
         for head, marker in markers.items()
@@ -352,12 +390,19 @@ def pretraining_info(directory: Path) -> dict[str, Any]:
     """What pre-training recorded about the model: its pair objective (nsp, sop or none), and for an ELECTRA
     discriminator its objective ("electra") and where its generator is.
 
-    A directory from elsewhere has an NSP head exactly when it holds one
-    (`transformers`' BertForPreTraining does, BertForMaskedLM does not).
+    A directory from elsewhere says by its class: `transformers`' BertForPreTraining has an NSP head, a masked LM
+    (BertForMaskedLM, RobertaForMaskedLM, ...) none, and ElectraForPreTraining is a discriminator; without a
+    class named, it has an NSP head exactly when its weights hold one.
     """
-    info = read_config(directory).get(PRETRAINING_KEY)
+    config = read_config(directory)
+    info = config.get(PRETRAINING_KEY)
     if info is not None:
         return info
+    architecture = (config.get("architectures") or [None])[0]
+    if architecture == "ElectraForPreTraining":
+        return {"objective": "electra", "pair_objective": "none"}
+    if isinstance(architecture, str):
+        return {"pair_objective": "nsp" if architecture == "BertForPreTraining" else "none"}
     weights = directory / "model.safetensors"
     if not weights.is_file():
         return {"pair_objective": "nsp"}

@@ -83,6 +83,11 @@ class FinetuneConfig(Configurable):
         "auto where that saves a quarter of the rows or more",
         UNPADDING_MODES,
     )
+    trust_pickle: bool = documented(
+        False,
+        "read a model directory that has only pytorch_model.bin (older hub repositories): tensors alone are "
+        "unpickled, but only for sources you trust",
+    )
 
     def __post_init__(self) -> None:
         require(

@@ -188,7 +188,7 @@ def finetune(
     model = (
         task.model_class(config, **task.model_kwargs())
         if cfg.from_scratch
-        else load_model(task.model_class, directory, keep_heads=False, **task.model_kwargs())
+        else load_model(task.model_class, directory, cfg.trust_pickle, keep_heads=False, **task.model_kwargs())
     )
     check_vocab(tokenizer, model.config.vocab_size, str(directory))
     if cfg.dropout is not None:

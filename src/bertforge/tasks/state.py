@@ -37,7 +37,15 @@ from .config import FinetuneConfig
 
 # Settings that may change on --resume: where and how fast it computes, how often it saves.
 # how, not what
-FREE_ON_RESUME = ("device", "precision", "checkpoint_minutes", "activation_checkpointing", "log_every", "unpad")
+FREE_ON_RESUME = (
+    "device",
+    "precision",
+    "checkpoint_minutes",
+    "activation_checkpointing",
+    "log_every",
+    "unpad",
+    "trust_pickle",
+)
 
 
 @dataclass

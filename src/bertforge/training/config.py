@@ -22,8 +22,15 @@ class TrainConfig(Configurable):
 
     init_from: str = documented(
         "",
-        "a model or run directory to continue pre-training (e.g. on your domain's text), ours or a transformers BERT: "
-        "its architecture and weights are the start, and the data must be prepared with its tokenizer",
+        "a model or run directory to continue pre-training (e.g. on your domain's text): ours, or a downloaded BERT, "
+        "RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, ELECTRA generator or ModernBERT. Its architecture, weights, "
+        "dropout and heads are the start, the run saves it in its own family, and the data must be prepared with its "
+        "tokenizer",
+    )
+    trust_pickle: bool = documented(
+        False,
+        "read an --init-from that has only pytorch_model.bin (older hub repositories): tensors alone are "
+        "unpickled, but only for sources you trust",
     )
     seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
     batch_size: int = documented(32, "instances per optimizer micro-step (per process)")

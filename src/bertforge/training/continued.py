@@ -2,12 +2,12 @@
 
     bertforge pretrain --data domain_data --out run --init-from books_run --max-steps 2000
 
-The starting model (a bertforge run or model directory, or a `transformers` BERT
-or ModernBERT directory) fixes the architecture; the recipe and the flags say how
-the run trains, dropout included (a model without segment embeddings trains MLM
-alone, whatever the recipe's pair objective). Its tokenizer must be the one the data was prepared
-with, or every token id would mean a different word. A `--seq-len` longer than its
-position table grows the table, as BERT's second phase went on at 512 tokens.
+The starting model (a bertforge run or model directory, or a downloaded BERT, RoBERTa, XLM-RoBERTa, CamemBERT,
+DistilBERT, ELECTRA generator or ModernBERT directory) fixes the architecture, its dropout (unless a flag gives
+another) and its heads: a masked LM without a next-sentence head trains MLM alone, whatever the recipe's pair
+objective, and is saved as a masked LM of its family again. The recipe and the flags say how the run trains.
+Its tokenizer must be the one the data was prepared with, or every token id would mean a different word. A
+`--seq-len` longer than its position table grows the table, as BERT's second phase went on at 512 tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
-from ..model.directory import pretraining_info, read_config, resolve_model_dir
+from ..model.directory import electra_generator, pretraining_info, read_config, resolve_model_dir
 from ..model.hf import config_from_hf
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, recipe_configs
@@ -30,22 +30,25 @@ def starting_config(init_from: str | Path) -> tuple[Path, ModelConfig]:
     """(model directory, its config) of a run or model directory."""
     try:
         directory = resolve_model_dir(init_from)
-    except UserError as e:  # name the flag at fault in whatever resolve_model_dir found wrong
+        info = pretraining_info(directory)
+        config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    except UserError as e:  # name the flag at fault in whatever was found wrong
         raise UserError(f"--init-from {e}") from None
-    if pretraining_info(directory).get("objective") == "electra":
+    if info.get("objective") == "electra":
         raise UserError(
             f"--init-from {init_from}: an ELECTRA discriminator has no masked-LM head to continue from; "
-            "start from its generator, or from a BERT"
+            f"start from its generator ({electra_generator(directory, info)}), or fine-tune the discriminator"
         )
-    return directory, config_from_hf(read_config(directory), str(directory / "config.json"))
+    return directory, config
 
 
 def continued_configs(
     recipe: str, init_from: str, model_values: dict[str, Any], train_values: dict[str, Any]
 ) -> tuple[ModelConfig, TrainConfig]:
-    """The starting model's architecture with the recipe's (or the given) dropout; the recipe's training settings
-    with the given ones on top. A given architecture setting must agree with the starting model."""
-    _, start = starting_config(init_from)
+    """The starting model's architecture and dropout (or the given dropout); the recipe's training settings with
+    the given ones on top, MLM alone for a start without a pair head. A given architecture setting must agree with
+    the starting model."""
+    directory, start = starting_config(init_from)
     for name, value in model_values.items():
         if name in ARCHITECTURE_FIELDS and value != getattr(start, name):
             raise UserError(
@@ -53,12 +56,17 @@ def continued_configs(
                 f"({name} {getattr(start, name)}); leave the flag out"
             )
     how_to_train = {name: value for name, value in model_values.items() if name not in ARCHITECTURE_FIELDS}
-    if start.type_vocab_size == 0:  # no segments (a ModernBERT): no pair objective, whatever the recipe's
+    if start.type_vocab_size < 2 or pretraining_info(directory).get("pair_objective", "none") == "none":
+        # No segments to tell apart (RoBERTa, DistilBERT, ModernBERT) or no pair head (a masked LM): MLM alone,
+        # whatever the recipe's pair objective, and the model is saved as the masked LM it was.
         train_values = {"pair_objective": "none", **train_values}
-    recipe_model, train = recipe_configs(recipe, None, how_to_train, {**train_values, "init_from": init_from})
+    start_path = str(Path(init_from).absolute())  # recorded as it is wherever the run is looked at from
+    recipe_model, train = recipe_configs(recipe, None, how_to_train, {**train_values, "init_from": start_path})
     # Longer sequences than the starting model's table grow it (BERT's second phase): the new rows learn here.
     positions = {"max_position_embeddings": max(start.max_position_embeddings, train.seq_len)}
-    return ModelConfig(**{**recipe_model.to_dict(), **start.architecture(), **positions}), train
+    own_dropout = {"hidden_dropout": start.hidden_dropout, "attention_dropout": start.attention_dropout}
+    values = {**recipe_model.to_dict(), **start.architecture(), **own_dropout, **how_to_train, **positions}
+    return ModelConfig(**values), train
 
 
 def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> tuple[Path, ModelConfig]:

@@ -1,7 +1,8 @@
-"""`bertforge evaluate`: held-out MLM loss, accuracy and perplexity (and the pair head's accuracy) of a model.
+"""`bertforge evaluate`: held-out MLM loss, accuracy and perplexity (and the pair head's accuracy) of models.
 
 The batches are built once, with a fixed masking seed and BERT's standard 15%
-masking, so evaluations of different runs on the same data compare like with like.
+masking, so evaluations of different runs on the same data compare like with like,
+and several models given together are scored on the very same instances and masks.
 A run's final model evaluated on the run's own data directory is evaluated as the
 run evaluated itself (its seed, batch size, batches, length and masking), so the
 figures are those of its last held-out line, not of other masks.
@@ -32,8 +33,14 @@ from .metrics import evaluate_batches
 EVAL_SEED = 1234
 
 
-def evaluate_model(
-    model_path: str | Path,
+def evaluate_model(model_path: str | Path, data: list[str], **settings: Any) -> Record:
+    """Evaluate one model on a prepared data directory (its held-out split) or on raw text files
+    (`evaluate_models`, with this model alone)."""
+    return evaluate_models([model_path], data, **settings)[0]
+
+
+def evaluate_models(
+    model_paths: list[str | Path],
     data: list[str],
     batch_size: int | None = None,
     seq_len: int | None = None,
@@ -44,55 +51,72 @@ def evaluate_model(
     trust_pickle: bool = False,
     layout: str | None = None,
     document_mask: bool | None = None,
-) -> dict:
-    """Evaluate a model on a prepared data directory (its held-out split) or on raw text files.
+) -> list[Record]:
+    """Evaluate models on identical instances with identical masks, built once: a start and its continuation, or
+    two recipes, compare directly. Their tokenizer must be the same (the same text is other tokens otherwise).
 
-    The instances are laid out for the model's own pair objective (sentence pairs
-    for nsp/sop, full-length windows for none), or as `layout` says: one layout for
-    every model makes the MLM accuracies of different recipes comparable. What is not given is the run's own
-    evaluation for a run's model on its data (`own_evaluation`), else 50 batches of 32 sequences of 128 tokens,
-    masked with EVAL_SEED. Packed windows keep their documents apart where the model was trained so
+    The instances are laid out for the first model's pair objective (sentence pairs for nsp/sop, full-length
+    windows for none), or as `layout` says (a pair objective: nsp or sop pairs, none windows). A model with a pair
+    head is scored on it where the instances are pairs. What is not given is the first model's run's own
+    evaluation when `data` is its run's data directory (`own_evaluation`), else 50 batches of 32 sequences of 128
+    tokens, masked with EVAL_SEED. Packed windows keep their documents apart where the first model was trained so
     (`document_mask` None: as its directory records).
     """
-    own = own_evaluation(model_path, data)
+    own = own_evaluation(model_paths[0], data)
     batch_size = batch_size or own.get("batch_size", 32)
     seq_len = seq_len or own.get("seq_len", 128)
     max_batches = max_batches or own.get("eval_batches", 50)
     data_seed, mask_seed = (seed, seed) if seed is not None else own.get("seeds", (EVAL_SEED, EVAL_SEED))
-    directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
+    loaded = [load_model_and_tokenizer(path, trust_pickle=trust_pickle) for path in model_paths]
+    directory, _, tokenizer = loaded[0]
+    for other, _, other_tokenizer in loaded[1:]:
+        if fingerprint(other_tokenizer) != fingerprint(tokenizer):
+            raise UserError(
+                f"{other} has another tokenizer than {directory}: the same text is other tokens to it, so the two "
+                "cannot be scored on the same instances; evaluate each alone"
+            )
     device = resolve_device(device)
-    model.to(device)
-    seq_len = min(seq_len, model.config.max_position_embeddings)
+    seq_len = min(seq_len, *(model.config.max_position_embeddings for _, model, _ in loaded))
     info = pretraining_info(directory)
     pair_objective = layout or info.get("pair_objective", "nsp")
     if document_mask is None:
         document_mask = bool(info.get("document_mask"))
     with tempfile.TemporaryDirectory() as scratch:
-        if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():
-            data_dir = Path(data[0])
-            meta = read_meta(data_dir)
-            if meta["tokenizer_fingerprint"] != fingerprint(tokenizer):
-                raise UserError(f"{data_dir} was prepared with a different tokenizer than {directory}'s")
-            split = "valid" if meta["splits"]["valid"]["documents"] else "train"
-        else:
-            save_tokenizer(tokenizer, scratch)
-            data_dir = Path(scratch) / "data"
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # one-document text is fine here
-                prepare(data, scratch, data_dir, valid_fraction=0.0, progress=False)
-            split = "train"
+        data_dir, split = _data_split(data, tokenizer, directory, Path(scratch))
         dataset = pretraining_dataset(data_dir, split, seq_len, pair_objective, data_seed)
         if dataset.num_instances(0) == 0:
             raise UserError(f"{', '.join(data)}: too little text to build a single instance")
         masking = MaskingConfig.for_evaluation(seq_len, own.get("whole_word_mask", False))
         collator = MaskingCollator(tokenizer, masking, seed=mask_seed, document_ids=document_mask)
         batches = fixed_batches(dataset, collator, batch_size, max_batches)
+    results = []
+    for model_dir, model, _ in loaded:
+        scored = pair_objective if model.nsp_head is not None else "none"  # a masked LM: MLM on the same pairs
         result = evaluate_batches(
-            model, batches, MixedPrecision(device, resolve_precision(precision, device)), pair_objective
+            model.to(device), batches, MixedPrecision(device, resolve_precision(precision, device)), scored
         )
-    result["unigram_baseline_acc"] = unigram_baseline(batches)
-    result["pair_objective"] = pair_objective
-    return Record(result)
+        model.cpu()
+        result["unigram_baseline_acc"] = unigram_baseline(batches)
+        result["pair_objective"] = scored
+        result["model"] = str(model_dir)
+        results.append(Record(result))
+    return results
+
+
+def _data_split(data: list[str], tokenizer, directory: Path, scratch: Path) -> tuple[Path, str]:
+    """(data directory, split) to evaluate on: a prepared directory's held-out split (its train split if it has
+    none), or the raw text files prepared into `scratch` with the model's tokenizer."""
+    if len(data) == 1 and (Path(data[0]) / "meta.json").is_file():
+        data_dir = Path(data[0])
+        meta = read_meta(data_dir)
+        if meta["tokenizer_fingerprint"] != fingerprint(tokenizer):
+            raise UserError(f"{data_dir} was prepared with a different tokenizer than {directory}'s")
+        return data_dir, "valid" if meta["splits"]["valid"]["documents"] else "train"
+    save_tokenizer(tokenizer, scratch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one-document text is fine here
+        prepare(data, scratch, scratch / "data", valid_fraction=0.0, progress=False)
+    return scratch / "data", "train"
 
 
 def own_evaluation(model_path: str | Path, data: list[str]) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from .config import TrainConfig
 
 
 def pretraining_model(model_config: ModelConfig, cfg: TrainConfig) -> nn.Module:
-    """The model `cfg.objective` trains: BERT with its heads, or ELECTRA's generator and discriminator."""
+    """The model `cfg.objective` trains: BERT with its heads (a pair head only for a pair objective: no head that
+    never trains is saved), or ELECTRA's generator and discriminator."""
     if cfg.objective == "electra":
         return ElectraForPreTraining(model_config, cfg.generator_layers, cfg.rtd_weight, cfg.generator_temperature)
-    return BertForPreTraining(model_config)
+    return BertForPreTraining(model_config, pair_head=cfg.pair_objective != "none")

@@ -50,7 +50,7 @@ from ..fileio import directory_lock
 from ..labels import IGNORE_INDEX
 from ..model.bert import set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
-from ..model.directory import PRETRAINING_KEY, load_weights, save_model
+from ..model.directory import PRETRAINING_KEY, check_vocab, load_weights, pretraining_info, save_model
 from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, masking_config
@@ -83,7 +83,9 @@ def check_data(
     if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
         raise UserError(f"{data_dir}: tokenizer.json does not match the one the data was prepared with")
     start = check_start(init_from, model_config, tokenizer) if init_from else None
-    if model_config.vocab_size != meta["vocab_size"]:
+    if start is not None:  # a released model's table may have rows past its tokenizer's ids (ModernBERT's)
+        check_vocab(tokenizer, model_config.vocab_size, f"--init-from {init_from}")
+    elif model_config.vocab_size != meta["vocab_size"]:
         raise UserError(
             f"model vocab_size {model_config.vocab_size} does not match the data's tokenizer "
             f"({meta['vocab_size']} tokens)"
@@ -158,6 +160,16 @@ class Trainer:
             self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
         if cfg.init_from:
             self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
+        if start is not None and self.run_dir.resolve() in (start[0].resolve(), *start[0].resolve().parents):
+            raise UserError(
+                f"--out {self.run_dir} holds the --init-from model, which the run would replace: give another --out"
+            )
+        # The model, and the starting weights in it, before anything is written: a start that cannot be read
+        # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
+        torch.manual_seed(cfg.seed)
+        self.model = pretraining_model(model_config, cfg)
+        if start is not None:
+            load_weights(self.model, start[0], cfg.trust_pickle, longer_positions=True)
         check_run_dir(self.run_dir, self.configs, resume, overwrite)
         self._lock()
         checkpoint = intact_checkpoint(self.run_dir, set_aside=self.processes.is_main) if resume else None
@@ -170,18 +182,9 @@ class Trainer:
         tensorboard_dir = self.run_dir / TENSORBOARD if tensorboard else None
         self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
 
-        torch.manual_seed(cfg.seed)
-        self.model = pretraining_model(model_config, cfg)
         if start is not None:
-            start_dir, start_config = start
-            load_weights(self.model, start_dir, longer_positions=True)
-            self._say(f"starting from the weights of {start_dir}")
-            known = start_config.max_position_embeddings
-            if known < model_config.max_position_embeddings:
-                self._say(
-                    f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
-                    f"it learns them here, on {cfg.seq_len}-token sequences"
-                )
+            self._say(f"starting from the weights of {start[0]}")
+            self._describe_start(*start, model_config, cfg)
         if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not resume:
             self._say(
                 f"ALiBi keeps each head near (slopes 1/2 to 1/{2**model_config.num_heads}), so [CLS] may not read "
@@ -216,6 +219,20 @@ class Trainer:
         self._save_failed = False  # a save that failed (a full disk) is not tried again on the way out
         self._bad_streak = 0  # consecutive steps with a non-finite gradient
         self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
+
+    def _describe_start(self, start_dir: Path, start_config: ModelConfig, model_config: ModelConfig, cfg) -> None:
+        """What a continued run does with its starting model beyond taking its weights."""
+        if cfg.pair_objective == "none" and pretraining_info(start_dir).get("pair_objective", "none") != "none":
+            self._say(
+                "this run trains the masked LM alone: the model is saved without the starting model's "
+                "next-sentence head, as a masked LM (--pair-objective nsp trains the head on)"
+            )
+        known = start_config.max_position_embeddings
+        if known < model_config.max_position_embeddings:
+            self._say(
+                f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
+                f"it learns them here, on {cfg.seq_len}-token sequences"
+            )
 
     def _lock(self) -> None:
         """The main process locks the run directory (one process per run) and holds the data directory against
@@ -299,6 +316,8 @@ class Trainer:
             self.state.elapsed,
         )
         with StopSignals() as signals, progress:
+            if self.state.step == 0 and cfg.init_from and cfg.eval_every:
+                self.evaluate()  # the starting model's held-out score: what continuing it buys is measured from here
             try:
                 while True:
                     elapsed, stop = self._agree(time.perf_counter() - started, signals.received)

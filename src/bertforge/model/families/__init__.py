@@ -1,0 +1,54 @@
+"""The `transformers` model families bertforge reads and writes, one module each, each one `Family` record:
+
+    bert.py         BERT: BertForPreTraining, BertForMaskedLM, BertModel, ...; the keys BERT-built families share
+    roberta.py      RoBERTa, XLM-RoBERTa, CamemBERT, and RoBERTa-PreLayerNorm (bertforge's pre-LN BERTs)
+    distilbert.py   DistilBERT
+    electra.py      ELECTRA: the generator (a masked LM) and the discriminator (replaced-token detection)
+    modernbert.py   ModernBERT (bertforge's `budget` recipe)
+
+A model read from a directory keeps its family (ModelConfig.family) and goes back out in it; a model bertforge
+builds takes the family of its shape (`family_of`). Adding a family is its module and one line in FAMILIES.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import UserError
+from ..config import MODERNBERT_SHAPE, ModelConfig
+from .bert import BERT, VARIANT_DEFAULTS
+from .distilbert import DISTILBERT
+from .electra import ELECTRA
+from .family import OUR_ARCHITECTURES, Family
+from .modernbert import MODERNBERT
+from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
+
+FAMILIES: dict[str, Family] = {
+    family.model_type: family
+    for family in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT)
+}
+
+__all__ = ["FAMILIES", "OUR_ARCHITECTURES", "VARIANT_DEFAULTS", "Family", "family_of", "family_named", "is_modernbert"]
+
+
+def is_modernbert(config: ModelConfig) -> bool:
+    """Whether `transformers`' ModernBERT computes this model: its shape, whatever its sizes, biases and windows."""
+    return all(getattr(config, name) == value for name, value in MODERNBERT_SHAPE.items())
+
+
+def family_of(config: ModelConfig) -> Family:
+    """The family a model is saved in: its own, if it was read from one; else the family of its shape: ModernBERT's,
+    RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
+    if config.family:
+        return family_named(config.family)
+    if is_modernbert(config):
+        return MODERNBERT
+    return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
+
+
+def family_named(model_type: Any, source: str = "config.json") -> Family:
+    if model_type not in FAMILIES:
+        raise UserError(
+            f"{source}: model_type {model_type!r} is not one bertforge reads; it reads {', '.join(sorted(FAMILIES))}"
+        )
+    return FAMILIES[model_type]

@@ -1,0 +1,92 @@
+"""What a `transformers` model family is to bertforge: its names for our modules and parameters, its config.json
+keys both ways, its classes, and where its special tokens' ids go. One record per family (`Family`), each in the
+module of its family; `hf.py` maps state dicts and configs through whichever record a model's family names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import UserError
+from ..config import ModelConfig
+
+# Our classes' names for what they are, as a model reports it (`hf_architecture`): each family names its own.
+OUR_ARCHITECTURES = (
+    "BertForPreTraining",  # masked LM + next-sentence head
+    "BertForMaskedLM",  # masked LM alone
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+    "BertForMultipleChoice",
+    "BertForReplacedTokenDetection",  # ELECTRA's discriminator
+    "BertForSentenceEmbedding",  # the encoder alone, mean-pooled
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One `transformers` model family.
+
+    `modules` maps our module paths ("{i}" a layer index) to theirs; `head_modules` overrides them for one of our
+    classes (RoBERTa's sequence classifier names our pooler `classifier.dense`). `params` names our single
+    parameters: the MLM bias and the untied decoder weight. `read_config` turns config.json into ModelConfig
+    values; `write_config` a ModelConfig into config.json for one of the family's classes.
+    """
+
+    model_type: str
+    body: str  # the encoder's prefix in the family's task classes: "bert", "roberta", "distilbert", "model", ...
+    modules: dict[str, str]
+    params: dict[str, str]
+    architectures: dict[str, str]  # our architecture (OUR_ARCHITECTURES) -> the family's class
+    config_class: str
+    read_config: Callable[[dict[str, Any], str], dict[str, Any]]
+    write_config: Callable[[ModelConfig, str], dict[str, Any]]
+    decoder_bias: str | None = None  # a second copy of the MLM bias that `transformers` applies (BERT's decoder's)
+    head_modules: dict[str, dict[str, str]] = field(default_factory=dict)
+    auto_classes: dict[str, str] = field(default_factory=dict)  # Auto class -> the family's (remote code only)
+    # Queries, keys and values as three matrices (ours are one): the name of each, or None where the family fuses
+    # them as we do (ModernBERT's Wqkv).
+    qkv: str | None = "{body}.encoder.layer.{i}.attention.self.{part}"
+    qkv_parts: tuple[str, str, str] = ("query", "key", "value")
+    positions_after_pad: bool = False  # RoBERTa's position table starts pad_token_id + 1 rows in
+    base_pooler: bool = True  # the family's bare encoder class (BertModel, RobertaModel) has a pooler
+    special_token_ids: dict[str, str] = field(default_factory=lambda: {"pad_token_id": "pad"})  # key -> role
+
+    def position_offset(self, config: ModelConfig) -> int:
+        """Rows of their position table before our position 0."""
+        return config.pad_token_id + 1 if self.positions_after_pad else 0
+
+    def qkv_name(self, layer: str, part: str, param: str) -> str:
+        return self.qkv.format(body=self.body, i=layer, part=part) + f".{param}"
+
+    def modules_for(self, architecture: str) -> dict[str, str]:
+        """Our module paths -> theirs in the family's class for `architecture`."""
+        return {**self.modules, **self.head_modules.get(architecture, {})}
+
+    def hf_architecture(self, architecture: str) -> str:
+        if architecture not in self.architectures:
+            raise UserError(f"a {self.model_type} model cannot be saved as {architecture}")
+        return self.architectures[architecture]
+
+
+def require_keys(hf: dict[str, Any], keys: tuple[str, ...], source: str) -> None:
+    missing = [k for k in keys if k not in hf]
+    if missing:
+        raise UserError(f"{source}: missing keys {', '.join(missing)}")
+
+
+def task_classes(prefix: str, masked_lm: str | None = None, base: str | None = None) -> dict[str, str]:
+    """Our architectures -> a family's classes named as `transformers` names them: {prefix}ForMaskedLM, ..."""
+    masked_lm = masked_lm or f"{prefix}ForMaskedLM"
+    base = base or f"{prefix}Model"
+    return {
+        "BertForPreTraining": masked_lm,  # a pair head, where one trained, kept under our names: their class skips it
+        "BertForMaskedLM": masked_lm,
+        "BertForSequenceClassification": f"{prefix}ForSequenceClassification",
+        "BertForTokenClassification": f"{prefix}ForTokenClassification",
+        "BertForQuestionAnswering": f"{prefix}ForQuestionAnswering",
+        "BertForMultipleChoice": f"{prefix}ForMultipleChoice",
+        "BertForReplacedTokenDetection": base,
+        "BertForSentenceEmbedding": base,
+    }

@@ -1,0 +1,99 @@
+"""`tokenizer extend`: a model's vocabulary grown by the words of a domain that its tokenizer cuts into the most
+pieces, before continuing its pre-training on that domain.
+
+    bertforge tokenizer extend bert-base-uncased tweets/ --add 1000 --out bert-tweets
+    bertforge prepare tweets/ --tokenizer bert-tweets --out data
+    bertforge pretrain --data data --out run --init-from bert-tweets
+
+A word costs the model one position per piece, and a piece like `##vid` means little alone: the words whose pieces
+cost the corpus most (occurrences × extra pieces) become whole tokens, each starting at the mean of the pieces it
+replaces (`model.vocabulary`). Nothing else is cut differently (checked and reported), so the extended model
+reads the rest of the text as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data.vocabulary import CorpusTexts
+from ..errors import UserError
+from ..fileio import check_output_dir
+from ..formats.corpus import readable_files
+from ..formats.options import CorpusOptions
+from ..model.directory import PRETRAINING_KEY, is_model_dir, load_model_and_tokenizer, pretraining_info, save_model
+from ..model.vocabulary import with_new_tokens
+from ..tokenizer import count_words, token_text, with_words, word_pieces
+
+
+@dataclass
+class Extension:
+    """What `extend_vocabulary` added, and what it changed on the corpus."""
+
+    added: list[tuple[str, int, int]]  # (word as text, occurrences, pieces it was cut into), most costly first
+    words: int  # word occurrences in the corpus
+    pieces_before: int  # pieces the corpus's words were cut into before
+    pieces_after: int  # and after
+    others_changed: int  # distinct words other than the added ones now cut differently
+    out: Path
+
+    def summary(self) -> str:
+        shown = ", ".join(f"{word} ({pieces} pieces x {count:,})" for word, count, pieces in self.added[:8])
+        changed = f"; {self.others_changed:,} other words are cut differently" if self.others_changed else ""
+        return (
+            f"added {len(self.added):,} words as tokens ({shown}{', ...' if len(self.added) > 8 else ''}): "
+            f"pieces per word on the corpus {self.pieces_before / max(self.words, 1):.3f} -> "
+            f"{self.pieces_after / max(self.words, 1):.3f} over {self.words:,} words{changed} -> {self.out}"
+        )
+
+
+def extend_vocabulary(
+    model_path: str | Path,
+    corpus: Sequence[str | Path],
+    out: str | Path,
+    add: int,
+    min_frequency: int = 2,
+    options: CorpusOptions | None = None,
+    overwrite: bool = False,
+    trust_pickle: bool = False,
+) -> Extension:
+    """Write into OUT the model of `model_path` with the `add` words of `corpus` that cost it most as whole tokens
+    (words seen fewer than `min_frequency` times are left out)."""
+    if add < 1:
+        raise UserError(f"--add {add}: add at least one word")
+    readable_files(corpus)  # before anything is read or written
+    out = Path(out)
+    check_output_dir(out, overwrite, "a model directory", out.is_dir() and is_model_dir(out))
+    directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
+    counts = count_words(tokenizer, CorpusTexts(corpus, options or CorpusOptions()))
+    if not counts:
+        raise UserError(f"{', '.join(map(str, corpus))}: no words to count")
+    before = {word: word_pieces(tokenizer, word) for word in counts}
+    costs = [
+        (count * (len(pieces) - 1), word)
+        for word, pieces in before.items()
+        if len(pieces) > 1 and (count := counts[word]) >= min_frequency
+    ]
+    chosen = [word for _, word in sorted(costs, key=lambda cost: (-cost[0], cost[1]))[:add]]
+    if not chosen:
+        raise UserError(
+            f"no word seen {min_frequency} times or more is cut into several pieces: the tokenizer already has "
+            "this corpus's words"
+        )
+    extended, ids = with_words(tokenizer, chosen)
+    after = {word: word_pieces(extended, word) for word in counts}
+    pieces = {i: [tokenizer.token_to_id(piece) for piece in before[word]] for word, i in zip(chosen, ids)}
+    grown = with_new_tokens(model, pieces)
+    info = pretraining_info(directory)
+    facts = {"vocabulary_extended": {"from": str(directory.absolute()), "words": len(chosen)}}
+    save_model(grown, out, extended, {PRETRAINING_KEY: {**info, **facts}}, facts)
+    new = set(chosen)
+    return Extension(
+        added=[(token_text(extended, i), counts[w], len(before[w])) for w, i in zip(chosen, ids)],
+        words=sum(counts.values()),
+        pieces_before=sum(counts[w] * len(p) for w, p in before.items()),
+        pieces_after=sum(counts[w] * len(p) for w, p in after.items()),
+        others_changed=sum(1 for w in counts if w not in new and after[w] != before[w]),
+        out=out,
+    )

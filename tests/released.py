@@ -1,0 +1,285 @@
+"""Tiny checkpoints laid out exactly as the released encoders people download are, built here with `transformers`
+and `tokenizers` (no hub at run time): their file names, weight names, config keys and tokenizer files.
+
+    bert_gamma_beta   bert-base-uncased: BertForPreTraining, LayerNorm weights named gamma/beta, WordPiece,
+                      a tokenizer_config.json with do_lower_case alone
+    bert_bin_only     an older hub repository: BertForMaskedLM in pytorch_model.bin only
+    roberta           roberta-base: byte-level BPE, <s> </s> <mask>, tokenizer.json alone (no tokenizer_config.json)
+    xlm_roberta       xlm-roberta-base: SentencePiece unigram (▁ word starts), <mask> the last id
+    camembert         camembert-base's layout with a SentencePiece BPE tokenizer (PreTrainedTokenizerFast's)
+    distilbert        distilbert-base-uncased: DistilBertForMaskedLM, WordPiece
+    electra_generator / electra_discriminator
+                      google/electra-small-*: ElectraForMaskedLM (embedding_size below hidden_size) and
+                      ElectraForPreTraining
+    modernbert        ModernBERT-base: byte-level BPE with its special tokens at the end of the vocabulary and an
+                      embedding table padded past them to a multiple of 64
+
+Every parameter is random (biases and norms too, N(0, 0.2)), so nothing matches by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+WORDS = (
+    "the cat sat on mat dog walked to river bank a bird sang in tree my friend painted red house teacher found "
+    "small boat old man carried green chair child cleaned window her brother watched garden money covid vaccine "
+    "lockdown pandemic quarantine epidemiologist"
+).split()
+
+
+def sentences(n: int = 300, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))).capitalize() + "." for _ in range(n)]
+
+
+def randomised(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.2)
+    return model.eval()
+
+
+def _save(model, directory: Path, pickle_only: bool = False) -> None:
+    model.save_pretrained(directory)
+    if pickle_only:  # an older repository: pytorch_model.bin, no safetensors
+        weights = directory / "model.safetensors"
+        torch.save(load_file(weights), directory / "pytorch_model.bin")
+        weights.unlink()
+
+
+def _write_json(path: Path, value) -> None:
+    path.write_text(json.dumps(value, indent=2), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------- tokenizers
+
+
+def wordpiece(vocab_size: int = 150) -> Tokenizer:
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=specials)
+    tok.train_from_iterator(sentences(), trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+    )
+    return tok
+
+
+def byte_level_bpe(specials_first: list[str], specials_last: list[str] = (), vocab_size: int = 300) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=1,
+        special_tokens=specials_first,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(sentences(), trainer)
+    tok.add_special_tokens(list(specials_last))
+    return tok
+
+
+def _mask_lstrip(tok: Tokenizer, mask: str) -> Tokenizer:
+    """The mask token takes the space before it (RoBERTa's, XLM-R's and ModernBERT's <mask>/[MASK] do)."""
+    spec = json.loads(tok.to_str())
+    for token in spec["added_tokens"]:
+        if token["content"] == mask:
+            token["lstrip"] = True
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def metaspace(kind: str, vocab_size: int = 200) -> Tokenizer:
+    """A SentencePiece tokenizer (▁ marks a word's start): unigram as XLM-R's, or BPE."""
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    if kind == "unigram":
+        tok = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>")
+    else:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=1, special_tokens=specials)
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(sentences(), trainer)
+    tok.add_special_tokens(["<mask>"])  # the last id, as in xlm-roberta-base
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    return _mask_lstrip(tok, "<mask>")
+
+
+# ----------------------------------------------------------------------------------------- checkpoints
+
+
+def bert_gamma_beta(directory: Path) -> Path:
+    import transformers
+
+    tok = wordpiece()
+    config = transformers.BertConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    _save(randomised(transformers.BertForPreTraining(config)), directory)
+    weights = directory / "model.safetensors"
+    renamed = {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+        for k, v in load_file(weights).items()
+    }
+    save_file(renamed, weights, metadata={"format": "pt"})
+    tok.save(str(directory / "tokenizer.json"))
+    vocab = sorted(tok.get_vocab().items(), key=lambda item: item[1])
+    (directory / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
+    _write_json(directory / "tokenizer_config.json", {"do_lower_case": True, "model_max_length": 64})
+    return directory
+
+
+def bert_bin_only(directory: Path) -> Path:
+    import transformers
+
+    tok = wordpiece()
+    config = transformers.BertConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64,
+    )  # fmt: skip
+    _save(randomised(transformers.BertForMaskedLM(config)), directory, pickle_only=True)
+    transformers.BertTokenizer(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def roberta(directory: Path) -> Path:
+    import transformers
+
+    tok = _mask_lstrip(byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"]), "<mask>")
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    config = transformers.RobertaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, layer_norm_eps=1e-5,
+    )  # fmt: skip
+    _save(randomised(transformers.RobertaForMaskedLM(config)), directory)
+    tok.save(str(directory / "tokenizer.json"))  # roberta-base has no tokenizer_config.json
+    return directory
+
+
+def xlm_roberta(directory: Path) -> Path:
+    import transformers
+
+    tok = metaspace("unigram")
+    config = transformers.XLMRobertaConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, layer_norm_eps=1e-5,
+    )  # fmt: skip
+    _save(randomised(transformers.XLMRobertaForMaskedLM(config)), directory)
+    transformers.XLMRobertaTokenizer(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def camembert(directory: Path) -> Path:
+    """CamemBERT's layout (RoBERTa's) with a SentencePiece BPE tokenizer, which PreTrainedTokenizerFast reads (the
+    CamemBERT tokenizer class assumes a unigram model)."""
+    import transformers
+
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=metaspace("bpe"), bos_token="<s>", eos_token="</s>", unk_token="<unk>", sep_token="</s>",
+        cls_token="<s>", pad_token="<pad>", mask_token="<mask>", model_input_names=["input_ids", "attention_mask"],
+    )  # fmt: skip
+    config = transformers.CamembertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, layer_norm_eps=1e-5,
+    )  # fmt: skip
+    _save(randomised(transformers.CamembertForMaskedLM(config)), directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def distilbert(directory: Path) -> Path:
+    import transformers
+
+    tok = wordpiece()
+    config = transformers.DistilBertConfig(
+        vocab_size=tok.get_vocab_size(), dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64
+    )
+    _save(randomised(transformers.DistilBertForMaskedLM(config)), directory)
+    transformers.DistilBertTokenizer(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def _electra(directory: Path, cls_name: str, hidden: int) -> Path:
+    import transformers
+
+    tok = wordpiece()
+    config = transformers.ElectraConfig(
+        vocab_size=tok.get_vocab_size(), embedding_size=16, hidden_size=hidden, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=64,
+    )  # fmt: skip
+    _save(randomised(getattr(transformers, cls_name)(config)), directory)
+    transformers.ElectraTokenizer(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def electra_generator(directory: Path) -> Path:
+    return _electra(directory, "ElectraForMaskedLM", 24)
+
+
+def electra_discriminator(directory: Path) -> Path:
+    return _electra(directory, "ElectraForPreTraining", 32)
+
+
+def modernbert(directory: Path) -> Path:
+    import transformers
+
+    specials = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
+    tok = byte_level_bpe(["<|padding|>", "<|endoftext|>"], [AddedToken(t, special=True) for t in specials])
+    tok = _mask_lstrip(tok, "[MASK]")
+    ids = {t: tok.token_to_id(t) for t in specials}
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
+    )
+    rows = -(-tok.get_vocab_size() // 64) * 64  # more rows than tokens, as the released table
+    config = transformers.ModernBertConfig(
+        vocab_size=rows, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=48,
+        max_position_embeddings=128, local_attention=16, pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"],
+        bos_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"], eos_token_id=ids["[SEP]"],
+    )  # fmt: skip
+    _save(randomised(transformers.ModernBertForMaskedLM(config)), directory)
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
+        mask_token="[MASK]", model_input_names=["input_ids", "attention_mask"],
+    ).save_pretrained(directory)  # fmt: skip
+    return directory
+
+
+LAYOUTS = {
+    "bert_gamma_beta": bert_gamma_beta,
+    "bert_bin_only": bert_bin_only,
+    "roberta": roberta,
+    "xlm_roberta": xlm_roberta,
+    "camembert": camembert,
+    "distilbert": distilbert,
+    "electra_generator": electra_generator,
+    "modernbert": modernbert,
+}
+# The masked LMs above, and the one that is not (its model tells replaced tokens from original ones)
+DISCRIMINATORS = {"electra_discriminator": electra_discriminator}
+
+
+def build(name: str, root: Path) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True)
+    return {**LAYOUTS, **DISCRIMINATORS}[name](directory)
