@@ -9,6 +9,9 @@ GLUE MRPC: news sentence pairs), three arms fine-tuned the same way over seeds (
              for --minutes calibrated CPU minutes, then fine-tune (Gururangan et al. 2020's task-adaptive
              pre-training);
   extended   as continued, after `bertforge tokenizer extend` added --add of the text's words to the vocabulary.
+With --probe-lrs, first the continued run's peak learning rate: the start continued on WNUT-17's tweets for
+--probe-minutes at each rate, scored on held-out tweets (5% of the training tweets, never trained on) at every
+tenth; results in probe.md.
 Equal time, robustly: each continued run's seconds per step are measured alone on both cores (30 steps), and the
 run trains for the steps that fill --minutes at that speed, so work running beside it changes how long it takes,
 not how much it learns. Everything is resumable: a finished step is skipped; results.md is written from what has
@@ -34,7 +37,7 @@ TASKS = {
     "ner": ("ner/wnut17", "wnut17train.conll"),
     "mrpc": ("glue/MRPC", "train.tsv"),
 }
-CONTINUE = ["--recipe", "budget", "--seq-len", "128", "--batch-size", "32", "--lr", "5e-4", "--eval-batches", "20"]
+CONTINUE = ["--recipe", "budget", "--seq-len", "128", "--batch-size", "32", "--eval-batches", "20"]
 FINETUNE = ["--epochs", "3", "--lr", "3e-4", "--dropout", "0.1", "--batch-size", "32"]
 
 
@@ -91,9 +94,9 @@ def ready(start: Path, text: Path, out: Path, minutes: float, extend: int) -> tu
     record = out / "calibration.json"
     if not record.is_file():
         run = out / "calibration_run"
-        bertforge("pretrain", "--data", data, "--out", run, "--init-from", base, *CONTINUE, "--max-steps", "40",
-                  "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--overwrite", "--quiet", threads=2,
-                  log=log)  # fmt: skip
+        bertforge("pretrain", "--data", data, "--out", run, "--init-from", base, *CONTINUE, "--lr", "5e-4",
+                  "--max-steps", "40", "--log-every", "1", "--eval-every", "0", "--save-every", "0", "--overwrite",
+                  "--quiet", threads=2, log=log)  # fmt: skip
         records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
         elapsed = [r["elapsed"] for r in records if r["split"] == "train"]
         per_step = sorted(b - a for a, b in zip(elapsed[10:], elapsed[11:]))[len(elapsed[11:]) // 2]
@@ -102,15 +105,36 @@ def ready(start: Path, text: Path, out: Path, minutes: float, extend: int) -> tu
     return base, data, max(10, int(minutes * 60 / per_step))
 
 
-def continued(base: Path, data: Path, steps: int, out: Path) -> Path:
+def continued(base: Path, data: Path, steps: int, out: Path, lr: str = "5e-4") -> Path:
     """`base` pre-trained on `data` for `steps` more steps, a held-out evaluation every tenth (step 0: `base`)."""
     model = out / "run" / "model"
     if not (model / "config.json").is_file():
         began = time.perf_counter()
-        bertforge("pretrain", "--data", data, "--out", out / "run", "--init-from", base, *CONTINUE, "--max-steps",
-                  steps, "--eval-every", max(1, steps // 10), "--resume", "--quiet", log=out / "log.txt")  # fmt: skip
+        bertforge("pretrain", "--data", data, "--out", out / "run", "--init-from", base, *CONTINUE, "--lr", lr,
+                  "--max-steps", steps, "--eval-every", max(1, steps // 10), "--resume", "--quiet",
+                  log=out / "log.txt")  # fmt: skip
         (out / "cost.json").write_text(json.dumps({"steps": steps, "wall_seconds": time.perf_counter() - began}))
     return model
+
+
+def held_out_curve(run: Path) -> list[tuple[int, float]]:
+    """(step, held-out MLM accuracy) at each evaluation of a run, step 0 (the start) first."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["mlm_acc"]) for r in records if r["split"] == "valid"]
+
+
+def probe(start: Path, text: Path, out: Path, lrs: list[str], minutes: float) -> None:
+    """The continued run's held-out MLM accuracy on the task's text for each peak learning rate."""
+    base, data, steps = ready(start, text, out, minutes, 0)  # the continued arm's data and step cost
+    jobs = {lr: out / f"lr_{lr}" for lr in lrs}
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda lr: continued(base, data, steps, jobs[lr], lr), lrs))
+    lines = [machine_description(), "", f"{steps:,} steps ({minutes:g} calibrated minutes) from {start}", ""]
+    lines += ["| peak lr | held-out MLM accuracy at each tenth (step: accuracy) |", "|---|---|"]
+    for lr, folder in jobs.items():
+        lines.append(f"| {lr} | " + ", ".join(f"{s}: {a:.3f}" for s, a in held_out_curve(folder / "run")) + " |")
+    (out / "probe.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
 
 
 def score(model: Path, task: str, data: Path, out: Path, seeds: int) -> None:
@@ -129,7 +153,7 @@ def report(out: Path) -> None:
             results = out / "scores" / task / arm / "results.json"
             if not results.is_file():
                 continue
-            row = json.loads(results.read_text())[0]
+            row = next(r for r in json.loads(results.read_text()) if r["main"])  # entity F1, accuracy
             cost = out / "arms" / task / arm / "cost.json"
             spent = json.loads(cost.read_text()) if cost.is_file() else {}
             added = out / "arms" / task / arm / "extension.json"
@@ -163,10 +187,15 @@ def main() -> None:
     parser.add_argument("--add", type=int, default=1000, help="words the extended arm adds to the vocabulary")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--report", action="store_true", help="only write results.md from what has finished")
+    parser.add_argument("--probe-lrs", help="first, continued runs on the tweets at these peak rates, e.g. 1e-4,1e-3")
+    parser.add_argument("--probe-minutes", type=float, default=5.0, help="calibrated minutes of each probe run")
     args = parser.parse_args()
     out, data, start = Path(args.out), Path(args.data), Path(args.start)
     (out / "text").mkdir(parents=True, exist_ok=True)
     print(machine_description(), flush=True)
+    if args.probe_lrs:
+        tweets = task_text(data, "ner", out / "text")
+        probe(start, tweets, out / "probe", args.probe_lrs.split(","), args.probe_minutes)
     if not args.report:
         prepared = {}  # first, alone: the extensions, the data and each continued run's calibration
         for task in TASKS:

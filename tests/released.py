@@ -122,6 +122,12 @@ def metaspace(kind: str, vocab_size: int = 200) -> Tokenizer:
 
 # ----------------------------------------------------------------------------------------- checkpoints
 
+# RoBERTa's layout at a tiny size: one segment row, <pad> = 1 (positions from 2), <s> = 0, </s> = 2.
+ROBERTA_SHAPE = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=66,
+    type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5,
+)  # fmt: skip
+
 
 def bert_gamma_beta(directory: Path) -> Path:
     import transformers
@@ -163,11 +169,7 @@ def roberta(directory: Path) -> Path:
 
     tok = _mask_lstrip(byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"]), "<mask>")
     tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    config = transformers.RobertaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
-        eos_token_id=2, layer_norm_eps=1e-5,
-    )  # fmt: skip
+    config = transformers.RobertaConfig(vocab_size=tok.get_vocab_size(), **ROBERTA_SHAPE)
     _save(randomised(transformers.RobertaForMaskedLM(config)), directory)
     tok.save(str(directory / "tokenizer.json"))  # roberta-base has no tokenizer_config.json
     return directory
@@ -177,11 +179,7 @@ def xlm_roberta(directory: Path) -> Path:
     import transformers
 
     tok = metaspace("unigram")
-    config = transformers.XLMRobertaConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
-        eos_token_id=2, layer_norm_eps=1e-5,
-    )  # fmt: skip
+    config = transformers.XLMRobertaConfig(vocab_size=tok.get_vocab_size(), **ROBERTA_SHAPE)
     _save(randomised(transformers.XLMRobertaForMaskedLM(config)), directory)
     transformers.XLMRobertaTokenizer(tokenizer_object=tok).save_pretrained(directory)
     return directory
@@ -196,11 +194,7 @@ def camembert(directory: Path) -> Path:
         tokenizer_object=metaspace("bpe"), bos_token="<s>", eos_token="</s>", unk_token="<unk>", sep_token="</s>",
         cls_token="<s>", pad_token="<pad>", mask_token="<mask>", model_input_names=["input_ids", "attention_mask"],
     )  # fmt: skip
-    config = transformers.CamembertConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0,
-        eos_token_id=2, layer_norm_eps=1e-5,
-    )  # fmt: skip
+    config = transformers.CamembertConfig(vocab_size=len(tokenizer), **ROBERTA_SHAPE)
     _save(randomised(transformers.CamembertForMaskedLM(config)), directory)
     tokenizer.save_pretrained(directory)
     return directory

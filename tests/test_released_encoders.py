@@ -305,3 +305,15 @@ def test_a_start_and_its_continuation_are_scored_on_the_same_instances(released,
     extended = tmp_path / "extended"
     bertforge_ok("tokenizer", "extend", start, corpus, "--add", "2", "--out", extended)
     one_line_error(bertforge("evaluate", start, extended, "--data", corpus), "another tokenizer")
+
+
+@pytest.mark.parametrize("name", ["roberta", "xlm_roberta", "bert_gamma_beta"])
+def test_tagged_words_are_cut_as_in_running_text(released, name):
+    """Fine-tuning a tagger encodes a sentence word by word; each word must come out as it does in the running
+    text the tagger later reads (a byte-level BPE's `Ġ` before every word but the first)."""
+    from bertforge.tasks.tagging import encode_sentences
+
+    tokenizer = load_tokenizer(released[name])
+    for text in sentences(20, seed=3):
+        (window,) = encode_sentences(tokenizer, [text.split()], 512)
+        assert window.ids == tokenizer.encode(text).ids

@@ -29,6 +29,7 @@ from .errors import UserError
 from .model.bert import BertForPreTraining, mean_pool
 from .model.directory import (
     PRETRAINING_HEADS,
+    electra_generator,
     load_model_and_tokenizer,
     pretraining_heads,
     pretraining_info,
@@ -74,6 +75,7 @@ class Bert:
         sentence_pooling: str | None = None,
         untrained_heads: frozenset[str] = frozenset(),
         source: str = "this model",
+        generator: str | None = None,
     ):
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
@@ -86,19 +88,30 @@ class Bert:
         # The pre-training heads ("mlm", "nsp") missing from the weights it was loaded from: a fine-tuned classifier
         # kept none, and answers from them would come from new random weights. `source` names it in messages.
         self.untrained_heads, self.source = untrained_heads, source
+        self.generator = generator  # an ELECTRA discriminator's: where its masked LM is
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
-        pooling = sentence_embedding_pooling(resolve_model_dir(path))
-        directory, model, tokenizer = load_model_and_tokenizer(path, trust_pickle=trust_pickle, keep_heads=not pooling)
-        pair_objective = pretraining_info(directory).get("pair_objective", "nsp")
+        directory = resolve_model_dir(path)
+        pooling = sentence_embedding_pooling(directory)
+        info = pretraining_info(directory)
+        encoder_only = bool(pooling) or info.get("objective") == "electra"  # a discriminator embeds, fills nothing
+        directory, model, tokenizer = load_model_and_tokenizer(
+            path, trust_pickle=trust_pickle, keep_heads=not encoder_only
+        )
         missing = frozenset(PRETRAINING_HEADS) - pretraining_heads(directory, model.config)
         architecture = (read_config(directory).get("architectures") or ["no architecture named"])[0]
-        return cls(
-            model, tokenizer, device, pair_objective, precision, pooling, missing, f"{directory} ({architecture})"
-        )
+        source = f"{directory} ({architecture})"
+        generator = electra_generator(directory, info) if info.get("objective") == "electra" else None
+        pair = info.get("pair_objective", "nsp")
+        return cls(model, tokenizer, device, pair, precision, pooling, missing, source, generator)
 
     def _check_heads(self, what: str, head: str = "mlm") -> None:
+        if self.generator is not None:
+            raise UserError(
+                f"{self.source} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
+                f"head to {what}; its generator does: {self.generator}"
+            )
         if self.sentence_pooling:
             raise UserError(
                 f"this model was fine-tuned for sentence similarity: it makes sentence vectors (embed), and has no "
@@ -234,6 +247,13 @@ class Bert:
         pooling = pooling or self.sentence_pooling or "cls"
         if pooling not in ("cls", "mean"):
             raise UserError(f"pooling must be cls or mean, not {pooling!r}")
+        layers = self.model.config.num_layers  # hidden states 0 (the embeddings) to L
+        if not -(layers + 1) <= layer <= layers:
+            raise UserError(
+                f"--layer {layer} is out of range: the model has {layers} layers (0: the embeddings, -1: the last)"
+            )
+        if batch_size < 1:
+            raise UserError(f"--batch-size {batch_size}: give at least 1")
         batcher = self._batcher
         encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), None)
         out = np.zeros((len(encoded), self.model.config.hidden_size), dtype=np.float32)  # (windows, H)

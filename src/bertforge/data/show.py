@@ -11,7 +11,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ..labels import IGNORE_INDEX, IS_NEXT
-from ..tokenizer import load_tokenizer
+from ..tokenizer import load_tokenizer, special_tokens
 from .instances import pretraining_dataset
 from .masking import MaskingCollator, MaskingConfig
 
@@ -63,10 +63,11 @@ def show_instances(data_dir: str | Path, n: int = 5, seed: int = 0, as_jsonl: bo
 def render(record: dict, tokenizer: Tokenizer) -> str:
     """A: ... / B: ... with each predicted position as [shown→original]."""
     parts: dict[int, list[str]] = {0: [], 1: []}
+    specials = special_tokens(tokenizer)
     for token, shown, segment, label in zip(
         record["tokens"], record["input_ids"], record["token_type_ids"], record["mlm_labels"]
     ):
-        if token in ("[CLS]", "[SEP]"):
+        if token in (specials["cls"], specials["sep"]):  # [CLS], [SEP]; a RoBERTa's <s>, </s>
             continue
         text = token if label == IGNORE_INDEX else f"[{tokenizer.id_to_token(shown)}→{token}]"
         parts[segment].append(text)

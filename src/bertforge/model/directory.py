@@ -333,7 +333,7 @@ def load_model_and_tokenizer(
     """(directory, model, tokenizer) from a run or model directory; `keep_heads=False` as for `load_model`."""
     directory = resolve_model_dir(path)
     info = pretraining_info(directory) if cls is BertForPreTraining else {}
-    if info.get("objective") == "electra":
+    if info.get("objective") == "electra" and keep_heads:
         raise UserError(
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(directory, info)}"

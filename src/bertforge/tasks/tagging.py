@@ -267,11 +267,16 @@ class Window:
 
 
 def encode_sentences(tokenizer: Tokenizer, sentences: list[list[str]], seq_len: int) -> list[Window]:
-    """[CLS] pieces [SEP] per window; a sentence too long for `seq_len` is cut between words."""
+    """[CLS] pieces [SEP] per window; a sentence too long for `seq_len` is cut between words. Each word after the
+    first is encoded with the space before it, as in running text: a byte-level BPE (RoBERTa's) marks a word's
+    start with the space's `Ġ`, and a word encoded alone would lack it (WordPiece drops the space)."""
     ids = special_ids(tokenizer)
     windows = []
     for s, words in enumerate(sentences):
-        pieces = [tokenizer.encode(word, add_special_tokens=False).ids or [ids.unk] for word in words]
+        pieces = [
+            tokenizer.encode(word if w == 0 else " " + word, add_special_tokens=False).ids or [ids.unk]
+            for w, word in enumerate(words)
+        ]
         current: list[int] = []
         first: list[int | None] = []
         for w, word_pieces in enumerate(pieces):
