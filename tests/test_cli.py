@@ -238,6 +238,12 @@ def test_a_mistake_on_the_command_line_is_the_verbs_short_usage_and_the_error():
     assert lines[0] == "usage: bertforge pretrain --data DATA --out OUT [options]"
     assert lines[1].startswith("bertforge pretrain: error: argument --max-steps") and "--help" in lines[1]
     assert bertforge_ok("--version").stdout.startswith("bertforge ")
+    # a flag no verb has: the verb's usage too (the top level's said nothing of what the verb needs)
+    unknown = bertforge("tokenizer", "train", "corpus.txt", "--out", "tok", "--bogus").stderr.strip().splitlines()
+    assert unknown == [
+        "usage: bertforge tokenizer train CORPUS [...] --out OUT [options]",
+        "bertforge tokenizer train: error: unrecognized arguments: --bogus (see bertforge tokenizer train --help)",
+    ]
 
 
 def test_durations_read_as_people_write_them():

@@ -5,6 +5,7 @@ small on disk."""
 from __future__ import annotations
 
 import bz2
+import csv
 import gzip
 import io
 import json
@@ -363,3 +364,31 @@ def test_the_crafted_files_are_read_or_refused_under_a_gigabyte_of_memory_and_ha
         assert "expands more than 200 times its compressed size" in refusal and "\n" not in refusal
     assert outcomes == {"columns.ods": 1, "rows.ods": 1_048_576, "spaces.odt": 1, "nested.odt": 1}
     assert not any((tmp_path / "scratch").iterdir())
+
+
+@pytest.mark.parametrize("where", ["line", "cell"])
+def test_an_inference_input_with_a_huge_text_is_refused_before_it_is_tokenised(tmp_path, wordpiece_tokenizer, where):
+    """`embed --input` on a file with one line (or one table cell) of 2M characters: one line naming it, at once
+    (a 20 MB line cost gigabytes when tokenised whole for a vector of its first tokens)."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    huge = "the cat " * (1 << 18)
+    path = tmp_path / ("in.txt" if where == "line" else "in.tsv")
+    path.write_text(f"a short text\n{huge}\n" if where == "line" else f"text\nshort\n{huge}\n", encoding="utf-8")
+    done = bertforge("embed", model, "--input", path, "--out", tmp_path / "v.npy")
+    one_line_error(done, str(path), "more than 1,048,576")
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_answers_written_for_a_spreadsheet_never_hold_a_formula(tmp_path):
+    """`classify`, `tag`, ... `--out p.csv`: a text starting with =, +, - or @ would run as a formula where the file
+    is opened; it is written behind an apostrophe, shown as the text it is. Numbers stay numbers."""
+    from bertforge.fileio import write_answers
+
+    texts = ['=HYPERLINK("http://x")', "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "plain"]
+    rows = [{"text": text, "score": -0.5} for text in texts]
+    for suffix in (".csv", ".tsv"):
+        write_answers(tmp_path / f"p{suffix}", [], rows, ["text", "score"])
+        lines = (tmp_path / f"p{suffix}").read_text(encoding="utf-8").splitlines()[1:]
+        cells = [next(csv.reader([line], delimiter="," if suffix == ".csv" else "\t")) for line in lines]
+        assert [c[0] for c in cells] == ["'" + t for t in texts[:4]] + ["plain"]
+        assert {c[1] for c in cells} == {"-0.5"}

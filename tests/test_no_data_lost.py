@@ -314,3 +314,169 @@ def test_a_pickle_that_would_run_code_is_refused_in_one_line_and_never_run(workd
     refused = bertforge("fill-mask", model, "the [MASK] sat.", "--trust-pickle")
     one_line_error(refused, "pytorch_model.bin: not loaded", "unsupported GLOBAL posix.mkdir")
     assert not marker.exists()
+
+
+# A run with two data-loader workers, and one fault planted in it: a worker's collation raising, or the disk
+# filling (ENOSPC) or turning read-only (EROFS) when the run writes its checkpoint at step 4.
+FAULTY_RUN = """
+import errno, sys
+import torch.utils.data
+import bertforge.data.masking as masking
+import bertforge.training.trainer as trainer
+from bertforge.cli import main
+
+fault, argv = sys.argv[1], sys.argv[2:]
+if fault == "worker":
+    collate = masking.MaskingCollator.__call__
+    calls = []
+
+    def failing(self, instances):
+        if torch.utils.data.get_worker_info() is not None:
+            calls.append(1)
+            if len(calls) == 3:
+                raise RuntimeError("planted: a worker fails")
+        return collate(self, instances)
+
+    masking.MaskingCollator.__call__ = failing
+else:
+    code = {"enospc": errno.ENOSPC, "erofs": errno.EROFS}[fault]
+
+    def failing_save(*args, **kwargs):
+        raise OSError(code, "planted")
+
+    trainer.save_checkpoint = failing_save
+sys.exit(main(argv))
+"""
+
+
+@pytest.mark.parametrize("fault", ["worker", "enospc", "erofs"])
+def test_a_fault_in_a_run_with_loader_workers_ends_the_process(workdir, tmp_path, fault):
+    """A worker that raises, a full disk or a read-only one: the process ends (its workers stopped) instead of
+    waiting on workers that ignore SIGTERM; a write that fails is one line, exit 2."""
+    run = [
+        "pretrain", "--data", workdir / "data", "--out", tmp_path / "run", *TINY_MODEL, "--seq-len", "64",
+        "--precision", "fp32", "--quiet", "--batch-size", "8", "--eval-every", "0", "--save-every", "4",
+        "--max-steps", "40", "--num-workers", "2",
+    ]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", FAULTY_RUN, fault, *map(str, run)], capture_output=True, text=True, timeout=120
+    )
+    if fault == "worker":
+        assert done.returncode == 1 and "planted: a worker fails" in done.stderr
+    else:
+        one_line_error(done, "could not write a checkpoint", "planted")
+
+
+def test_a_killed_runs_workers_do_not_keep_its_directory_locked(workdir, tmp_path):
+    """SIGKILL to the main process of a run with loader workers: the run directory can be locked again at once
+    (the workers held the lock they inherited until they noticed, seconds later)."""
+    run = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertforge", "pretrain", "--data", workdir / "data", "--out", run, *TINY_MODEL,
+         "--seq-len", "64", "--precision", "fp32", "--quiet", "--batch-size", "8", "--eval-every", "0",
+         "--max-steps", "100000", "--num-workers", "2", "--log-every", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (run / "metrics.jsonl").is_file() or not (run / "metrics.jsonl").read_text().strip():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    process.kill()
+    process.wait()
+    with directory_lock(run):  # at once, with the dead run's workers maybe still alive
+        pass
+
+
+def test_a_run_that_diverges_saves_nothing_from_it_and_keeps_the_good_checkpoints(workdir, tmp_path):
+    """Resumed at a learning rate that blows it up, a run saves no checkpoint from the steps whose loss is not
+    finite (a newest checkpoint of them would be what every later --resume starts from, and --keep-last would prune
+    the good ones for it), fails in one line, and resumes at a sane rate from where it was good."""
+    run = tmp_path / "run"
+    flags = [*TINY, "--save-every", "2", "--keep-last", "2", "--log-every", "1"]
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", run, *flags, "--max-steps", "6")
+    good = [p.name for p in checkpoint_dirs(run)]
+    resume = ["pretrain", "--data", workdir / "data", "--out", run, "--resume"]
+    done = bertforge(*resume, "--lr", "1e9", "--max-steps", "30")
+    assert done.returncode == 1 and "diverged" in done.stderr and "step_000006, is intact" in done.stderr
+    assert [p.name for p in checkpoint_dirs(run)] == good
+    assert not (run / "model").exists() or all_finite_model(run / "model")
+    bertforge_ok(*resume, "--lr", "5e-4", "--max-steps", "8")
+
+
+def all_finite_model(directory: Path) -> bool:
+    from safetensors.torch import load_file
+
+    return all(bool(torch.isfinite(t).all()) for t in load_file(directory / "model.safetensors").values())
+
+
+def test_a_fine_tuning_that_diverges_stops_and_saves_no_model_of_it(workdir, tmp_path, wordpiece_tokenizer):
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"the cat sat {i}\t{i % 2}\n" for i in range(64)), encoding="utf-8")
+    done = bertforge(
+        "finetune", model, "--task", "classification", "--train", train, "--text-column", "text", "--label-column",
+        "label", "--out", tmp_path / "ft", "--lr", "1e9", "--grad-clip", "0", "--epochs", "2", "--device", "cpu",
+        "--precision", "fp32",
+    )  # fmt: skip
+    assert done.returncode == 1 and "diverged" in done.stderr, done.stderr
+    assert not (tmp_path / "ft" / "model").exists() or all_finite_model(tmp_path / "ft" / "model")
+
+
+def test_a_second_fine_tuning_on_the_same_out_is_refused_while_the_first_runs(workdir, tmp_path, wordpiece_tokenizer):
+    """Two `finetune` on one --out half a second apart: the second is refused (OUT is checked under the lock the
+    first holds), and the first ends with its model; --out onto a pre-training run is refused by what it holds."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"the cat sat {i}\t{i % 2}\n" for i in range(400)), encoding="utf-8")
+    args = ["finetune", model, "--task", "classification", "--train", train, "--text-column", "text",
+            "--label-column", "label", "--out", tmp_path / "ft", "--epochs", "3", "--device", "cpu",
+            "--precision", "fp32", "--quiet"]  # fmt: skip
+    first = subprocess.Popen([sys.executable, "-m", "bertforge", *map(str, args)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ft").is_dir():
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.5)
+    second = bertforge(*args)
+    _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
+    one_line_error(second, str(tmp_path / "ft"))
+    assert (tmp_path / "ft" / "model" / "config.json").is_file()
+    pretraining = tmp_path / "pretraining"
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", pretraining, *TINY, "--max-steps", "2")
+    one_line_error(bertforge(*args[:-1], "--out", pretraining), "not a fine-tuning's")
+
+
+def test_a_run_shorter_than_a_log_window_ends_well_with_its_curves(workdir, tmp_path):
+    """`--max-steps 3` with --log-every 50, a first smoke test: exit 0, the partial window logged at the end, the
+    model and the training curves written."""
+    run = tmp_path / "run"
+    bertforge_ok("pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "3", "--log-every", "50")
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["split"] == "train"] == [3]
+    assert (run / "plots" / "training_curves.png").is_file() and (run / "model" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["pretrain", "--data", "DATA", "--out", "OUT", "--lr", "nan"],
+        ["finetune", "MODEL", "--task", "classification", "--train", "TRAIN", "--out", "OUT", "--warmup", "nan"],
+        ["embed", "MODEL", "--input", "TRAIN", "--out", "OUT", "--batch-size", "-1"],
+        ["embed", "MODEL", "--input", "TRAIN", "--out", "OUT", "--batch-size", "0"],
+        ["embed", "MODEL", "--input", "TRAIN", "--out", "OUT", "--layer", "99"],
+        ["tokenizer", "train", "TRAIN", "--out", "OUT", "--vocab-size", "0"],
+        ["fill-mask", "MODEL", "a [MASK].", "--top-k", "-1"],
+        ["evaluate", "MODEL", "--data", "DATA", "--max-batches", "0"],
+    ],
+    ids=lambda verb: " ".join(verb[:1] + verb[-2:]),
+)
+def test_a_flag_out_of_its_range_is_one_line_and_writes_nothing(workdir, tmp_path, wordpiece_tokenizer, verb):
+    """A count of 0 or -1, a rate of nan, a layer past the model: one line (after the verb's usage, for a flag
+    the parser refuses) and exit 2, not an empty result or a traceback."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    names = {"DATA": workdir / "data", "OUT": tmp_path / "out", "MODEL": model, "TRAIN": workdir / "corpus.txt"}
+    done = bertforge(*[names.get(a, a) for a in verb])
+    errors = [line for line in done.stderr.strip().splitlines() if not line.startswith("usage: ")]
+    assert done.returncode == 2 and len(errors) == 1 and verb[-2] in errors[0], done.stderr
+    assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ parses its grid values with the same `parse_field` (one typed parser).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -77,7 +78,16 @@ def field_parser(cls, name: str) -> Callable[[str], Any]:
     kind = typing.get_type_hints(cls)[name]
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         kind = next(a for a in typing.get_args(kind) if a is not type(None))  # Optional[X] -> X
-    return parse_bool if kind is bool else kind
+    return {bool: parse_bool, float: parse_finite}.get(kind, kind)
+
+
+def parse_finite(text: str) -> float:
+    """A float setting: a number, never nan or infinity (`--lr nan` would train at no rate, `--warmup nan` at
+    lr 0, without a word)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
 
 
 def parse_field(cls, name: str, text: str) -> Any:

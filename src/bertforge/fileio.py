@@ -112,8 +112,19 @@ def write_answers(
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({key: spreadsheet_safe(value) for key, value in row.items()} for row in rows)
     write_text(path, out.getvalue())
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet runs as a formula at a cell's start
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula (`=HYPERLINK(...)`, `+cmd|...`), with an apostrophe
+    before it, as OWASP advises: shown as the text it is. Numbers (a negative score) are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def check_output_dir(out: Path, overwrite: bool, what: str, ours: bool) -> None:
@@ -229,6 +240,7 @@ def directory_lock(directory: str | Path, shared: bool = False) -> Iterator[None
         return
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory, os.O_RDONLY)
+    _HELD_LOCKS.add(fd)
     try:
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -241,7 +253,24 @@ def directory_lock(directory: str | Path, shared: bool = False) -> Iterator[None
             ) from None
         yield
     finally:
+        _HELD_LOCKS.discard(fd)
         os.close(fd)
+
+
+# The descriptors this process holds its directory locks by. A forked child (a data-loader worker) shares them, and
+# with them the locks: once the parent is killed, a child still alive would keep the run locked.
+_HELD_LOCKS: set[int] = set()
+
+
+def release_inherited_locks() -> None:
+    """In a forked child: close the descriptors of the parent's locks, which stay the parent's alone (a lock ends
+    when every descriptor of it is closed, so the parent's own keeps it)."""
+    for fd in list(_HELD_LOCKS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
 
 
 def _holder(fd: int) -> str:

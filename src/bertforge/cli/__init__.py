@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # told with the verb's usage, not the top level's
+        args.verb_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     _warnings_as_lines(args.verb)
     _signals_as_interruptions()
     if getattr(args, "unpad", "auto") != "auto":  # imported only then: most verbs start without torch

@@ -7,7 +7,17 @@ import sys
 
 from ..errors import UserError
 from ..formats.options import CorpusOptions
-from .flags import HIDDEN, add_config_flags, add_verb, config_values, output_flags, print_json
+from .flags import (
+    HIDDEN,
+    POSITIVE,
+    add_config_flags,
+    add_verb,
+    at_least,
+    config_values,
+    fraction,
+    output_flags,
+    print_json,
+)
 
 SMALL_CORPUS_WORDS = 50_000_000  # below this, a 30k vocabulary costs step time for little (README, budget)
 
@@ -190,8 +200,10 @@ def register(verbs) -> None:
     p.add_argument(
         "--kind", choices=["wordpiece", "word"], default="wordpiece", help="WordPiece (BERT's) or whole words"
     )
-    p.add_argument("--vocab-size", type=int, default=30522, help="tokens in the vocabulary, special tokens included")
-    p.add_argument("--min-frequency", type=int, default=2, help="a word or piece needs this many occurrences")
+    p.add_argument(
+        "--vocab-size", type=at_least(6), default=30522, help="tokens in the vocabulary, special tokens included"
+    )
+    p.add_argument("--min-frequency", type=POSITIVE, default=2, help="a word or piece needs this many occurrences")
     p.add_argument(
         "--lowercase",
         action=argparse.BooleanOptionalAction,
@@ -223,8 +235,8 @@ def register(verbs) -> None:
     )
     p.add_argument("model", help="the model (a run or model directory: bertforge's, or a downloaded BERT, ...)")
     corpus_flags(p, skip=("pair_column", "min_chars_per_token", "max_chars_per_token"))
-    p.add_argument("--add", type=int, required=True, help="words to add")
-    p.add_argument("--min-frequency", type=int, default=2, help="a word needs this many occurrences to be added")
+    p.add_argument("--add", type=POSITIVE, required=True, help="words to add")
+    p.add_argument("--min-frequency", type=POSITIVE, default=2, help="a word needs this many occurrences to be added")
     p.add_argument("--out", required=True, help="directory for the extended model (and its tokenizer)")
     p.add_argument("--overwrite", action="store_true", help="replace the model already in --out")
     p.add_argument(
@@ -250,12 +262,14 @@ def register(verbs) -> None:
     p.add_argument("--out", required=True, help="data directory to write")
     p.add_argument(
         "--valid-fraction",
-        type=float,
+        type=fraction,
         default=0.01,
         help="share of tokens held out, as whole documents (never exceeded)",
     )
     p.add_argument("--valid", nargs="+", help="held-out files (instead of --valid-fraction)")
-    p.add_argument("--workers", type=int, default=1, help="tokenising processes; output is identical for any number")
+    p.add_argument(
+        "--workers", type=POSITIVE, default=1, help="tokenising processes; output is identical for any number"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the prepared data already in --out")
     output_flags(p)
 
@@ -264,10 +278,10 @@ def register(verbs) -> None:
     )
     p = add_verb(data_verbs, "show", cmd_data_show, "print training instances as the model sees them")
     p.add_argument("data", help="prepared data directory")
-    p.add_argument("--n", type=int, default=5, help="instances to show")
+    p.add_argument("--n", type=POSITIVE, default=5, help="instances to show")
     p.add_argument("--seed", type=int, default=0, help="data and masking seed")
-    p.add_argument("--seq-len", type=int, default=128, help="instance length")
-    p.add_argument("--mask-prob", type=float, default=0.15, help="fraction of tokens chosen for MLM")
+    p.add_argument("--seq-len", type=at_least(8), default=128, help="instance length")
+    p.add_argument("--mask-prob", type=fraction, default=0.15, help="fraction of tokens chosen for MLM")
     p.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word together")
     p.add_argument(
         "--pair-objective", choices=["nsp", "sop", "none"], default="nsp", help="instances for this pair task"

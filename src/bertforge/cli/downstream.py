@@ -10,10 +10,13 @@ from ..errors import UserError
 from ..tasks.config import FINETUNE_TASKS, FinetuneConfig
 from .flags import (
     HIDDEN,
+    POSITIVE,
     add_config_flags,
     add_verb,
+    at_least,
     column_flags,
     config_values,
+    fraction,
     model_flags,
     output_flags,
     pair_flags,
@@ -358,7 +361,7 @@ def register(verbs) -> None:
     p.add_argument("--pairs", action="store_true", help=HIDDEN)  # older spelling of --pair-column 1
     p.add_argument(
         "--threshold",
-        type=float,
+        type=fraction,
         help="multi-label: a label is given at this probability or above, for every label (default: each label's "
         "own, from finetune --tune-thresholds, else 0.5; higher: fewer, surer labels)",
     )
@@ -383,7 +386,7 @@ def register(verbs) -> None:
         "by the tuned metric)",
     )
     p.add_argument("--out", required=True, help="score directory: every run, and results.md/.csv/.json/.png")
-    p.add_argument("--seeds", type=int, default=3, help="fine-tuning seeds per task and arm")
+    p.add_argument("--seeds", type=POSITIVE, default=3, help="fine-tuning seeds per task and arm")
     p.add_argument("--lrs", help="learning rates to choose from on dev with seed 0, e.g. 1e-4,3e-4 (default: --lr)")
     p.add_argument(
         "--from-scratch", action="store_true", help="also the same architecture from random weights: the baseline"
@@ -427,8 +430,8 @@ def register(verbs) -> None:
     )
     p.add_argument("--out", help="with --input: write SQuAD's predictions file, {id: answer} ('' for no answer)")
     p.add_argument(
-        "--max-answer-length", type=int, default=15, help="longest answer in tokens (the pipeline's default)"
+        "--max-answer-length", type=POSITIVE, default=15, help="longest answer in tokens (the pipeline's default)"
     )
-    p.add_argument("--seq-len", type=int, default=384, help="tokens per window over a long context")
-    p.add_argument("--stride", type=int, default=128, help="context tokens that consecutive windows share")
+    p.add_argument("--seq-len", type=at_least(8), default=384, help="tokens per window over a long context")
+    p.add_argument("--stride", type=at_least(0), default=128, help="context tokens that consecutive windows share")
     output_flags(p, quiet=False)

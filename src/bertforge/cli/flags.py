@@ -35,6 +35,36 @@ def _argparse_type(parse: Callable[[str], Any], name: str) -> Callable[[str], An
     return convert
 
 
+def at_least(least: int) -> Callable[[str], int]:
+    """An integer flag of at least `least`: a count given as 0 or -1 is one line, not an empty or wrong result."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+
+    parse.__name__ = f"integer of at least {least}"
+    return parse
+
+
+def fraction(text: str) -> float:
+    """A float flag between 0 and 1 (finite)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 1")
+    return value
+
+
+POSITIVE = at_least(1)
+
+
 def add_config_flags(
     parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = (), keep_defaults: bool = False, shown_defaults=None
 ) -> None:
@@ -89,6 +119,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 def add_verb(group, name: str, func: Callable | None, help_text: str) -> argparse.ArgumentParser:
     """A verb's parser; `func(args)` runs it (None for a group of verbs such as `data`)."""
     sub = group.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
+    sub.set_defaults(verb_parser=sub)  # the deepest verb's, for a mistake argparse lets through to the end
     if func is not None:
         sub.set_defaults(func=func)
     return sub

@@ -7,7 +7,18 @@ import argparse
 import sys
 
 from ..errors import UserError
-from .flags import add_verb, column_flags, image_flags, model_flags, output_flags, pair_flags, print_json, with_format
+from .flags import (
+    POSITIVE,
+    add_verb,
+    at_least,
+    column_flags,
+    image_flags,
+    model_flags,
+    output_flags,
+    pair_flags,
+    print_json,
+    with_format,
+)
 
 
 def _load(args: argparse.Namespace):
@@ -196,7 +207,7 @@ def register(verbs) -> None:
     p = add_verb(verbs, "fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     model_flags(p)
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
-    p.add_argument("--top-k", type=int, default=5, help="predictions per [MASK]")
+    p.add_argument("--top-k", type=POSITIVE, default=5, help="predictions per [MASK]")
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
     p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
     p.add_argument("--answer", help="with --plot: highlight this word")
@@ -249,7 +260,7 @@ def register(verbs) -> None:
     )
     model_flags(p)
     p.add_argument("words", nargs="+", help="words (one split by WordPiece is the mean of its pieces)")
-    p.add_argument("--top-k", type=int, default=10, help="neighbours per word")
+    p.add_argument("--top-k", type=POSITIVE, default=10, help="neighbours per word")
     output_flags(p, quiet=False)
 
     p = add_verb(
@@ -269,7 +280,7 @@ def register(verbs) -> None:
     p.add_argument("text", help="sentence A")
     pair_flags(p, positional=False)
     p.add_argument("--layer", type=int, default=-1, help="layer index (negative counts from the top)")
-    p.add_argument("--head", type=int, help="one head; all heads of the layer when omitted")
+    p.add_argument("--head", type=at_least(0), help="one head; all heads of the layer when omitted")
     image_flags(p)
 
     p = add_verb(verbs, "embed", cmd_embed, "sentence embeddings for each line (or row) of a file")
@@ -289,7 +300,7 @@ def register(verbs) -> None:
         "sentence-similarity, as it was trained; else cls)",
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
-    p.add_argument("--batch-size", type=int, default=64, help="texts per batch")
+    p.add_argument("--batch-size", type=POSITIVE, default=64, help="texts per batch")
     whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
@@ -316,14 +327,16 @@ def register(verbs) -> None:
         help="the corpus's vectors, from `bertforge embed` with the same model and file (.npy): a large corpus "
         "is encoded once, not at every search",
     )
-    p.add_argument("--top-k", type=int, default=5, help="texts to show per query")
+    p.add_argument("--top-k", type=POSITIVE, default=5, help="texts to show per query")
     p.add_argument(
         "--rerank",
         metavar="CLASSIFIER",
         help="re-rank the --candidates hits with a cross-encoder: a classifier fine-tuned on (query, text) pairs "
         "labelled 1 for a match and 0 for not (or scored, --task regression), which reads each query with each hit",
     )
-    p.add_argument("--candidates", type=int, default=50, help="with --rerank: hits found by the vectors, to re-rank")
+    p.add_argument(
+        "--candidates", type=POSITIVE, default=50, help="with --rerank: hits found by the vectors, to re-rank"
+    )
     p.add_argument(
         "--relevant-label",
         help="with --rerank: the classifier's label whose probability is the score (default: 1)",

@@ -9,7 +9,18 @@ from pathlib import Path
 from ..errors import UserError
 from ..model.config import PRESETS, ModelConfig
 from ..training.config import DEFAULT_RECIPE, RECIPES, TrainConfig, recipe_configs
-from .flags import HIDDEN, add_config_flags, add_verb, config_values, model_flags, output_flags, print_json, with_format
+from .flags import (
+    HIDDEN,
+    POSITIVE,
+    add_config_flags,
+    add_verb,
+    at_least,
+    config_values,
+    model_flags,
+    output_flags,
+    print_json,
+    with_format,
+)
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -180,11 +191,11 @@ def register(verbs) -> None:
     )
     p.add_argument(
         "--seeds",
-        type=int,
+        type=POSITIVE,
         default=1,
         help="runs per grid point, seeds S..S+N-1 from --seed S: the summary gives median and range over them",
     )
-    p.add_argument("--parallel", type=int, default=1, help="runs at once (the cores are shared among them)")
+    p.add_argument("--parallel", type=POSITIVE, default=1, help="runs at once (the cores are shared among them)")
     output_flags(p)
     run_flags(p)
 
@@ -200,9 +211,11 @@ def register(verbs) -> None:
         "pre-trained)",
     )
     own = "a run's own on its data directory (its last held-out line's figures), else"
-    p.add_argument("--batch-size", type=int, help=f"sequences per batch (default: {own} 32)")
-    p.add_argument("--seq-len", type=int, help=f"instance length (default: {own} 128)")
-    p.add_argument("--max-batches", type=int, help=f"batches to evaluate, fixed masks and order (default: {own} 50)")
+    p.add_argument("--batch-size", type=POSITIVE, help=f"sequences per batch (default: {own} 32)")
+    p.add_argument("--seq-len", type=at_least(8), help=f"instance length (default: {own} 128)")
+    p.add_argument(
+        "--max-batches", type=POSITIVE, help=f"batches to evaluate, fixed masks and order (default: {own} 50)"
+    )
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"], default="fp32", help="as for pretrain")
     output_flags(p, quiet=False)
 

@@ -192,6 +192,28 @@ class TokenStore:
         return np.asarray(self.tokens[offsets[first] : offsets[last]], dtype=np.int64)
 
 
+def check_split(data_dir: str | Path, split: str, vocab_size: int) -> None:
+    """A split that reads as it was written: its offsets run from 0 up to the ends of its tokens and sentences,
+    and every token id is one of the tokenizer's. A damaged or hostile directory is one line, before any step:
+    an id past the vocabulary would fail inside a data-loader worker, and offsets past the tokens would train
+    on nothing. Linear in the tokens (read 4M at a time)."""
+    store = open_split(data_dir, split)
+    where = f"{Path(data_dir) / split}"
+    tokens, sentences, documents = store.tokens, store.sentence_offsets, store.document_offsets
+    for name, offsets, end in (("sentence", sentences, len(tokens)), ("document", documents, len(sentences) - 1)):
+        if len(offsets) == 0 or offsets[0] != 0 or offsets[-1] != end or bool((np.diff(offsets) < 0).any()):
+            raise UserError(
+                f"{where}: its {name} offsets do not run from 0 to {end} in order; the data directory is damaged: "
+                "prepare it again"
+            )
+    largest = max((int(tokens[i : i + (1 << 22)].max()) for i in range(0, len(tokens), 1 << 22)), default=0)
+    if largest >= vocab_size:
+        raise UserError(
+            f"{where}: tokens.bin holds token id {largest}, past the tokenizer's {vocab_size} tokens; the data "
+            "directory is damaged or not this tokenizer's: prepare it again"
+        )
+
+
 def open_split(data_dir: str | Path, split: str) -> TokenStore:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, not {split!r}")

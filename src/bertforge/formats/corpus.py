@@ -356,13 +356,33 @@ def _pairs(rows, options: CorpusOptions, paragraph_filter: ParagraphFilter) -> I
             yield Paragraph(b, False)
 
 
+# The longest text a model is run on from a file (a line, a cell): a model reads a few thousand tokens of it at
+# most, and tokenising a 20 MB line cost gigabytes (a million characters is a short book).
+MAX_TEXT_CHARS = 1 << 20
+
+
 def read_lines(path: str | Path) -> list[str]:
-    """Non-empty lines of a small text file."""
+    """Non-empty lines of a small text file, each of at most MAX_TEXT_CHARS (a longer one is refused, naming
+    its line, before it is read whole)."""
+    lines = []
     with open_text(path) as f:
-        lines = [line.strip() for line in f if line.strip()]
+        for number, line in enumerate(iter(lambda: f.readline(MAX_TEXT_CHARS + 1), ""), start=1):
+            if len(line.rstrip("\n")) > MAX_TEXT_CHARS:
+                raise UserError(f"{path}:{number}: a line of more than {MAX_TEXT_CHARS:,} characters; split it")
+            if line.strip():
+                lines.append(line.strip())
     if not lines:
         raise UserError(f"{path}: empty file")
     return lines
+
+
+def _bounded(texts: list[str], path: Path) -> list[str]:
+    """`texts`, each of at most MAX_TEXT_CHARS."""
+    longest = max(range(len(texts)), key=lambda i: len(texts[i]), default=None)
+    if longest is not None and len(texts[longest]) > MAX_TEXT_CHARS:
+        size = len(texts[longest])
+        raise UserError(f"{path}: text {longest + 1} has {size:,} characters, more than {MAX_TEXT_CHARS:,}; split it")
+    return texts
 
 
 def read_texts(
@@ -386,8 +406,8 @@ def read_texts(
     rows = [row for _, row in read_rows(path, columns)]
     if not rows:
         raise UserError(f"{path}: empty file")
-    texts = [str(row[text_column]).strip() for row in rows]
-    return texts, [str(row[pair_column]).strip() for row in rows] if pair_column else None
+    texts = _bounded([str(row[text_column]).strip() for row in rows], path)
+    return texts, _bounded([str(row[pair_column]).strip() for row in rows], path) if pair_column else None
 
 
 def read_document(path: str | Path) -> str:

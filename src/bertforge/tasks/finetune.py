@@ -44,7 +44,7 @@ from tokenizers import Tokenizer
 from ..engine.metrics import MetricsLog
 from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from ..engine.runtime import MixedPrecision, StopSignals, resolve_device, resolve_precision
-from ..errors import Stopped, UserError
+from ..errors import Stopped, TrainingFailed, UserError
 from ..fileio import directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
 from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_config, resolve_model_dir, save_model
@@ -170,6 +170,28 @@ def finetune(
     or not, is refused: a model is never replaced by accident."""
     cfg = cfg or FinetuneConfig()
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file, not a directory")
+    created = not out.exists()
+    try:
+        with directory_lock(out):  # one process per fine-tuning: OUT is checked, then written, under the lock
+            return _finetune(model_path, kind, train, dev, out, cfg, columns, progress, resume, overwrite)
+    except BaseException:
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # the lock made it: a run that never started leaves nothing
+        raise
+
+
+FINETUNE_NAMES = frozenset({"model", "metrics.jsonl", "summary.json", "checkpoints"})
+
+
+def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, columns, progress, resume, overwrite):
+    """`finetune`, OUT locked."""
+    strange = sorted(p.name for p in out.iterdir() if p.name not in FINETUNE_NAMES and not p.name.startswith("."))
+    if strange:
+        raise UserError(
+            f"--out {out} holds files that are not a fine-tuning's ({', '.join(strange[:3])}): give another --out"
+        )
     unfinished = unfinished_step(out)
     finished = unfinished is None and (out / "summary.json").is_file()
     if not (resume or overwrite) and (unfinished is not None or finished or (out / "model").is_dir()):
@@ -202,14 +224,13 @@ def finetune(
     card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
     card["labels"] = task.summary().get("labels")
     fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card)
-    with directory_lock(out):  # one process per fine-tuning, from here to its end
-        if unfinished is not None and resume:
-            fitting.restore()
-        else:
-            remove_fit_states(out)
-            (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
-        with unpadding_mode(cfg.unpad):
-            return fitting.run(progress)
+    if unfinished is not None and resume:
+        fitting.restore()
+    else:
+        remove_fit_states(out)
+        (out / "summary.json").unlink(missing_ok=True)  # a finished run's, now being replaced
+    with unpadding_mode(cfg.unpad):
+        return fitting.run(progress)
 
 
 class _Fitting:
@@ -266,7 +287,7 @@ class _Fitting:
                     self._save()
                     if signals.received:
                         raise self._stopped(signals.received)
-            except Stopped:
+            except (Stopped, TrainingFailed):
                 raise
             except BaseException:
                 self._save_after_failure()
@@ -289,6 +310,8 @@ class _Fitting:
                 set_lr(self.optimizer, lr)
                 with precision.autocast():
                     _, loss = self.model(**batch)
+                if not bool(torch.isfinite(loss)):
+                    raise self._diverged(loss)
                 precision.backward(loss)
                 precision.step(self.optimizer, self.model.parameters(), cfg.grad_clip)
                 state.step, state.batch = state.step + 1, state.batch + 1
@@ -339,6 +362,15 @@ class _Fitting:
             )
         except Exception as e:  # the original error matters more; say why nothing could be saved
             say(f"could not save a checkpoint after the error: {e}")
+
+    def _diverged(self, loss: torch.Tensor) -> TrainingFailed:
+        """A loss that is not a number: the weights the step would train from lead nowhere, and none is saved."""
+        best = f"the best epoch so far (epoch {self.state.best['epoch']}) is in {self.out / 'model'}"
+        kept = best if self.state.best else "no model was saved"
+        return TrainingFailed(
+            f"the loss is {float(loss)} at step {self.state.step + 1} (the run diverged); nothing was saved from "
+            f"it, {kept}. Lower --lr or --grad-clip, or check the data, then run again with --overwrite"
+        )
 
     def _stopped(self, signal_number: int) -> Stopped:
         return Stopped(

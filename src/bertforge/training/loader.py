@@ -17,6 +17,7 @@ from ..data.instances import mix_seed
 from ..data.masking import MaskingCollator
 from ..engine.runtime import Distributed
 from ..errors import UserError
+from ..fileio import release_inherited_locks
 from .config import TrainConfig
 
 
@@ -93,6 +94,17 @@ def make_loader(
 def _ignore_stop_signals(worker_id: int) -> None:
     """A loader worker leaves SIGINT and SIGTERM to the main process: `timeout`, systemd and Slurm signal the
     whole process group, and a worker that died of it would end the run in a traceback instead of the main
-    process's save and exit 128 + the signal. The main process stops its workers itself."""
+    process's save and exit 128 + the signal. The main process stops its workers itself (`stop_workers`). Nor does
+    a worker keep the run directory locked: killed with SIGKILL, the main process leaves no lock behind it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    release_inherited_locks()
+
+
+def stop_workers(batches: Iterator) -> None:
+    """Stop a loader's worker processes now, whatever ended the loop. Left to the end of the process, they would
+    be stopped by SIGTERM, which they ignore, and the process would wait on them forever after an error; the
+    loader's own shutdown asks them to finish instead."""
+    shutdown = getattr(batches, "_shutdown_workers", None)  # torch's multi-process loader iterator
+    if shutdown is not None:
+        shutdown()

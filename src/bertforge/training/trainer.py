@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
-from ..data.directory import read_meta
+from ..data.directory import SPLITS, check_split, read_meta
 from ..data.instances import fixed_batches, pretraining_dataset
 from ..data.masking import MaskingCollator, MaskingConfig, packed_documents, thin_masks
 from ..engine.checkpoint import all_finite, checkpoint_dirs, intact_checkpoint
@@ -57,7 +57,7 @@ from .config import TrainConfig, masking_config
 from .continued import check_start
 from .evaluate import unigram_baseline
 from .flops import pretraining_flops_per_token
-from .loader import BatchPlan, make_loader
+from .loader import BatchPlan, make_loader, stop_workers
 from .metrics import MetricSums, evaluate_batches, summarise
 from .objectives import pretraining_model
 from .rundir import (
@@ -82,6 +82,8 @@ def check_data(
     tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
     if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
         raise UserError(f"{data_dir}: tokenizer.json does not match the one the data was prepared with")
+    for split in SPLITS:
+        check_split(data_dir, split, tokenizer.get_vocab_size())
     start = check_start(init_from, model_config, tokenizer) if init_from else None
     if start is not None:  # a released model's table may have rows past its tokenizer's ids (ModernBERT's)
         check_vocab(tokenizer, model_config.vocab_size, f"--init-from {init_from}")
@@ -335,9 +337,13 @@ class Trainer:
                     self.state.elapsed = time.perf_counter() - started
                     progress.update(self.state.step, self.state.elapsed)
                     self._periodic(lr, progress)
+                if not stop and self.state.step % cfg.log_every:  # a run shorter than a log window logs it too
+                    progress.show(self._log_window(self.optimizer.param_groups[0]["lr"]), cfg.pair_objective)
             except BaseException as error:
                 self._save_after_failure(error)
                 raise
+            finally:
+                stop_workers(batches)
         self.save()
         if stop:
             signal_number = signals.received or 15  # another process may have been the one signalled (SIGTERM)
@@ -433,9 +439,10 @@ class Trainer:
         self.state.tokens_seen += tokens
         self.state.epoch, self.state.epoch_offset = position
         if self._bad_streak >= self.cfg.max_bad_steps:
-            raise UserError(
-                f"the loss was not finite for {self._bad_streak} steps in a row (step {self.state.step}); "
-                "lower --lr or check the data"
+            raise TrainingFailed(
+                f"the loss was not finite for {self._bad_streak} steps in a row (step {self.state.step}): the run "
+                f"diverged, and nothing was saved from it ({self._last_good()}). Lower --lr or --grad-clip, or check "
+                "the data"
             )
 
     def _periodic(self, lr: float, progress: TrainingProgress) -> None:
@@ -496,8 +503,13 @@ class Trainer:
         return record
 
     def save(self) -> None:
-        """A checkpoint of the current step (once: a step already saved is not written again)."""
+        """A checkpoint of the current step (once: a step already saved is not written again). Never of weights
+        that gave a non-finite loss at the last step: they are diverging, and a checkpoint of them would be the
+        newest, what --resume starts from and what --keep-last keeps instead of the good ones."""
         if not self.processes.is_main:
+            return
+        if self._bad_streak:
+            self._say(f"step {self.state.step}: not saved, its loss is not finite ({self._last_good()})")
             return
         last = checkpoint_dirs(self.run_dir)
         if last and last[-1].name == f"step_{self.state.step:06d}":
@@ -555,12 +567,15 @@ class Trainer:
         """Weights that are no longer numbers are never saved: the run stops, naming the step."""
         if all_finite(self.model):
             return
-        last = checkpoint_dirs(self.run_dir)
-        kept = f"the last checkpoint, {last[-1].name}, is intact" if last else "no checkpoint was saved"
         raise TrainingFailed(
             f"the model's weights are not finite at step {self.state.step} (the run diverged, or resumed from "
-            f"damaged state); nothing was saved from it: {kept}. Lower --lr or --grad-clip, or check the data"
+            f"damaged state); nothing was saved from it: {self._last_good()}. Lower --lr or --grad-clip, or check "
+            "the data"
         )
+
+    def _last_good(self) -> str:
+        last = checkpoint_dirs(self.run_dir)
+        return f"the last checkpoint, {last[-1].name}, is intact" if last else "no checkpoint was saved"
 
     def _save_after_failure(self, error: BaseException) -> None:
         """An error in the loop: keep the work done so far, unless saving itself is what failed (once is enough)
@@ -580,6 +595,11 @@ class Trainer:
         if not self.processes.is_main:
             return
         self._check_finite()
+        if self._bad_streak:
+            raise TrainingFailed(
+                f"the run ended with a loss that is not finite (step {self.state.step}); its model was not written "
+                f"({self._last_good()}). Lower --lr or --grad-clip, or check the data"
+            )
         try:
             save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config, self._card())
         except OSError as e:
