@@ -109,6 +109,7 @@ def continued(base: Path, data: Path, steps: int, out: Path, lr: str = "5e-4") -
     """`base` pre-trained on `data` for `steps` more steps, a held-out evaluation every tenth (step 0: `base`)."""
     model = out / "run" / "model"
     if not (model / "config.json").is_file():
+        out.mkdir(parents=True, exist_ok=True)
         began = time.perf_counter()
         bertforge("pretrain", "--data", data, "--out", out / "run", "--init-from", base, *CONTINUE, "--lr", lr,
                   "--max-steps", steps, "--eval-every", max(1, steps // 10), "--resume", "--quiet",

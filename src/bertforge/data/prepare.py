@@ -1,4 +1,4 @@
-"""prepare: a corpus becomes a data directory (see `datadir.py` for the format).
+"""prepare: a corpus becomes a data directory (see `directory.py` for the format).
 
 Everything streams: memory stays flat however large the corpus. Paragraphs are
 tokenised in chunks by a pool of worker processes, results come back in order,

@@ -11,12 +11,12 @@ new document, because BERT's next-sentence pairs must know where documents end.
   .parquet       the same, read in record batches; a directory of shards is read in name order
   .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
   .html / .htm   a page per document, a paragraph per block element
-  .epub          an e-book: a chapter per document, in reading order (zipdocs.py)
-  .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (zipdocs.py)
-  .pptx / .odp   a PowerPoint or OpenDocument presentation: one document, slide by slide, notes too (zipdocs.py)
-  .pdf           a PDF: one document, its lines joined into paragraphs (pdfdocs.py)
-  .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdowndocs.py)
-  .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdowndocs.py)
+  .epub          an e-book: a chapter per document, in reading order (documents.py)
+  .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (documents.py)
+  .pptx / .odp   a PowerPoint or OpenDocument presentation: one document, slide by slide, notes too (documents.py)
+  .pdf           a PDF: one document, its lines joined into paragraphs (pdf.py)
+  .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdown.py)
+  .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdown.py)
   .srt / .vtt    subtitles: a film's or talk's dialogue as one document, a paragraph per turn (layouts.py)
   .zip / .tar    an archive (.tar.gz, .tgz, ...): each file inside read as a directory's would be (archives.py)
 

@@ -6,8 +6,8 @@ Project Gutenberg book's licence, the Wikipedia dumps of BERT-from-scratch mater
     wikipedia_articles(paragraphs)           WikiExtractor's and WikiText's markup as article boundaries (also for
                                              the rows of a table or JSONL file)
     html_paragraphs(f, stats)                a saved web page: a paragraph per block element (an e-book's chapter,
-                                             zipdocs.py); Project Gutenberg's header and licence left out
-    typeset_paragraphs(pages)                a typeset document's lines, page by page (a PDF's, pdfdocs.py):
+                                             documents.py); Project Gutenberg's header and licence left out
+    typeset_paragraphs(pages)                a typeset document's lines, page by page (a PDF's, pdf.py):
                                              paragraphs rebuilt, running heads and page numbers left out
     subtitle_paragraphs(f, stats)            subtitles (.srt, .vtt): a film's or a talk's dialogue as one
                                              document, a paragraph per speaker's turn across cues; timings,

@@ -10,7 +10,8 @@ N number of predicted (masked) positions (N' rounded up to a multiple of 64), V 
 
 Parallelism, compilation and device placement live in the trainer, not here.
 Each model class names the `transformers` architecture it corresponds to;
-`hf.py` maps the weights and `modeldir.py` saves and loads model directories.
+`hf.py` maps the weights (through the model's family, families/) and `directory.py` saves and loads model
+directories.
 
 ModernBERT (Warner et al. 2024) is this same code with other settings (ModelConfig): pre-LN without the first
 layer's attention norm, no biases, no segment or position tables (rotary positions), a gated feed-forward,

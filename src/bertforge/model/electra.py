@@ -49,7 +49,7 @@ class ElectraForPreTraining(nn.Module):
 
     @property
     def saved_parts(self) -> dict[str, tuple[nn.Module, dict[str, str]]]:
-        """subdirectory -> (model, what it was pre-trained for): how `modeldir` writes and reads this model."""
+        """subdirectory -> (model, what it was pre-trained for): how `directory.py` writes and reads this model."""
         return {
             "": (self.discriminator, {"objective": "electra", "generator": GENERATOR_DIR}),
             GENERATOR_DIR: (self.generator, {"objective": "mlm"}),

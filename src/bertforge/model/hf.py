@@ -6,7 +6,7 @@ DistilBERT, ELECTRA or ModernBERT. One bertforge builds is saved in the family o
   pre-LN            -> `roberta-prelayernorm`: the same architecture (LayerNorm on the embeddings,
                        before each sub-layer and at the top), RobertaPreLayerNormForMaskedLM, ...
   ModernBERT's      -> `modernbert`: ModernBertForMaskedLM, ModernBertForSequenceClassification, ...
-Sinusoidal positions are a fixed table (model.py keeps them in the learned slot, frozen), so
+Sinusoidal positions are a fixed table (bert.py keeps them in the learned slot, frozen), so
 they travel as an ordinary position table. An ALiBi attention bias and a gated feed-forward
 have no `transformers` class: such a directory keeps the family's weight names (a gated unit's
 `intermediate.dense` is twice as tall: gate rows, then value rows), says model_type "bertforge"

@@ -23,7 +23,7 @@ does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what
 pre-training buys), AdamW with warm-up and linear decay, mixed precision, a dev
 evaluation after every epoch, the best epoch kept as a `transformers` model
-directory, and checkpoints (finetune_state.py) from which `--resume` goes on as if
+directory, and checkpoints (state.py) from which `--resume` goes on as if
 the run had never stopped. Bad input is found while reading, before anything is written.
 """
 

@@ -168,7 +168,7 @@ class SimilarityTask:
         return scores
 
     def saved_config(self) -> dict[str, Any]:
-        return {}  # the model directory records its pooling itself (modeldir)
+        return {}  # the model directory records its pooling itself (model/directory.py)
 
     def summary(self) -> dict[str, Any]:
         return dict(self.sizes)

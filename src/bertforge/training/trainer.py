@@ -279,7 +279,7 @@ class Trainer:
         return fixed_batches(valid, collator, cfg.batch_size, cfg.eval_batches)
 
     def _wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """What the loop calls: the model, compiled and/or wrapped for DDP (kept out of model.py)."""
+        """What the loop calls: the model, compiled and/or wrapped for DDP (kept out of model/)."""
         if self.cfg.compile:
             model = torch.compile(model)
         if self.processes.world > 1:
