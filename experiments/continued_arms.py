@@ -186,6 +186,7 @@ def main() -> None:
     parser.add_argument("--out", default="adapt")
     parser.add_argument("--minutes", type=float, default=10.0, help="calibrated CPU minutes of continued pre-training")
     parser.add_argument("--add", type=int, default=1000, help="words the extended arm adds to the vocabulary")
+    parser.add_argument("--lr", default="5e-4", help="the continued runs' peak learning rate")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--report", action="store_true", help="only write results.md from what has finished")
     parser.add_argument("--probe-lrs", help="first, continued runs on the tweets at these peak rates, e.g. 1e-4,1e-3")
@@ -208,7 +209,7 @@ def main() -> None:
             task, name = job
             model = start
             if name != "direct":
-                model = continued(*prepared[task, name], out / "arms" / task / name)
+                model = continued(*prepared[task, name], out / "arms" / task / name, args.lr)
             score(model, task, data, out / "scores" / task / name, args.seeds)
             print(f"{task} {name}: done", flush=True)
             report(out)

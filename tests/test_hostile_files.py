@@ -392,3 +392,40 @@ def test_answers_written_for_a_spreadsheet_never_hold_a_formula(tmp_path):
         cells = [next(csv.reader([line], delimiter="," if suffix == ".csv" else "\t")) for line in lines]
         assert [c[0] for c in cells] == ["'" + t for t in texts[:4]] + ["plain"]
         assert {c[1] for c in cells} == {"-0.5"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a" + "\u0301\u0323" * 200_000, "!" * 200_000 + " Then more.", "Hi! " * 50_000],
+    ids=["combining-marks", "exclamation-marks", "sentences"],
+)
+def test_text_transforms_take_time_linear_in_their_input(text):
+    """Cleaning (NFC) and sentence splitting a 400,000-character paragraph built to be slow: well under 10 s
+    (Python's NFC over 50,000 alternating combining marks took 26 s and grows with the square; the boundary
+    pattern over 65,000 '!' took 38 s)."""
+    from bertforge.formats.text import clean_text, split_sentences
+
+    started = time.perf_counter()
+    split_sentences(clean_text(text))
+    assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"num_hidden_layers": 200}, {"intermediate_size": 1 << 17}, {"bertforge": {"pad_vocab_multiple": 1 << 40}}],
+    ids=["200 layers", "wide feed-forward", "padding 2^40"],
+)
+def test_a_config_asking_for_more_than_its_weights_is_refused_before_it_is_built(tmp_path, wordpiece_tokenizer, change):
+    """config.json beside the weights of a one-layer model, asking for 200 layers, a feed-forward 131,072 wide or a
+    table padded to a multiple of 2^40: one line, without building what it asks for (that took gigabytes)."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    config = json.loads((model / "config.json").read_text())
+    if "bertforge" in change:
+        config["bertforge"].update(change["bertforge"])
+    else:
+        config.update(change)
+    (model / "config.json").write_text(json.dumps(config))
+    started = time.perf_counter()
+    done = bertforge("fill-mask", model, "the [MASK] sat.")
+    one_line_error(done, str(model))
+    assert time.perf_counter() - started < 10

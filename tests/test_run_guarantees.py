@@ -16,7 +16,7 @@ import torch
 import bertforge.training.trainer as trainer_module
 from bertforge.engine.checkpoint import checkpoint_dirs
 from bertforge.engine.optim import lr_factor, warmup_fraction
-from bertforge.errors import UserError
+from bertforge.errors import TrainingFailed, UserError
 from bertforge.model.config import ModelConfig
 from bertforge.training.config import TrainConfig
 from bertforge.training.trainer import Trainer
@@ -67,8 +67,8 @@ def assert_same_records(a: list[dict], b: list[dict], keys: tuple[str, ...]) -> 
 
 def test_a_non_finite_step_changes_no_weight_and_too_many_in_a_row_stop_the_run(workdir, tmp_path, monkeypatch):
     """Step 3's loss alone, then steps 6-8's, are made NaN: each of those updates is skipped (weights and AdamW's
-    step count stay), the log counts them, and the third in a row stops the run with one line, its last finite
-    weights saved to resume from."""
+    step count stay), the log counts them, and the third in a row stops the run with one line. Nothing is saved
+    from weights whose last loss was not finite: a diverging run's would become the newest checkpoint."""
     run = tmp_path / "run"
     trainer = Trainer(workdir / "data", run, *tiny(workdir, max_steps=12, max_bad_steps=3), progress=False)
     poisoned = {3, 6, 7, 8}
@@ -86,12 +86,12 @@ def test_a_non_finite_step_changes_no_weight_and_too_many_in_a_row_stop_the_run(
 
     monkeypatch.setattr(trainer.precision, "backward", nan_at_poisoned_steps)
     monkeypatch.setattr(trainer, "_step", watching_step)
-    with pytest.raises(UserError, match=r"not finite for 3 steps in a row \(step 8\); lower --lr"):
+    with pytest.raises(TrainingFailed, match=r"not finite for 3 steps in a row \(step 8\): the run diverged"):
         trainer.train()
     assert changed == {s: s not in poisoned for s in range(1, 9)}
     assert {float(state["step"]) for state in trainer.optimizer.state.values()} == {4.0}  # steps 1, 2, 4 and 5
     assert [r["bad_steps"] for r in train_metrics(run)] == [0, 0, 1, 1, 1, 2, 3]  # step 8 stopped before its line
-    assert [p.name for p in checkpoint_dirs(run)] == ["step_000008"]  # the weights of step 5, all finite
+    assert checkpoint_dirs(run) == []  # nothing from steps 6-8 (and no checkpoint was due before)
 
 
 # ---------------------------------------------------------------- resuming

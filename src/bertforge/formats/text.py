@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 
 from ..errors import UserError
+from ..tokenizer import nfc
 
 # ---------------------------------------------------------------- cleaning
 
@@ -23,8 +23,7 @@ _SPACES = re.compile(r"\s+")
 def clean_text(text: str, mode: str = "none") -> str:
     """Text in Unicode's composed form (NFC: a decomposed "é", as some editors and sources write it, is the same
     word as a composed one), without control characters; with mode "html", also without tags, entities and URLs."""
-    if not unicodedata.is_normalized("NFC", text):
-        text = unicodedata.normalize("NFC", text)
+    text = nfc(text)
     if mode == "html":
         text = _SCRIPT.sub(" ", text)
         text = _TAG.sub(" ", text)
@@ -43,8 +42,10 @@ ABBREVIATIONS = frozenset(
     gen col capt lt sgt rev hon gov sen rep jan feb mar apr jun jul aug sep sept oct nov dec
     inc ltd co corp dept est approx u.s u.k u.n a.m p.m ph.d b.a m.a""".split()
 )
-# A boundary candidate: terminal punctuation, optional closing quotes or brackets, then space.
-_BOUNDARY = re.compile(r"([.!?…]+)([\"'”’»)\]]*)\s+(?=[\"'“‘«(\[]?[^\s\"'“‘«(\[])")
+# A boundary candidate: terminal punctuation, optional closing quotes or brackets, then space. The run of
+# punctuation is matched from its first character only, and never given back: otherwise a line of 65,000 "!"
+# was tried from each of its characters to its end (quadratic: 38 s).
+_BOUNDARY = re.compile(r"(?<![.!?…])([.!?…]++)([\"'”’»)\]]*+)\s+(?=[\"'“‘«(\[]?[^\s\"'“‘«(\[])")
 # Ends of sentences in scripts without case, where no capital letter confirms them: the CJK full stops, question
 # and exclamation marks (with closing brackets and quotes), the Devanagari danda, the Arabic question mark and the
 # Urdu full stop.

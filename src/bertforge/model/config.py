@@ -78,6 +78,8 @@ SIZE_LIMITS = {
     "intermediate_size": 1 << 18,
     "max_position_embeddings": 1 << 20,
     "type_vocab_size": 1024,
+    "pad_vocab_multiple": 1 << 12,  # 2^40 asked for a 562 TB table
+    "embedding_size": 1 << 16,
 }
 
 
@@ -232,6 +234,17 @@ class ModelConfig(Configurable):
     def is_global_layer(self, layer: int) -> bool:
         """Whether layer `layer` (from 0) sees the whole sequence, not a window of it."""
         return not self.local_attention or layer % self.global_attention_every == 0
+
+    def parameter_estimate(self) -> int:
+        """About how many parameters a model of this config has (biases and norms left out): known before the
+        model is built, so that a config.json asking for far more than its weights hold is refused before
+        anything is allocated."""
+        E, H, inner = self.embedding_width, self.hidden_size, self.intermediate_size
+        tables = (self.padded_vocab_size + self.max_position_embeddings + self.type_vocab_size) * E
+        tables += E * H if E != H else 0
+        layer = 4 * H * H + (3 if self.feed_forward == "glu" else 2) * H * inner
+        head = H * E + (0 if self.tie_word_embeddings else self.padded_vocab_size * E)
+        return tables + self.num_layers * layer + head
 
     @property
     def embedding_width(self) -> int:

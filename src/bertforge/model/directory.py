@@ -142,6 +142,7 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     check_shapes(directory, config)
     weights = read_weights(directory, trust_pickle)
+    check_size(directory, config, weights)
     if cls is BertForPreTraining and keep_heads and "pair_head" not in model_kwargs:
         marker = family_of(config).modules.get("nsp_head")
         model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in weights)
@@ -168,6 +169,18 @@ def check_shapes(directory: Path, config: ModelConfig) -> None:
         raise UserError(
             f"{directory}: weights do not match config.json (the token table is {shape[0]} x {shape[1]}; "
             f"config.json says vocab_size {config.vocab_size}, {width} {config.embedding_width})"
+        )
+
+
+def check_size(directory: Path, config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
+    """A config.json that asks for a model far larger than its weights (200 layers beside the weights of one)
+    is refused before the model is built: built first, it took gigabytes to learn the weights did not fit."""
+    held = sum(tensor.numel() for tensor in weights.values())
+    asked = config.parameter_estimate()
+    if asked > 2 * held + (1 << 20):
+        raise UserError(
+            f"{directory}: config.json describes a model of about {asked:,} parameters, but its weights hold "
+            f"{held:,}; the config does not belong to these weights"
         )
 
 

@@ -309,4 +309,7 @@ def _model_config(source: str, **values: Any) -> ModelConfig:
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise UserError(f"{source}: {name} is {value!r}, not a{'n' if expected is int else ''} {expected.__name__}")
-    return ModelConfig(**values)
+    try:
+        return ModelConfig(**values)
+    except UserError as e:  # a value out of range: name the file it came from
+        raise UserError(f"{source}: {e}") from None

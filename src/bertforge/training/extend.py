@@ -7,8 +7,9 @@ pieces, before continuing its pre-training on that domain.
 
 A word costs the model one position per piece, and a piece like `##vid` means little alone: the words whose pieces
 cost the corpus most (occurrences × extra pieces) become whole tokens, each starting at the mean of the pieces it
-replaces (`model.vocabulary`). Nothing else is cut differently (checked and reported), so the extended model
-reads the rest of the text as before.
+replaces (`model.vocabulary`). The rest of the text is cut as before, but where a new word begins a longer one
+and the tokenizer matches the longest piece first (WordPiece: `tuesdays` becomes `tuesday ##s`); how many words
+that re-cuts is reported. A BPE tokenizer takes only a whole word whole, so it re-cuts none.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Extension:
     words: int  # word occurrences in the corpus
     pieces_before: int  # pieces the corpus's words were cut into before
     pieces_after: int  # and after
-    others_changed: int  # distinct words other than the added ones now cut differently
+    others_changed: int  # distinct words other than the added ones now cut differently (WordPiece: at a new word)
     out: Path
 
     def summary(self) -> str:
