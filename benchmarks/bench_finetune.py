@@ -3,6 +3,7 @@ identical batches.
 
     python benchmarks/bench_finetune.py --preset mini
     python benchmarks/bench_finetune.py --preset mini --batches shuffled
+    python benchmarks/bench_finetune.py --preset base --device cuda --batch-size 64   # on a GPU: fp32 and bf16
 
 Batches are sentence pairs (consecutive sentences of the bundled book sample),
 tokenised once. `--batches bucketed` (the default) pads to the longest in a
@@ -12,9 +13,9 @@ random draw to its longest, as the plain `transformers` loop does
 (`--unpad never`) and unpadded (`--unpad always`, unpadding.py: the sequences
 packed into fewer rows). A step is forward + cross-entropy +
 backward + clip + AdamW. Contenders alternate step by step, in a shuffled order
-each round (bench_train's race). Rows: fp32, and bf16 where the CPU is fast at
-it. Dropout is 0.1, so on CPU bertforge takes the explicit attention form with
-its own dropout mask (dropout.py) whatever the precision.
+each round (bench_train's race). Rows: fp32, and bf16 on a GPU or where the CPU
+is fast at it. Dropout is 0.1, so on CPU bertforge takes the explicit attention
+form with its own dropout mask (dropout.py) whatever the precision.
 """
 
 from __future__ import annotations
@@ -93,14 +94,17 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batches", choices=("bucketed", "shuffled"), default="bucketed")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
     import transformers
 
     n_batches = args.warmup + args.steps
+    device = args.device
     tokenizer, batches = pair_batches(
         sentences(8000), args.batch_size, n_batches, args.seq_len, bucketed=args.batches == "bucketed"
     )
+    batches = [{k: v.to(device) for k, v in batch.items()} for batch in batches]
     config = ModelConfig.preset(args.preset, vocab_size=tokenizer.get_vocab_size(), hidden_dropout=0.1)
     torch.manual_seed(0)
     model = BertForSequenceClassification(config, 2)
@@ -120,15 +124,15 @@ def main() -> None:
             ]
         padded, unpadded = partial(classifier_loss, unpad="never"), partial(classifier_loss, unpad="always")
         racers = [
-            Contender("bertforge fp32 padded", ours(), padded, "fp32", "cpu"),
-            Contender("transformers fp32", theirs[0], classifier_loss, "fp32", "cpu"),
-            Contender("bertforge fp32 unpadded", ours(), unpadded, "fp32", "cpu"),
+            Contender("bertforge fp32 padded", ours(), padded, "fp32", device),
+            Contender("transformers fp32", theirs[0], classifier_loss, "fp32", device),
+            Contender("bertforge fp32 unpadded", ours(), unpadded, "fp32", device),
         ]
-        if cpu_has_fast_bf16():
+        if device.startswith("cuda") or cpu_has_fast_bf16():
             racers += [
-                Contender("bertforge bf16 padded", ours(), padded, "bf16", "cpu"),
-                Contender("bertforge bf16 unpadded", ours(), unpadded, "bf16", "cpu"),
-                Contender("transformers bf16", theirs[1], classifier_loss, "bf16", "cpu"),
+                Contender("bertforge bf16 padded", ours(), padded, "bf16", device),
+                Contender("bertforge bf16 unpadded", ours(), unpadded, "bf16", device),
+                Contender("transformers bf16", theirs[1], classifier_loss, "bf16", device),
             ]
     race(racers, batches, args.warmup, args.steps)
     padding = 1 - sum(int(b["attention_mask"].sum()) for b in batches) / sum(
@@ -145,7 +149,7 @@ def main() -> None:
         }
         for c in racers
     ]
-    print(machine_description())
+    print(machine_description() + (f"; GPU: {torch.cuda.get_device_name()}" if device != "cpu" else ""))
     mean_tokens = statistics.mean(int(b["attention_mask"].sum()) / len(b["input_ids"]) for b in batches)
     print(
         f"preset {args.preset}, batch {args.batch_size} pairs (mean {mean_tokens:.0f} real tokens), "
