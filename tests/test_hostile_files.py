@@ -28,6 +28,7 @@ from bertforge.errors import UserError
 from bertforge.formats.corpus import read_paragraphs
 from bertforge.formats.options import CorpusOptions
 from bertforge.formats.textfiles import read_rows
+from bertforge.tokenizer import load_tokenizer
 
 from conftest import bertforge, needs, one_line_error, save_random_model
 
@@ -429,3 +430,105 @@ def test_a_config_asking_for_more_than_its_weights_is_refused_before_it_is_built
     done = bertforge("fill-mask", model, "the [MASK] sat.")
     one_line_error(done, str(model))
     assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"num_attention_heads": 0},
+        {"intermediate_size": -5},
+        {"pad_token_id": 5000},
+        {"layer_norm_eps": -1.0},
+        {"layer_norm_eps": float("nan")},
+        [1, 2],
+        "nan weight",
+    ],
+    ids=["0 heads", "negative size", "pad past vocab", "negative eps", "nan eps", "a list", "nan weight"],
+)
+def test_a_malformed_model_directory_is_one_line_not_a_traceback_or_nan(tmp_path, wordpiece_tokenizer, change):
+    """Every config value checked, alone and together, and every weight a number: a model that answered nan with
+    exit 0, or stopped in a ZeroDivisionError, is refused in one line naming its directory."""
+    from safetensors.torch import load_file, save_file
+
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    config = json.loads((model / "config.json").read_text())
+    if change == "nan weight":
+        weights = load_file(model / "model.safetensors")
+        weights["bert.encoder.layer.0.output.dense.weight"][0, 0] = float("nan")
+        save_file(weights, model / "model.safetensors")
+    else:
+        (model / "config.json").write_text(json.dumps(change if isinstance(change, list) else {**config, **change}))
+    one_line_error(bertforge("fill-mask", model, "the [MASK] sat."), str(model))
+
+
+def test_a_vocab_txt_token_holding_a_line_separator_keeps_every_id(tmp_path, wordpiece_tokenizer):
+    """vocab.txt is read a line per token as transformers reads it (Python's text mode ends lines at \\n, \\r\\n
+    and \\r only): a token holding U+2028 split in two and shifted every id after it."""
+    vocab = sorted(wordpiece_tokenizer.get_vocab().items(), key=lambda item: item[1])
+    tokens = [t for t, _ in vocab[:10]] + ["odd\u2028token"] + [t for t, _ in vocab[10:]]
+    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    tokenizer = load_tokenizer(tmp_path)
+    assert [tokenizer.token_to_id(t) for t in tokens] == list(range(len(tokens)))
+
+
+def test_tokenizer_files_that_are_not_text_or_json_are_one_line(tmp_path, wordpiece_tokenizer):
+    bad_vocab = tmp_path / "vocab"
+    bad_vocab.mkdir()
+    (bad_vocab / "vocab.txt").write_bytes(b"[PAD]\n[UNK]\n\xff\xfe\n")
+    with pytest.raises(UserError, match="vocab.txt: not UTF-8 text"):
+        load_tokenizer(bad_vocab)
+    bad_config = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    (bad_config / "tokenizer_config.json").write_text("{not json")
+    one_line_error(bertforge("fill-mask", bad_config, "the [MASK] sat."), "tokenizer_config.json: not valid JSON")
+
+
+def test_a_null_text_or_a_column_named_twice_is_one_line(tmp_path):
+    """JSONL's {"text": null} was read as the text "None", and a header `sentence label label` used its last
+    `label` silently: both name their file and what is wrong."""
+    nulls = tmp_path / "texts.jsonl"
+    nulls.write_text('{"text": "fine"}\n{"text": null}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"texts.jsonl:2: field 'text' is null"):
+        list(read_rows(nulls, ["text"]))
+    twice = tmp_path / "train.tsv"
+    twice.write_text("sentence\tlabel\tlabel\na film\t1\t0\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"train.tsv: the header names column 'label' 2 times"):
+        list(read_rows(twice, ["sentence", "label"]))
+
+
+@pytest.mark.parametrize(
+    "answer, problem",
+    [
+        ({"text": "cat", "answer_start": -20}, "does not point at its answer"),
+        ({"text": "", "answer_start": 0}, "empty"),
+    ],
+    ids=["negative start", "empty answer"],
+)
+def test_a_squad_answer_that_points_nowhere_is_one_line(tmp_path, answer, problem):
+    """answer_start -20 passed the check by slicing from the end; an empty answer stopped in a StopIteration after
+    the first epoch had trained."""
+    from bertforge.tasks.qa import read_squad
+
+    qa = {"id": "q1", "question": "Who sat?", "answers": [answer]}
+    document = {"data": [{"paragraphs": [{"context": "the cat sat on the mat.", "qas": [qa]}]}]}
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(UserError, match=problem):
+        read_squad(path, training=True)
+
+
+def test_latin_1_bytes_in_a_labelled_file_or_an_input_are_read_with_a_warning(tmp_path):
+    """A TSV, a CoNLL file or a file of lines in Latin-1 is read on, its invalid bytes as U+FFFD, with the warning
+    prepare gives for a corpus (it was silent)."""
+    from bertforge.formats.corpus import read_lines
+    from bertforge.tasks.tagging import read_conll
+
+    table, lines, conll = tmp_path / "t.tsv", tmp_path / "lines.txt", tmp_path / "train.conll"
+    table.write_bytes(b"text\tlabel\ncaf\xe9\t1\n")
+    lines.write_bytes(b"caf\xe9 au lait\n")
+    conll.write_bytes(b"caf\xe9\tB-product\n\n")
+    with pytest.warns(UserWarning, match=r"t.tsv: 1 invalid UTF-8 sequences replaced by U\+FFFD"):
+        assert [row for _, row in read_rows(table, ["text", "label"])] == [{"text": "caf\ufffd", "label": "1"}]
+    with pytest.warns(UserWarning, match=r"lines.txt: 1 invalid UTF-8"):
+        assert read_lines(lines) == ["caf\ufffd au lait"]
+    with pytest.warns(UserWarning, match=r"train.conll: 1 invalid UTF-8"):
+        read_conll(conll)

@@ -496,8 +496,11 @@ def _has_tokenizer(directory: Path) -> bool:
 def _from_vocab_txt(directory: Path, config: dict, specials: dict[str, str]) -> Tokenizer:
     """As `transformers`' BertTokenizer reads a bare vocab.txt: a token a line, lines ended as Python's text mode
     ends them (a U+2028 inside a token is part of it), BERT's normaliser alone."""
-    with open(directory / "vocab.txt", encoding="utf-8") as f:
-        lines = [line.rstrip("\n") for line in f]
+    try:
+        with open(directory / "vocab.txt", encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f]
+    except UnicodeDecodeError as e:
+        raise UserError(f"{directory / 'vocab.txt'}: not UTF-8 text (byte {e.start}); it is not a vocabulary") from None
     tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(lines)}, unk_token=specials["unk"]))
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     tokenizer.add_special_tokens(list(specials.values()))  # matched before normalisation: "[MASK]" is not lowercased

@@ -26,6 +26,7 @@ import json
 import lzma
 import re
 import sys
+import warnings
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -357,7 +358,27 @@ def text_stream(raw: IO[bytes], name: str, stats: ReadStats | None = None) -> IO
             f"{name}: looks like a binary file (NUL bytes), not text; if it is UTF-16 text without a byte-order mark, "
             f"convert it to UTF-8 (iconv -f UTF-16LE -t UTF-8 {Path(name).name} > utf8.txt)"
         )
-    return io.TextIOWrapper(raw, encoding=encoding, errors=_counting_errors(stats), newline="")
+    if stats is not None:  # the caller counts, and says what was replaced (prepare, tokenizer train)
+        return io.TextIOWrapper(raw, encoding=encoding, errors=_counting_errors(stats), newline="")
+    return _ReportingText(raw, name, encoding=encoding, errors=_counting_errors(_UNCOUNTED), newline="")
+
+
+_UNCOUNTED = ReadStats()  # replacements in streams whose caller counts none: one handler for all of them
+
+
+class _ReportingText(io.TextIOWrapper):
+    """A text stream that says, once closed, how many invalid UTF-8 sequences it read as U+FFFD: a labelled file or
+    an inference input in Latin-1 is read on, as prepare reads a corpus, but not in silence."""
+
+    def __init__(self, raw, name: str, **kwargs):
+        super().__init__(raw, **kwargs)
+        self._name, self._replaced_before = name, _UNCOUNTED.invalid_utf8
+
+    def close(self) -> None:
+        replaced = _UNCOUNTED.invalid_utf8 - self._replaced_before
+        if not self.closed and replaced:
+            warnings.warn(f"{self._name}: {replaced} invalid UTF-8 sequences replaced by U+FFFD", stacklevel=2)
+        super().close()
 
 
 def read_rows(
@@ -374,6 +395,7 @@ def read_rows(
     them (a text row always holds all of its own).
     """
     path = Path(path)
+    counted = stats  # a caller that counts says itself what was replaced; otherwise the stream does
     stats = stats if stats is not None else ReadStats()
     kind = format_of(path)
     if kind in COLUMNAR:
@@ -397,7 +419,7 @@ def read_rows(
         yield from _checked(_table_rows(sheet_rows(path), path, columns, kind), path, kind, columns, on_error, stats)
         return
     try:
-        with open_text(path, stats) as f:
+        with open_text(path, counted) as f:
             yield from text_rows(f, str(path), kind, columns, stats, on_error)
     except read_errors() as e:  # a truncated or corrupt compressed file
         raise UserError(f"{path}: cannot read ({e})") from None
@@ -430,12 +452,16 @@ def _checked(
             problem = row
         else:
             missing = [c for c in columns if c not in row]
-            if not missing:
+            null = next((c for c in columns if c in row and row[c] is None), None)
+            if null is not None:  # JSON's null was read as the text "None"
+                problem = f"field {null!r} is null"
+            elif not missing:
                 yield number, row
                 continue
-            if kind != "jsonl":
+            elif kind != "jsonl":
                 raise UserError(f"{path}:{number}: row has {len(row)} columns, column {missing[0]!r} is missing")
-            problem = f"missing field {missing[0]!r}"
+            else:
+                problem = f"missing field {missing[0]!r}"
         if on_error != "skip":
             raise UserError(f"{path}:{number}: {problem} (use --on-error skip to skip such lines)")
         stats.skipped_lines += 1
@@ -635,6 +661,9 @@ def _table_rows(
                 f"{path}: no column {unknown[0]!r}; the header has {', '.join(repr(h) for h in header)}"
                 + _separator_hint(header, kind)
             )
+        twice = next((c for c in columns if header.count(c) > 1), None)
+        if twice is not None:  # which of the two is meant? (the last one was taken, silently)
+            raise UserError(f"{path}: the header names column {twice!r} {header.count(twice)} times; rename them")
     for number, cells in rows:
         if not any(cell.strip() for cell in cells):
             continue

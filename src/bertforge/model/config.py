@@ -5,6 +5,7 @@ A field that changes what the weights mean is an architecture field: a resumed r
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,6 +190,32 @@ class ModelConfig(Configurable):
     )
 
     def __post_init__(self) -> None:
+        sizes = ("hidden_size", "num_heads", "intermediate_size", "max_position_embeddings")
+        require(  # first, as the checks below divide by them: a config.json is input
+            [(getattr(self, name) > 0, f"{name} must be positive, not {getattr(self, name)}") for name in sizes]
+            + [
+                (
+                    math.isfinite(value) and value > 0,
+                    f"{name} must be a positive number, not {value}",
+                )
+                for name, value in (
+                    ("layer_norm_eps", self.layer_norm_eps),
+                    ("rope_theta", self.rope_theta),
+                    ("local_rope_theta", self.local_rope_theta),
+                )
+            ]
+            + [
+                (
+                    math.isfinite(self.initializer_range) and self.initializer_range >= 0,
+                    f"initializer_range must be a number >= 0, not {self.initializer_range}",
+                ),
+                (
+                    0 <= self.pad_token_id < self.vocab_size,
+                    f"pad_token_id {self.pad_token_id} is not an id of the {self.vocab_size}-token vocabulary",
+                ),
+            ],
+            "model",
+        )
         require(
             [
                 (

@@ -101,9 +101,12 @@ def read_config(directory: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{directory}: not a model directory (no config.json)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: not a JSON object")
+    return config
 
 
 def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
@@ -173,8 +176,12 @@ def check_shapes(directory: Path, config: ModelConfig) -> None:
 
 
 def check_size(directory: Path, config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
-    """A config.json that asks for a model far larger than its weights (200 layers beside the weights of one)
-    is refused before the model is built: built first, it took gigabytes to learn the weights did not fit."""
+    """Weights that are numbers, and a config.json that asks for no model far larger than they are (200 layers
+    beside the weights of one): refused before the model is built, which took gigabytes to learn they did not
+    fit."""
+    broken = next((k for k, t in weights.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
+    if broken is not None:  # such a model answers nan, or nan probabilities, with exit 0
+        raise UserError(f"{directory}: the weight {broken} holds values that are not numbers (nan or infinity)")
     held = sum(tensor.numel() for tensor in weights.values())
     asked = config.parameter_estimate()
     if asked > 2 * held + (1 << 20):

@@ -88,6 +88,8 @@ def _squad_document(path: Path) -> dict | None:
         return None
     try:
         document = json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text (byte {e.start}); SQuAD files are UTF-8 JSON") from None
     except json.JSONDecodeError as e:
         if e.msg == "Extra data":  # a .json file of JSON lines, as `datasets`' to_json writes it
             return None
@@ -138,6 +140,8 @@ def _question(id: str, question: Any, context: Any, texts: list[str], starts: li
         raise UserError(f"{where}: no context or no question")
     if len(texts) != len(starts):
         raise UserError(f"{where}: {len(texts)} answers but {len(starts)} answer_starts")
+    if not all(isinstance(text, str) for text in texts):
+        raise UserError(f"{where}: an answer's text is not a string")
     return Question(id, question, context, list(texts), starts[0] if starts else None)
 
 
@@ -146,7 +150,9 @@ def _check_answer_start(question: Question, path: Path) -> None:
     if not question.answers:
         return
     text, start = question.answers[0], question.answer_start
-    if question.context[start : start + len(text)] != text:
+    if not text.strip():
+        raise UserError(f"{path}: question {question.id!r}: its answer is empty; give its text, or none at all")
+    if start < 0 or question.context[start : start + len(text)] != text:  # -20 would slice from the end
         raise UserError(
             f"{path}: question {question.id!r}: answer_start {start} does not point at its answer {text!r} "
             f"(the context there reads {question.context[start : start + len(text)]!r})"
