@@ -480,3 +480,25 @@ def test_a_flag_out_of_its_range_is_one_line_and_writes_nothing(workdir, tmp_pat
     errors = [line for line in done.stderr.strip().splitlines() if not line.startswith("usage: ")]
     assert done.returncode == 2 and len(errors) == 1 and verb[-2] in errors[0], done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_a_fine_tuning_saves_is_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
+    from bertforge.tasks.classification import Columns
+    from bertforge.tasks.finetune import finetune
+
+    from conftest import quick_finetuning
+
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\n" + "".join(f"the cat sat {i}\t{i % 2}\n" for i in range(64)), encoding="utf-8")
+    attempts = []
+
+    def disk_full(*args, **kwargs):
+        attempts.append(1)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("bertforge.tasks.finetune.save_fit_state", disk_full)
+    with pytest.raises(UserError, match="could not write a checkpoint .*No space left on device.*intact"):
+        finetune(model, "classification", train, None, tmp_path / "ft", quick_finetuning(epochs=2),
+                 Columns("text", "label"), progress=False)  # fmt: skip
+    assert attempts == [1]  # not again on the way out

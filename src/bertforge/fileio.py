@@ -74,12 +74,17 @@ def write_json(path: str | Path, data: Any) -> None:
 
 def write_text(path: str | Path, text: str) -> None:
     """Write text to a temporary file beside `path`, fsync it, then rename over `path`."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Write bytes to a temporary file beside `path`, fsync it, then rename over `path`."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for secrets; this is the user's file
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+from pathlib import Path
 
 from ..errors import UserError
+from ..fileio import write_bytes
 from .flags import (
     POSITIVE,
     add_verb,
@@ -138,15 +141,19 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
     from ..formats.corpus import read_texts
 
+    out = Path(args.out if args.out.endswith(".npy") else args.out + ".npy")  # as numpy.save names it
+    out.parent.mkdir(parents=True, exist_ok=True)  # before the work: a folder that cannot be made is said at once
     texts, _ = read_texts(args.input, args.text_column)
     vectors = _load(args).embed(
         texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size, whole=args.whole
     )
-    np.save(args.out, vectors)
+    array = io.BytesIO()
+    np.save(array, vectors)
+    write_bytes(out, array.getvalue())  # whole or not at all
     if args.json:
-        print_json({"texts": vectors.shape[0], "dimensions": vectors.shape[1], "out": args.out})
+        print_json({"texts": vectors.shape[0], "dimensions": vectors.shape[1], "out": str(out)})
     else:
-        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {args.out}", file=sys.stderr)
+        print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {out}", file=sys.stderr)
 
 
 def cmd_search(args: argparse.Namespace) -> None:

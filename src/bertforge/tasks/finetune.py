@@ -253,6 +253,7 @@ class _Fitting:
         self.optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
         self.state = FitState()
         self.saved_step: int | None = None  # the step of the latest checkpoint
+        self.save_failed = False  # a checkpoint write failed (a full disk): not tried again on the way out
         self.last_save = time.perf_counter()
         self.log = MetricsLog(out / "metrics.jsonl")
 
@@ -347,12 +348,20 @@ class _Fitting:
         state.elapsed = time.perf_counter() - started
 
     def _save(self) -> None:
-        save_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.state, self.settings)
+        try:
+            save_fit_state(self.out, self.model, self.optimizer, self.precision.scaler, self.state, self.settings)
+        except OSError as e:  # a full or read-only disk: the previous checkpoint is whole (written atomically)
+            self.save_failed = True
+            raise UserError(
+                f"could not write a checkpoint in {self.out / 'checkpoints'} ({e.strerror or e}); the previous one "
+                "is intact: make room, then run the same command with --resume"
+            ) from None
         self.saved_step, self.last_save = self.state.step, time.perf_counter()
 
     def _save_after_failure(self) -> None:
-        """An error in the loop (a full disk, a bug, a bar that broke): keep the steps done, unless saved already."""
-        if self.state.step in (0, self.saved_step):
+        """An error in the loop (a full disk, a bug, a bar that broke): keep the steps done, unless saved already
+        or saving is what failed."""
+        if self.state.step in (0, self.saved_step) or self.save_failed:
             return
         try:
             self._save()
