@@ -113,10 +113,11 @@ def special_ids(tokenizer) -> SpecialIds:
     return SpecialIds(*ids)
 
 
-def all_special_ids(tokenizer) -> list[int]:
+def all_special_ids(tokenizer, spec: dict | None = None) -> list[int]:
     """Every token the tokenizer treats as special (its added tokens marked special, ModernBERT's [unused...]
-    and <|endoftext|> too): never a masking target, never a random replacement, never a prediction shown."""
-    spec = json.loads(tokenizer.to_str())
+    and <|endoftext|> too): never a masking target, never a random replacement, never a prediction shown. `spec`:
+    the tokenizer's JSON, if parsed already (XLM-R's is 17 MB)."""
+    spec = spec if spec is not None else json.loads(tokenizer.to_str())
     marked = [token["id"] for token in spec.get("added_tokens", []) if token.get("special")]
     return sorted({*special_ids(tokenizer).all, *marked})
 
@@ -143,7 +144,7 @@ def word_starts(tokenizer) -> list[bool] | None:
             table[i] = token.startswith(start)
     else:
         return None
-    for i in all_special_ids(tokenizer):
+    for i in all_special_ids(tokenizer, spec):
         table[i] = True
     return table
 
