@@ -532,3 +532,23 @@ def test_latin_1_bytes_in_a_labelled_file_or_an_input_are_read_with_a_warning(tm
         assert read_lines(lines) == ["caf\ufffd au lait"]
     with pytest.warns(UserWarning, match=r"train.conll: 1 invalid UTF-8"):
         read_conll(conll)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {"type": "Split", "pattern": {"Regex": "((a+)+)+b"}, "behavior": "Isolated", "invert": False},
+        {"type": "Replace", "pattern": {"String": "e"}, "content": "e" * 500},
+    ],
+    ids=["exponential regex", "expanding replace"],
+)
+def test_a_tokenizer_whose_rules_cost_without_bound_is_refused_in_one_line(tmp_path, wordpiece_tokenizer, rule):
+    """A tokenizer.json pre-tokenizer regex that backtracks exponentially (Oniguruma gives up and the Rust side
+    panics, 93 lines, on a 30-letter word) or a normalizer that writes 500 letters for one (750,000 tokens from a
+    2 KB text): refused when the model directory is read, in one line."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    spec = json.loads((model / "tokenizer.json").read_text())
+    key = "pre_tokenizer" if rule["type"] == "Split" else "normalizer"
+    spec[key] = {"type": "Sequence", key + "s" if key == "normalizer" else "pretokenizers": [rule]}
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    one_line_error(bertforge("fill-mask", model, "a" * 30 + " the [MASK] " + "e" * 2000), "tokenizer.json")

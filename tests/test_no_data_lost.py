@@ -467,6 +467,7 @@ def test_a_run_shorter_than_a_log_window_ends_well_with_its_curves(workdir, tmp_
         ["embed", "MODEL", "--input", "TRAIN", "--out", "OUT", "--layer", "99"],
         ["tokenizer", "train", "TRAIN", "--out", "OUT", "--vocab-size", "0"],
         ["fill-mask", "MODEL", "a [MASK].", "--top-k", "-1"],
+        ["fill-mask", "MODEL", "a [MASK].", "--top-k", "100000"],
         ["evaluate", "MODEL", "--data", "DATA", "--max-batches", "0"],
     ],
     ids=lambda verb: " ".join(verb[:1] + verb[-2:]),
@@ -502,3 +503,57 @@ def test_a_full_disk_while_a_fine_tuning_saves_is_one_line(tmp_path, wordpiece_t
         finetune(model, "classification", train, None, tmp_path / "ft", quick_finetuning(epochs=2),
                  Columns("text", "label"), progress=False)  # fmt: skip
     assert attempts == [1]  # not again on the way out
+
+
+# A command run with every temporary file or directory refused as on a read-only file system (EROFS): where each
+# of its outputs is first written.
+READ_ONLY_RUN = """
+import errno, sys, tempfile
+from bertforge.cli import main
+
+def read_only(*args, dir=None, **kwargs):
+    raise OSError(errno.EROFS, "Read-only file system", str(dir))
+
+tempfile.mkdtemp = tempfile.mkstemp = read_only
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["prepare", "TRAIN", "--tokenizer", "TOKENIZER", "--out", "OUT"],
+        ["tokenizer", "train", "TRAIN", "--out", "OUT", "--vocab-size", "200"],
+        ["tokenizer", "extend", "MODEL", "TRAIN", "--add", "5", "--out", "OUT"],
+        ["embed", "MODEL", "--input", "TRAIN", "--out", "OUT/vectors.npy"],
+        ["pretrain", "--data", "DATA", "--out", "OUT", *TINY, "--max-steps", "2"],
+        [
+            "finetune",
+            "MODEL",
+            "--task",
+            "classification",
+            "--train",
+            "LABELLED",
+            "--out",
+            "OUT",
+            "--epochs",
+            "1",
+            "--text-column",
+            "text",
+            "--label-column",
+            "label",
+        ],
+    ],
+    ids=lambda verb: " ".join(verb[:2]),
+)
+def test_a_read_only_output_is_one_line_and_exit_2(workdir, tmp_path, wordpiece_tokenizer, verb):
+    """An --out on a file system mounted read-only (or not the user's to write): one line naming it, exit 2."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    labelled = tmp_path / "train.tsv"
+    labelled.write_text("text\tlabel\n" + "".join(f"the cat sat {i}\t{i % 2}\n" for i in range(16)), encoding="utf-8")
+    names = {"MODEL": model, "TRAIN": workdir / "corpus.txt", "TOKENIZER": workdir / "tok", "DATA": workdir / "data"}
+    names["LABELLED"] = labelled
+    argv = [str(names.get(a, a)).replace("OUT", str(tmp_path / "out")) for a in verb]
+    done = subprocess.run([sys.executable, "-c", READ_ONLY_RUN, *argv], capture_output=True, text=True, timeout=120)
+    one_line_error(done, "Read-only file system")
+    assert not [p for p in tmp_path.joinpath("out").rglob("*") if p.is_file()]

@@ -102,6 +102,7 @@ def table_output(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in TABLE_OUTPUTS:
         raise UserError(f"{path}: answers are written as {', '.join(TABLE_OUTPUTS)}; name the file so")
+    check_writable(path.parent)
     return path
 
 
@@ -132,11 +133,25 @@ def spreadsheet_safe(value: Any) -> Any:
     return value
 
 
+def check_writable(path: str | Path) -> None:
+    """Meet, before any work, the OSError (a read-only file system, a folder not the user's) that writing `path`
+    would meet after it: a temporary file is made and removed in `path`, or in the nearest folder above it that
+    exists."""
+    directory = Path(path).absolute()
+    while not directory.is_dir():
+        directory = directory.parent
+    fd, probe = tempfile.mkstemp(dir=directory, prefix=".bertforge-probe-")
+    os.close(fd)
+    os.unlink(probe)
+
+
 def check_output_dir(out: Path, overwrite: bool, what: str, ours: bool) -> None:
     """An --out a command may (re)write as a whole: new, empty, or holding `what` (`ours`: it holds nothing
-    else) and `overwrite` given. A directory holding anything else is never replaced."""
+    else) and `overwrite` given, on a file system it can write. A directory holding anything else is never
+    replaced."""
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: a file, not a directory")
+    check_writable(out)
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not ours:
@@ -256,6 +271,8 @@ def directory_lock(directory: str | Path, shared: bool = False) -> Iterator[None
             raise UserError(
                 f"{directory} is in use by another bertforge process ({_holder(fd)}); wait for it to finish, or stop it"
             ) from None
+        if not shared:  # its writer: told now if it cannot write there, not when the work is done
+            check_writable(directory)
         yield
     finally:
         _HELD_LOCKS.discard(fd)

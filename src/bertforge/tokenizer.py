@@ -441,6 +441,7 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as e:  # the Rust side raises a bare Exception on a malformed file
             raise UserError(f"{path}: not a valid tokenizer file ({one_line(e)})") from None
+        _check_text_rules(json.loads(path.read_text(encoding="utf-8")), path)
     elif (directory / "vocab.txt").is_file():
         tokenizer = _from_vocab_txt(directory, hf_config or {}, specials)
     else:
@@ -475,6 +476,90 @@ def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
         value = value.get("content") if isinstance(value, dict) else value
         specials[role] = value if isinstance(value, str) and value else defaults[role]
     return specials
+
+
+MAX_REPLACEMENT = 16  # characters a Replace normalizer may write per match: released tokenizers write one or two
+
+
+def _check_text_rules(spec: object, path: Path) -> None:
+    """Refuse a tokenizer.json whose rules make a short text cost without bound: a regex (a Split pre-tokenizer's,
+    a Replace normalizer's) with a repeating group that holds a repetition, `((a+)+)+b`, whose matching backtracks
+    exponentially until Oniguruma gives up and the Rust side panics mid-run; or a Replace that writes more than
+    MAX_REPLACEMENT characters a match (a letter made 500: a 2 KB text, 750,000 tokens)."""
+    if isinstance(spec, list):
+        for item in spec:
+            _check_text_rules(item, path)
+    if not isinstance(spec, dict):
+        return
+    regex = spec["pattern"].get("Regex") if isinstance(spec.get("pattern"), dict) else None
+    if isinstance(regex, str) and _nested_repetition(regex):
+        raise UserError(f"{path}: the regex {regex[:60]!r} repeats a repetition, which can take exponential time")
+    content = spec.get("content")
+    if spec.get("type") == "Replace" and isinstance(content, str) and len(content) > MAX_REPLACEMENT:
+        raise UserError(
+            f"{path}: a Replace normalizer writes {len(content):,} characters a match (at most {MAX_REPLACEMENT})"
+        )
+    for value in spec.values():
+        _check_text_rules(value, path)
+
+
+_REPEAT = re.compile(r"[*+]|\{\d*,\d*\}|\{\d+\}")  # a quantifier that may repeat what it follows (not `?`)
+
+
+def _nested_repetition(regex: str) -> bool:
+    """Whether a group of `regex` that repeats holds something that repeats: `(a+)+`, `(?:a*b){2,}`. Escapes
+    and character classes are read as one atom; `{n}` repeats when n > 1, `?` never does."""
+    holds_repetition = [False]  # for each open group, innermost last
+    i = 0
+    while i < len(regex):
+        if regex[i] == "(":
+            holds_repetition.append(False)
+            i += 1
+        elif regex[i] == ")" and len(holds_repetition) > 1:
+            inner = holds_repetition.pop()
+            repeats, i = _quantifier(regex, i + 1)
+            if repeats and inner:
+                return True
+            holds_repetition[-1] |= repeats or inner
+        else:
+            repeats, i = _quantifier(regex, _atom_end(regex, i))
+            holds_repetition[-1] |= repeats
+    return False
+
+
+def _atom_end(regex: str, i: int) -> int:
+    """Where the atom starting at `i` ends: an escape (`\\p{L}` whole), a character class, or one character."""
+    if regex[i] == "\\":
+        if regex[i + 1 : i + 3] in ("p{", "P{") and "}" in regex[i:]:
+            return regex.index("}", i) + 1
+        return i + 2
+    if regex[i] == "[":
+        return _class_end(regex, i)
+    return i + 1
+
+
+def _quantifier(regex: str, i: int) -> tuple[bool, int]:
+    """Whether a quantifier that repeats starts at `i`, and where what follows it starts."""
+    match = _REPEAT.match(regex, i)
+    if match is None:
+        return False, i + (regex[i : i + 1] == "?")
+    numbers = [int(n) for n in re.findall(r"\d+", match.group())]
+    end = match.end() + (regex[match.end() : match.end() + 1] in ("?", "+"))  # lazy or possessive
+    return match.group() in ("*", "+") or "," in match.group() or max(numbers, default=0) > 1, end
+
+
+def _class_end(regex: str, i: int) -> int:
+    """Where the character class opening at `i` ends (classes nest in Oniguruma, escapes are skipped)."""
+    depth, i = 0, i
+    while i < len(regex):
+        if regex[i] == "\\":
+            i += 2
+            continue
+        depth += {"[": 1, "]": -1}.get(regex[i], 0)
+        i += 1
+        if depth == 0:
+            return i
+    return i
 
 
 def _read_json(path: Path) -> dict | None:

@@ -82,11 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
         where = f" writing {e.filename}" if e.filename else ""
-        print(f"bertforge {args.verb}: error: the disk is full{where}; nothing was left half-written", file=sys.stderr)
-        return 1
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            message = f"the disk is full{where}; nothing was left half-written"
+            print(f"bertforge {args.verb}: error: {message}", file=sys.stderr)
+            return 1
+        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # where the user pointed it: theirs to change
+            what = f"{e.filename}: {e.strerror}" if e.filename else str(e.strerror)
+            print(f"bertforge {args.verb}: error: {what}; nothing was left half-written", file=sys.stderr)
+            return 2
+        raise
     except Stopped as e:
         print(f"bertforge {args.verb}: {e}", file=sys.stderr)
         return 128 + e.signal_number

@@ -35,8 +35,9 @@ def _argparse_type(parse: Callable[[str], Any], name: str) -> Callable[[str], An
     return convert
 
 
-def at_least(least: int) -> Callable[[str], int]:
-    """An integer flag of at least `least`: a count given as 0 or -1 is one line, not an empty or wrong result."""
+def at_least(least: int, most: int | None = None) -> Callable[[str], int]:
+    """An integer flag of at least `least` (and at most `most`): a count given as 0 or -1 is one line, not an empty
+    or wrong result, and one that would make the output grow past reading is one line too."""
 
     def parse(text: str) -> int:
         try:
@@ -45,9 +46,11 @@ def at_least(least: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{value} is more than {most}")
         return value
 
-    parse.__name__ = f"integer of at least {least}"
+    parse.__name__ = f"integer of at least {least}" + (f" and at most {most}" if most is not None else "")
     return parse
 
 

@@ -139,10 +139,12 @@ def cmd_plot_words(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     import numpy as np
 
+    from ..fileio import check_writable
     from ..formats.corpus import read_texts
 
     out = Path(args.out if args.out.endswith(".npy") else args.out + ".npy")  # as numpy.save names it
     out.parent.mkdir(parents=True, exist_ok=True)  # before the work: a folder that cannot be made is said at once
+    check_writable(out.parent)
     texts, _ = read_texts(args.input, args.text_column)
     vectors = _load(args).embed(
         texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size, whole=args.whole
@@ -214,7 +216,7 @@ def register(verbs) -> None:
     p = add_verb(verbs, "fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     model_flags(p)
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
-    p.add_argument("--top-k", type=POSITIVE, default=5, help="predictions per [MASK]")
+    p.add_argument("--top-k", type=at_least(1, most=1000), default=5, help="predictions per [MASK] (at most 1000)")
     p.add_argument("--targets", help="comma-separated words to score instead of the whole vocabulary")
     p.add_argument("--plot", help="also draw the top-k as a bar chart into this file (.png or .svg)")
     p.add_argument("--answer", help="with --plot: highlight this word")
