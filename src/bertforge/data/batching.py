@@ -44,8 +44,19 @@ def windowing_tokenizer(tokenizer: Tokenizer, seq_len: int, stride: int, strateg
 
 
 def windows(tokenizer: Tokenizer, *texts: str) -> list[Encoding]:
-    """The encodings of every window of a text (or a pair) that `tokenizer` (a windowing_tokenizer) cuts."""
-    first = tokenizer.encode(*texts)
+    """The encodings of every window of a text (or a pair) that `tokenizer` (a windowing_tokenizer) cuts. The first
+    text of a pair windowed "only_second" (a question) is kept whole in every window: one that leaves no room for
+    the second is a user error."""
+    try:
+        first = tokenizer.encode(*texts)
+    except Exception as e:  # the Rust side's bare Exception
+        if "Truncation error" not in str(e):
+            raise
+        limit = tokenizer.truncation["max_length"]
+        raise UserError(
+            f"{texts[0][:80]!r} leaves no room for its context in a window of {limit} tokens (it is kept whole in "
+            "each): shorten it or raise --seq-len"
+        ) from None
     return [first, *first.overflowing]
 
 

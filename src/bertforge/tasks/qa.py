@@ -394,6 +394,8 @@ class QuestionAnsweringTask:
         self.tune_threshold = tune_threshold
         if tune_threshold:
             self.main_metric = "tuned_f1"
+        for q in self.dev:  # a question too long for a window, told now rather than after an epoch has trained
+            windows(self.tokenizer, q.question, q.context[:1])
         self.train_windows, labels = [], []
         for q in train:
             answer = (q.answer_start, q.answer_start + len(q.answers[0])) if q.answers else None
