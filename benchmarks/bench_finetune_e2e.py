@@ -7,7 +7,9 @@ do the same work: read train.tsv and dev.tsv, tokenise, one epoch at batch 32 wi
 the dev set scored, the model saved. The `transformers` loop is the one its documentation teaches: shuffled
 examples, `DataCollatorWithPadding` (each batch padded to its longest), fused AdamW. `bertforge finetune` batches
 by length and runs padded batches unpadded where that pays (`--unpad auto`); it races also with `--unpad never`.
-The contenders alternate, round after round, each a fresh process; the table gives each one's median seconds.
+The contenders alternate, round after round, each a fresh process; the table gives each one's median seconds, and
+a second table where they go: each process times its phases (start-up imports, loading the model, reading and
+tokenising, training, the dev pass, saving) and prints them on one line.
 """
 
 from __future__ import annotations
@@ -26,14 +28,20 @@ from common import machine_description  # noqa: E402
 
 # The loop a `transformers` user writes (its course's "full training" chapter), one epoch, as a script.
 PLAIN_LOOP = r"""
-import csv, sys, torch
+import time; began = time.perf_counter(); marks = {}
+def mark(phase):  # seconds since the last mark, under the phase that just ended
+    global began; now = time.perf_counter(); marks[phase] = marks.get(phase, 0) + now - began; began = now
+import csv, json, sys, torch
+mark("import torch")
 from torch.utils.data import DataLoader
 from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
                           get_linear_schedule_with_warmup)
 model_dir, glue, out = sys.argv[1:4]
 torch.manual_seed(0)
 tokenizer = AutoTokenizer.from_pretrained(model_dir)
+mark("import the rest")
 model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2, attn_implementation="sdpa")
+mark("load the model")
 
 def read(name):
     with open(f"{glue}/MRPC/{name}", encoding="utf-8-sig", newline="") as f:
@@ -46,6 +54,7 @@ def read(name):
 collate = DataCollatorWithPadding(tokenizer)
 train = DataLoader(read("train.tsv"), batch_size=32, shuffle=True, collate_fn=collate)
 dev = DataLoader(read("dev.tsv"), batch_size=64, collate_fn=collate)
+mark("read and tokenise")
 optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, fused=True)
 schedule = get_linear_schedule_with_warmup(optimizer, int(0.1 * len(train)), len(train))
 model.train()
@@ -56,15 +65,52 @@ for batch in train:
     optimizer.step()
     schedule.step()
     optimizer.zero_grad()
+mark("train")
 model.eval()
 right = total = 0
 with torch.no_grad():
     for batch in dev:
         right += int((model(**batch).logits.argmax(-1) == batch["labels"]).sum())
         total += len(batch["labels"])
+mark("score dev")
 model.save_pretrained(out)
 tokenizer.save_pretrained(out)
+mark("save")
 print(f"dev accuracy {right / total:.4f}")
+print("PHASES " + json.dumps(marks), file=sys.stderr)
+"""
+
+# `bertforge finetune` with the same phases timed: its functions wrapped, the command run as the CLI runs it.
+PHASED_FINETUNE = r"""
+import time; began = time.perf_counter(); marks = {}
+def mark(phase):
+    global began; now = time.perf_counter(); marks[phase] = marks.get(phase, 0) + now - began; began = now
+import json, sys, torch
+mark("import torch")
+import bertforge.cli, bertforge.tasks.finetune as finetune, bertforge.model.directory as directory
+mark("import the rest")
+
+def timed(owner, name, phase):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        mark("other")
+        try:
+            return original(*args, **kwargs)
+        finally:
+            mark(phase)
+    setattr(owner, name, wrapper)
+
+timed(finetune, "load_model", "load the model")
+timed(finetune, "make_task", "read and tokenise")
+timed(finetune._Fitting, "_train", "train")
+timed(finetune, "save_model", "save")
+timed(finetune, "write_json", "save")
+import bertforge.tasks.classification as classification
+timed(classification.ClassificationTask, "evaluate", "score dev")
+code = bertforge.cli.main(sys.argv[1:])
+mark("other")
+print("PHASES " + json.dumps(marks), file=sys.stderr)
+sys.exit(code)
 """
 
 
@@ -85,13 +131,17 @@ def make_model(glue: Path, where: Path) -> Path:
     return where
 
 
-def run(command: list[str]) -> float:
+def run(command: list[str]) -> tuple[float, dict[str, float]]:
+    """The process's wall seconds, and its phases' (the PHASES line it prints); what they leave is the interpreter's
+    start and exit."""
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"{command[:3]} failed:\n{done.stderr[-2000:]}")
-    return seconds
+    line = next(line for line in done.stderr.splitlines() if line.startswith("PHASES "))
+    phases = json.loads(line.removeprefix("PHASES "))
+    return seconds, {**phases, "interpreter start and exit": seconds - sum(phases.values())}
 
 
 def main() -> None:
@@ -106,7 +156,7 @@ def main() -> None:
         mrpc = args.glue / "MRPC"
 
         def bertforge(unpad: str) -> list[str]:
-            return [sys.executable, "-m", "bertforge", "finetune", str(model), "--train", str(mrpc / "train.tsv"),
+            return [sys.executable, "-c", PHASED_FINETUNE, "finetune", str(model), "--train", str(mrpc / "train.tsv"),
                     "--dev", str(mrpc / "dev.tsv"), "--text-column", "#1 String", "--pair-column", "#2 String",
                     "--label-column", "Quality", "--epochs", "1", "--batch-size", "32", "--lr", "5e-5",
                     "--seq-len", "128", "--device", "cpu", "--precision", "fp32", "--unpad", unpad, "--quiet",
@@ -118,10 +168,13 @@ def main() -> None:
             "transformers loop": [sys.executable, "-c", PLAIN_LOOP, str(model), str(args.glue), str(scratch / "hf")],
         }
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        phases: dict[str, list[dict[str, float]]] = {name: [] for name in contenders}
         for round_ in range(args.rounds):
             for name, command in contenders.items():
-                times[name].append(run(command))
-                print(f"round {round_ + 1}: {name} {times[name][-1]:.1f} s", file=sys.stderr)
+                seconds, phased = run(command)
+                times[name].append(seconds)
+                phases[name].append(phased)
+                print(f"round {round_ + 1}: {name} {seconds:.1f} s", file=sys.stderr)
     reference = statistics.median(times["transformers loop"])
     rows = [
         {
@@ -139,6 +192,14 @@ def main() -> None:
     print("\n| contender | seconds (median) | vs the transformers loop |\n|---|---:|---:|")
     for r in rows:
         print(f"| {r['contender']} | {r['seconds_median']:.1f} | {r['speedup']:.2f}× |")
+    names = list(dict.fromkeys(phase for runs in phases.values() for run_ in runs for phase in run_))
+    print("\nWhere the time goes (median seconds of each phase):\n")
+    print("| phase | " + " | ".join(contenders) + " |\n|---|" + "---:|" * len(contenders))
+    for phase in names:
+        cells = [statistics.median(run_.get(phase, 0.0) for run_ in phases[name]) for name in contenders]
+        print(f"| {phase} | " + " | ".join(f"{cell:.2f}" for cell in cells) + " |")
+    for r in rows:
+        r["phases"] = phases[r["contender"]]
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
