@@ -580,3 +580,24 @@ def test_a_tokenizer_whose_rules_cost_without_bound_is_refused_in_one_line(tmp_p
     spec[key] = {"type": "Sequence", key + "s" if key == "normalizer" else "pretokenizers": [rule]}
     (model / "tokenizer.json").write_text(json.dumps(spec))
     one_line_error(bertforge("fill-mask", model, "a" * 30 + " the [MASK] " + "e" * 2000), "tokenizer.json")
+
+
+@pytest.mark.parametrize("verb", ["classify", "tag"])
+def test_id2label_keys_that_are_not_ids_are_one_line(tmp_path, wordpiece_tokenizer, verb):
+    """config.json's id2label keyed by names, not the ids 0..n-1: a KeyError traceback before, one line now."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "id2label": {"a": "x", "b": "y"}}))
+    one_line_error(bertforge(verb, model, "the cat sat."), "id2label's keys are not the ids 0 to 1")
+
+
+@pytest.mark.parametrize("layout", ["lines", "array"])
+def test_a_lone_surrogate_in_json_is_one_line_naming_its_record(tmp_path, wordpiece_tokenizer, layout):
+    """`"\\ud800"` is valid JSON but no character: the tokenizer raised a TypeError traceback on it."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    records = ['{"text": "the cat"}', '{"text": "\\ud800 sat"}']
+    source = tmp_path / ("in.jsonl" if layout == "lines" else "in.json")
+    source.write_text("\n".join(records) if layout == "lines" else "[" + ",\n".join(records) + "]", encoding="utf-8")
+    done = bertforge("embed", model, "--input", source, "--text-column", "text", "--out", tmp_path / "v.npy")
+    one_line_error(done, f"{source.name}:2: holds a lone surrogate (\\ud800)")
+    assert not (tmp_path / "v.npy").exists()

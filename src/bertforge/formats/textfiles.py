@@ -490,7 +490,21 @@ def _jsonl_rows(f: IO[str], path: Path, stats: ReadStats) -> Iterator[tuple[int,
         except json.JSONDecodeError as e:
             yield number, f"not JSON ({e.msg})"
             continue
-        yield number, row if isinstance(row, dict) else "not a JSON object"
+        yield number, _record(row, line)
+
+
+def _record(row: Any, source: str) -> dict[str, Any] | str:
+    """A JSON object as a record, or what is wrong with it: not an object, or holding a lone surrogate (`"\\ud800"`
+    is valid JSON but no character: the tokenizer cannot take it). Only a `source` that escapes one is checked."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    if "\\ud" not in source and "\\uD" not in source:
+        return row
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"holds a lone surrogate (\\u{ord(e.object[e.start]):04x}), which is not a character"
+    return row
 
 
 JSON_PIECE = 1 << 16  # characters read at a time from a JSON array: it streams, a record at a time
@@ -531,7 +545,7 @@ def _json_array_rows(f: IO[str], text: str, path: Path, stats: ReadStats) -> Ite
                 raise UserError(f"{path}:{line}: an element of more than {MAX_RECORD_CHARS:,} characters; split it")
             text, at, done = _read_on(f, text, at, stats)
             continue
-        yield line, row if isinstance(row, dict) else "not a JSON object"
+        yield line, _record(row, text[at:end])
         line += text.count("\n", at, end)
         at = end
 

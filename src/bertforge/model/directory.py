@@ -109,6 +109,17 @@ def read_config(directory: Path) -> dict[str, Any]:
     return config
 
 
+def label_names(directory: Path, config: dict[str, Any], what: str) -> list[str]:
+    """A task model's labels by id, from config.json's id2label, whose keys are the ids 0 to n-1 written as text
+    (as `transformers` writes them); `what` the kind of model that needs them."""
+    id2label = config.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        raise UserError(f"{directory}: not a {what} model (no id2label in config.json)")
+    if sorted(id2label) != sorted(str(i) for i in range(len(id2label))):
+        raise UserError(f"{directory / 'config.json'}: id2label's keys are not the ids 0 to {len(id2label) - 1}")
+    return [str(id2label[str(i)]) for i in range(len(id2label))]
+
+
 def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
     """model.safetensors; a pickle-only directory (pytorch_model.bin, as older hub repositories have) is refused
     unless the user trusts it, and even then only tensors are unpickled."""

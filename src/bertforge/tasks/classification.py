@@ -35,7 +35,7 @@ from ..fileio import write_answers
 from ..formats.corpus import read_documents
 from ..formats.textfiles import RECORDS, TABLES, class_label_names, format_of, label_name, open_text, read_rows
 from ..model.bert import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
-from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
 
 PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
@@ -307,12 +307,10 @@ class Classifier:
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
         config = read_config(directory)
-        if "id2label" not in config:
-            raise UserError(f"{directory}: not a classification model (no id2label in config.json)")
+        self.labels = label_names(directory, config, "classification")
         self.problem_type = config.get("problem_type") or SINGLE_LABEL
         if self.problem_type not in TARGETS:
             raise UserError(f"{directory}: unknown problem_type {self.problem_type!r} in config.json")
-        self.labels = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
         self.thresholds = _label_thresholds(config.get("label_thresholds"), self.labels, directory)
         kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
         _, self.model, tokenizer = load_model_and_tokenizer(

@@ -38,7 +38,7 @@ from ..fileio import write_answers
 from ..formats.textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
 from ..labels import IGNORE_INDEX
 from ..model.bert import BertForTokenClassification
-from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from ..tokenizer import special_ids
 
 DOCUMENT_START = "-DOCSTART-"
@@ -414,9 +414,7 @@ class Tagger:
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
         config = read_config(directory)
-        if "id2label" not in config:
-            raise UserError(f"{directory}: not a token-classification model (no id2label in config.json)")
-        self.tags = [config["id2label"][str(i)] for i in range(len(config["id2label"]))]
+        self.tags = label_names(directory, config, "token-classification")
         _, self.model, self.tokenizer = load_model_and_tokenizer(
             directory, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
         )
