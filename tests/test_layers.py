@@ -163,3 +163,16 @@ def test_the_architecture_page_shows_these_layers():
     rows = re.findall(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \|$", page, re.M)
     shown = [(int(layer), [u.strip(" `/") for u in units.split(",")]) for layer, units, _ in rows]
     assert shown == [(i, units) for i, (_, units) in enumerate(LAYERS)]
+
+
+def test_every_random_draw_names_its_stream():
+    """Each `mix_seed(...)` in the package ends with a member of the one table of streams (data/instances.py
+    `Stream`), not a bare number that another draw might reuse and so correlate with."""
+    unnamed = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "mix_seed":
+                last = node.args[-1]
+                if not (isinstance(last, ast.Attribute) and getattr(last.value, "id", None) == "Stream"):
+                    unnamed.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not unnamed, unnamed

@@ -14,6 +14,7 @@ run, or one on another number of processes, sees exactly the same instances. Mas
 
 from __future__ import annotations
 
+import enum
 import random
 import warnings
 from collections.abc import Callable
@@ -131,7 +132,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         a_first, a_end, b_first, b_end, label = (int(v) for v in self.plan_for(epoch)[index])
         tokens_a = self.store.sentence_range_tokens(a_first, a_end)
         tokens_b = self.store.sentence_range_tokens(b_first, b_end)
-        rng = random.Random(mix_seed(self.seed, epoch, index, 1))
+        rng = random.Random(mix_seed(self.seed, epoch, index, Stream.PAIR_TRIM))
         tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, self.max_seq_len - 3, rng)
         if self.pair_objective == "sop" and rng.random() < 0.5:
             tokens_a, tokens_b, label = tokens_b, tokens_a, SWAPPED
@@ -185,7 +186,9 @@ class PackedDataset(torch.utils.data.Dataset):
         self.epoch = epoch
 
     def _offset(self, epoch: int) -> int:
-        return int(np.random.default_rng(mix_seed(self.seed, epoch, 6)).integers(self.window)) if epoch else 0
+        if not epoch:
+            return 0
+        return int(np.random.default_rng(mix_seed(self.seed, epoch, Stream.WINDOW_OFFSET)).integers(self.window))
 
     def num_instances(self, epoch: int) -> int:
         return max(0, (self.stream_length - self._offset(epoch)) // self.window)
@@ -227,14 +230,31 @@ def pretraining_dataset(
 def fixed_batches(dataset, collator: Callable[[list[Instance]], dict], batch_size: int, max_batches: int) -> list[dict]:
     """Up to `max_batches` batches from epoch 0, in a fixed shuffled order (not just the first documents)."""
     n = dataset.num_instances(0)
-    order = np.random.default_rng(mix_seed(dataset.seed, 0, 4)).permutation(n)[: batch_size * max_batches]
+    rng = np.random.default_rng(mix_seed(dataset.seed, 0, Stream.EVAL_SAMPLE))
+    order = rng.permutation(n)[: batch_size * max_batches]
     return [
         collator([dataset[(0, int(i))] for i in order[s : s + batch_size]]) for s in range(0, len(order), batch_size)
     ]
 
 
+@enum.unique
+class Stream(enum.IntEnum):
+    """The random streams of a run, one number each, mixed into every seed drawn from the run's (`mix_seed`): two
+    draws that shared a number would be correlated without anyone seeing it. The numbers are what every golden
+    loss and resumed run was made with; a new stream takes the next one, and none is ever renumbered."""
+
+    EPOCH_PLAN = 0  # an epoch's instances: documents cut into chunks, target lengths, NSP partners (instances.py)
+    PAIR_TRIM = 1  # where an instance's over-long pair loses tokens (instances.py)
+    MASKS = 2  # which tokens are masked, and as what (masking.py)
+    LOADER_ORDER = 3  # the order an epoch's instances are batched in (training/loader.py)
+    EVAL_SAMPLE = 4  # which held-out instances the evaluation batches hold (fixed_batches)
+    MASK_THINNING = 5  # the draws by which a mask-rate schedule drops masks (masking.py)
+    WINDOW_OFFSET = 6  # where a packed run's windows start in an epoch (instances.py)
+    GENERATOR_SAMPLING = 7  # the draws by which ELECTRA's generator samples its replacements (masking.py)
+
+
 def mix_seed(*values: int) -> int:
-    """A well-spread 63-bit seed from several integers (order matters)."""
+    """A well-spread 63-bit seed from several integers (order matters); the last is the `Stream`."""
     return int(np.random.SeedSequence([v & 0xFFFFFFFF for v in values]).generate_state(2, np.uint64)[0] >> 1)
 
 
@@ -269,7 +289,7 @@ def _build_plan(
     One deviation: the short target length is drawn per chunk rather than per
     document, because a document here may be a whole book.
     """
-    rng = random.Random(mix_seed(seed, epoch, 0))
+    rng = random.Random(mix_seed(seed, epoch, Stream.EPOCH_PLAN))
     lengths = np.diff(sentence_offsets).tolist()
     doc_starts = document_offsets.tolist()
     num_docs = len(doc_starts) - 1

@@ -21,7 +21,7 @@ from tokenizers import Tokenizer
 from ..errors import UserError
 from ..labels import IGNORE_INDEX
 from ..tokenizer import all_special_ids, special_ids, word_starts
-from .instances import Instance, mix_seed
+from .instances import Instance, Stream, mix_seed
 
 
 @dataclass(frozen=True)
@@ -143,15 +143,17 @@ class MaskingCollator:
         sampling = np.full((B, width), 0.5, dtype=np.float32) if self.config.sampling_draws else None
         for row, x in enumerate(instances):
             n = len(x.input_ids)
-            masked, labels = self.mask(x.input_ids, mix_seed(self.seed, x.epoch, x.index, 2))
+            masked, labels = self.mask(x.input_ids, mix_seed(self.seed, x.epoch, x.index, Stream.MASKS))
             input_ids[row, :n] = masked
             token_type_ids[row, :n] = x.token_type_ids
             attention_mask[row, :n] = 1
             mlm_labels[row, :n] = labels
             if draws is not None:
-                draws[row, :n] = self._thinning_draws(x.input_ids, mix_seed(self.seed, x.epoch, x.index, 5))
+                seed = mix_seed(self.seed, x.epoch, x.index, Stream.MASK_THINNING)
+                draws[row, :n] = self._thinning_draws(x.input_ids, seed)
             if sampling is not None:
-                sampling[row, :n] = np.random.default_rng(mix_seed(self.seed, x.epoch, x.index, 7)).random(n)
+                seed = mix_seed(self.seed, x.epoch, x.index, Stream.GENERATOR_SAMPLING)
+                sampling[row, :n] = np.random.default_rng(seed).random(n)
         batch = {
             "input_ids": torch.from_numpy(input_ids),
             "token_type_ids": torch.from_numpy(token_type_ids),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from ..data.instances import mix_seed
+from ..data.instances import Stream, mix_seed
 from ..data.masking import MaskingCollator
 from ..engine.runtime import Distributed
 from ..errors import UserError
@@ -60,7 +60,7 @@ class BatchPlan:
                     f"the training split has {n} instances, fewer than one global batch of "
                     f"{self.batch_size * world}; lower --batch-size or add text"
                 )
-            order = np.random.default_rng(mix_seed(self.seed, epoch, 3)).permutation(n)
+            order = np.random.default_rng(mix_seed(self.seed, epoch, Stream.LOADER_ORDER)).permutation(n)
             while True:
                 B = self.size_at(step + micro // self.grad_accum)
                 if offset + B * world > n:
