@@ -6,7 +6,8 @@ Both start from the same directory (a mini with random weights, a tokenizer trai
 do the same work: read train.tsv and dev.tsv, tokenise, one epoch at batch 32 with AdamW and a linear schedule,
 the dev set scored, the model saved. The `transformers` loop is the one its documentation teaches: shuffled
 examples, `DataCollatorWithPadding` (each batch padded to its longest), fused AdamW. `bertforge finetune` batches
-by length and runs padded batches unpadded where that pays (`--unpad auto`); it races also with `--unpad never`.
+by length and runs padded batches unpadded where that pays (`--unpad auto`); it races also with `--unpad never`,
+and with `--precision auto` (its default: bf16 on a CPU measured fast at it, else fp32; the others are fp32).
 The contenders alternate, round after round, each a fresh process; the table gives each one's median seconds, and
 a second table where they go: each process times its phases (start-up imports, loading the model, reading and
 tokenising, training, the dev pass, saving) and prints them on one line.
@@ -153,18 +154,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         model = make_model(args.glue, scratch / "model")
+        from bertforge.engine.runtime import resolve_precision
+
         mrpc = args.glue / "MRPC"
 
-        def bertforge(unpad: str) -> list[str]:
+        def bertforge(unpad: str, precision: str = "fp32") -> list[str]:
             return [sys.executable, "-c", PHASED_FINETUNE, "finetune", str(model), "--train", str(mrpc / "train.tsv"),
                     "--dev", str(mrpc / "dev.tsv"), "--text-column", "#1 String", "--pair-column", "#2 String",
                     "--label-column", "Quality", "--epochs", "1", "--batch-size", "32", "--lr", "5e-5",
-                    "--seq-len", "128", "--device", "cpu", "--precision", "fp32", "--unpad", unpad, "--quiet",
-                    "--out", str(scratch / f"bertforge-{unpad}"), "--overwrite"]  # fmt: skip
+                    "--seq-len", "128", "--device", "cpu", "--precision", precision, "--unpad", unpad, "--quiet",
+                    "--out", str(scratch / f"bertforge-{unpad}-{precision}"), "--overwrite"]  # fmt: skip
 
         contenders = {
             "bertforge finetune": bertforge("auto"),
             "bertforge finetune --unpad never": bertforge("never"),
+            f"bertforge finetune --precision auto ({resolve_precision('auto', 'cpu')} here)": bertforge("auto", "auto"),
             "transformers loop": [sys.executable, "-c", PLAIN_LOOP, str(model), str(args.glue), str(scratch / "hf")],
         }
         times: dict[str, list[float]] = {name: [] for name in contenders}
