@@ -25,8 +25,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("reading documents from every input format (no torch)", ["formats"]),
     ("prepared data, instances and masking; the network and model directories; devices, precision, processes, "
      "optimizer, checkpoints, metrics log (no model)", ["data", "model", "engine"]),
+    ("the figures: a run's curves, a model's views (matplotlib; no model code)", ["plots"]),
     ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
-    ("the answers and the figures", ["inference", "plots"]),
+    ("the answers a model gives", ["inference"]),
     ("sweeps, downstream scores, replicates, the demo", ["studies"]),
     ("the command line", ["cli"]),
     ("python -m bertforge, and the package's lazy public names", ["__main__", "__init__"]),
@@ -127,7 +128,7 @@ def test_the_layering_test_can_fail(tmp_path):
     # Planted in a copy of the package: in the package itself, a test on another worker would meet the file.
     copy = shutil.copytree(PACKAGE, tmp_path / "bertforge", ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "training" / "planted.py").write_text("from ..tasks.finetune import finetune\n")  # the same layer
-    assert upward_imports(copy) == ["training.planted (layer 5) imports tasks.finetune (layer 5)"]
+    assert upward_imports(copy) == ["training.planted (layer 6) imports tasks.finetune (layer 6)"]
 
 
 def test_formats_and_prepare_never_import_torch():

@@ -6,6 +6,7 @@ nothing to close, and no display needed to save a PNG or SVG.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -13,6 +14,7 @@ from matplotlib.patches import Patch
 
 from .engine.metrics import read_metrics
 from .errors import UserError
+from .fileio import write_bytes
 
 
 def subplots(*args, **kwargs):
@@ -81,10 +83,23 @@ def _token_fontsize(n: int) -> float:
 
 
 def save_figure(fig: Figure, out: str | Path) -> Path:
+    """`fig` written whole into `out` (.png or .svg, by its suffix), or not at all."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110, bbox_inches="tight")  # the suffix picks the format: .png or .svg
+    image = io.BytesIO()
+    fig.savefig(image, format=out.suffix.lstrip(".").lower() or "png", dpi=110, bbox_inches="tight")
+    write_bytes(out, image.getvalue())
     return out
+
+
+RUN_CURVES = Path("plots") / "training_curves.png"  # where a run directory keeps its curves (rundir.py)
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """A run's training curves from its metrics.jsonl, into `out` (by default RUN_DIR/plots/training_curves.png):
+    what `pretrain` draws when a run finishes, and `bertforge plot` while one runs."""
+    run_dir = Path(run_dir)
+    return save_figure(training_curves(run_dir / "metrics.jsonl"), out or run_dir / RUN_CURVES)
 
 
 # ---------------------------------------------------------------- input representation

@@ -25,7 +25,6 @@ from .flags import (
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
     from ..model.hf import remote_code_note
-    from ..plots import save_figure, training_curves
     from ..progress import duration
     from ..training.plan import plan_run
     from ..training.trainer import pretrain
@@ -55,7 +54,6 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     if not result.is_main:
         return 0
     run = Path(args.out)
-    save_figure(training_curves(run / "metrics.jsonl"), run / "plots" / "training_curves.png")
     if args.json:
         print_json(
             {
@@ -133,12 +131,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> None:
-    from ..plots import save_figure, training_curves
+    from ..plots import RUN_CURVES, plot_run
 
     run_dir = Path(args.run_dir)
-    default = run_dir / "plots" / f"training_curves.{args.format or 'png'}"
-    out = with_format(args.out, args.format) if args.out else default
-    print(save_figure(training_curves(run_dir / "metrics.jsonl"), out))
+    default = run_dir / RUN_CURVES.with_suffix(f".{args.format or 'png'}")
+    print(plot_run(run_dir, with_format(args.out, args.format) if args.out else default))
 
 
 def cmd_demo(args: argparse.Namespace) -> None:

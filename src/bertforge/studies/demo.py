@@ -21,7 +21,7 @@ from ..fileio import asset_path
 from ..formats.corpus import read_paragraphs
 from ..inference import load
 from ..model.config import ModelConfig
-from ..plots import save_figure, training_curves
+from ..plots import RUN_CURVES
 from ..tokenizer import save_tokenizer, train_tokenizer
 from ..training.config import RECIPES, TrainConfig
 from ..training.evaluate import evaluate_model
@@ -178,7 +178,6 @@ def run_workload(w: Workload, out: Path) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = pretrain(root / "data", root / "run", model_config, w.train, overwrite=True)
-    save_figure(training_curves(root / "run" / "metrics.jsonl"), root / "run" / "plots" / "training_curves.png")
     print(f"    {result.state.step} steps, {result.state.tokens_seen:,} tokens in {result.state.elapsed:.0f}s")
 
     stage(f"[{w.name}] asking the model")
@@ -207,7 +206,7 @@ def run_workload(w: Workload, out: Path) -> dict:
         f"vs unigram baseline {evaluation['unigram_baseline_acc']:.3f}; "
         f"NSP accuracy {evaluation['nsp_acc']:.3f}; perplexity {evaluation['perplexity']:.1f}"
     )
-    print(f"    training curves: {root / 'run' / 'plots' / 'training_curves.png'}")
+    print(f"    training curves: {root / 'run' / RUN_CURVES}")
     return {"probes_correct": correct, "probes": len(w.probes), "pairs_correct": pairs_correct, **evaluation}
 
 

@@ -618,6 +618,10 @@ def pretrain(data_dir, run_dir, model_config: ModelConfig, cfg: TrainConfig, **o
     trainer = Trainer(data_dir, run_dir, model_config, cfg, **options)
     try:
         result = trainer.train()
+        if result.is_main and not result.interrupted:
+            from ..plots import plot_run  # matplotlib, only once there is a run to draw
+
+            plot_run(run_dir)
         if dist.is_initialized():
             dist.barrier()  # rank 0 may still be saving; tearing down under it aborts the other processes
         return result
