@@ -328,13 +328,14 @@ def test_a_model_transformers_builds_from_the_config_alone_starts_as_the_family_
 
 
 def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
-    """It travels with the model to machines without bertforge, and repeats model.alibi_bias, rotary_angles and
+    """It travels with the model to machines without bertforge, and repeats variants.alibi_bias, rotary_angles and
     rotate, which must agree."""
     import ast
     import importlib.util
 
     from bertforge.fileio import asset_path
-    from bertforge.model.bert import alibi_bias, rotary_angles, rotate
+    from bertforge.model.bert import rotary_angles, rotate
+    from bertforge.model.variants import alibi_bias
 
     path = asset_path("modeling_bertforge.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -320,7 +320,7 @@ def test_sinusoidal_positions_sit_at_the_token_embeddings_scale():
 
 def test_alibi_penalises_distance_per_head():
     """-m_h·|i-j| with slopes 1/2, 1/4, ...: symmetric, zero on the diagonal, steeper in earlier heads."""
-    from bertforge.model.bert import alibi_bias
+    from bertforge.model.variants import alibi_bias
 
     bias = alibi_bias(num_heads=3, seq_len=5)  # (nh, T, T)
     assert bias.shape == (3, 5, 5)
@@ -399,7 +399,9 @@ def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
         )
 
     assert cls_changes() > 1e-2
-    model.config.position_embedding = "none"  # without the turn, nothing tells positions apart: a bag of words
+    # Without the turn (a scheme that does not rotate; the embeddings, built rotary, add no table), nothing tells
+    # positions apart: a bag of words.
+    model.config.position_embedding = "learned"
     assert cls_changes() < 1e-5
     model.config.position_embedding = "rotary"
     mask = torch.ones_like(ids)
@@ -520,3 +522,34 @@ def test_modernbert_settings_shape_the_model():
     out, changed = (local.bert(x).sequence_output[0] for x in (ids, far))
     torch.testing.assert_close(out[:4], changed[:4], rtol=0, atol=0)
     assert not torch.allclose(out[4:6], changed[4:6])
+
+
+def test_a_position_scheme_registered_from_outside_is_a_choice_the_encoder_and_the_export_follow():
+    """Adding a variant is one object and its registration (docs/architecture.md): "none", no positions at all
+    (NoPE), registered here, is at once a config choice; the encoder adds no table, so permuting a sequence's tokens
+    permutes its outputs (which a learned table prevents); and the export says transformers' BERT lacks it."""
+    from bertforge.model.bert import BertModel
+    from bertforge.model.hf import unloadable_parts
+    from bertforge.model.variants import POSITION_SCHEMES, PositionScheme, register_position_scheme
+
+    with pytest.raises(UserError, match="position_embedding must be one of"):
+        ModelConfig.preset("tiny", vocab_size=50, position_embedding="none")
+    register_position_scheme(PositionScheme("none", "no positions at all", added=False, native=False))
+    try:
+        outputs = {}
+        for scheme in ("none", "learned"):
+            config = ModelConfig.preset(
+                "tiny", vocab_size=50, position_embedding=scheme, hidden_dropout=0.0, attention_dropout=0.0
+            )
+            torch.manual_seed(0)
+            model = BertModel(config, pooler=False).eval()
+            ids = torch.randint(5, 50, (1, 12))
+            order = torch.randperm(12)
+            with torch.no_grad():
+                outputs[scheme] = (model(ids).sequence_output[0, order], model(ids[:, order]).sequence_output[0])
+        assert torch.allclose(*outputs["none"], atol=1e-5)
+        assert not torch.allclose(*outputs["learned"], atol=1e-3)
+        unpositioned = ModelConfig.preset("tiny", vocab_size=50, position_embedding="none")
+        assert ("the none position encoding", "--position-embedding learned") in unloadable_parts(unpositioned)
+    finally:
+        del POSITION_SCHEMES["none"]

@@ -42,7 +42,8 @@ from transformers import (
 
 
 def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """-m_h·|i - j| with slopes m_h = 1/2, 1/4, 1/8, ...: bertforge.model.alibi_bias, which a test keeps equal."""
+    """-m_h·|i - j| with slopes m_h = 1/2, 1/4, 1/8, ...: bertforge.model.variants.alibi_bias, which a test keeps
+    equal."""
     slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
     position = torch.arange(seq_len, dtype=torch.float32, device=device)
     distance = (position[:, None] - position[None, :]).abs()  # (T, T)

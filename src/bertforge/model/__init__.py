@@ -3,6 +3,7 @@ feed-forward, ModernBERT's shape, ELECTRA), their Hugging Face layouts, and mode
 Imports nothing above it; parallelism, compilation and device placement are the loops'.
 
     config        ModelConfig and the named sizes
+    variants      position schemes and attention biases, one object each, in one registry
     bert          the network, top to bottom, and every head
     dropout       dropout with a cheaper CPU mask
     unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows

@@ -49,30 +49,6 @@ def activation(config: ModelConfig):
 POOLER_ACTIVATIONS = {"tanh": torch.tanh, "relu": F.relu, "gelu": F.gelu}
 
 
-def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
-    """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims, scaled so that the entries'
-    root mean square is `rms` (the paper's unscaled table has 1/√2)."""
-    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
-    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
-    table = torch.zeros(num_positions, dim)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
-    return table * (rms * math.sqrt(2))  # (P, dim): each sin/cos pair has sin² + cos² = 1
-
-
-def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """ALiBi's distance penalty, symmetric for an encoder: -m_h·|i - j|, with slopes m_h = 1/2, 1/4, 1/8, ...
-
-    Added to the attention scores, it makes each head prefer near keys from the
-    first step (head h mostly within about 2^(h+1) tokens) instead of having to
-    learn from the position table which positions are neighbours.
-    """
-    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
-    position = torch.arange(seq_len, dtype=torch.float32, device=device)
-    distance = (position[:, None] - position[None, :]).abs()  # (T, T)
-    return -slopes[:, None, None] * distance  # (nh, T, T)
-
-
 def rotary_angles(positions: torch.Tensor, head_size: int, base: float = 10000.0):
     """RoPE's angles (Su et al. 2021): position t turns the pair of dims (i, i + hs/2) by t·θ_i, θ_i = base^(-2i/hs).
 
@@ -140,15 +116,12 @@ class Embeddings(nn.Module):
         self.one_segment = config.type_vocab_size == 1  # RoBERTa's: every token is segment 0, whatever it is given
         self.position = nn.Embedding(config.max_position_embeddings, E)
         self.project = nn.Linear(E, config.hidden_size) if E != config.hidden_size else None
-        self.rotary = config.position_embedding == "rotary"
-        if config.position_embedding == "sinusoidal":  # a fixed table in the learned slot: frozen, never re-initialised
-            # At the token embeddings' scale: unscaled (entries of RMS 0.71 against 0.02) it drowned the tokens in
-            # the sum that LayerNorm sees, and a budget run stayed at the unigram level for 800 steps. The paper
-            # balanced the two by multiplying the token embeddings by √H instead.
-            self.position.weight = nn.Parameter(
-                sinusoidal_table(config.max_position_embeddings, E, config.initializer_range), requires_grad=False
-            )
-        elif self.rotary:  # positions enter in attention; the slot stays, frozen at zero
+        scheme = config.position_scheme
+        self.adds_positions = scheme.added
+        if scheme.fixed is not None:  # a fixed table in the learned slot: frozen, never re-initialised
+            table = scheme.fixed(config.max_position_embeddings, E, config.initializer_range)  # (P, E)
+            self.position.weight = nn.Parameter(table, requires_grad=False)
+        elif not scheme.added:  # positions enter elsewhere (attention) or not at all; the slot stays, frozen at zero
             self.position.weight = nn.Parameter(torch.zeros_like(self.position.weight), requires_grad=False)
         self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)
         self.dropout = Dropout(config.hidden_dropout)
@@ -178,7 +151,7 @@ class Embeddings(nn.Module):
         x = self.token(input_ids)  # (B, T, E)
         if self.segment is not None:
             x = x + self.segments(token_type_ids)
-        if not self.rotary:
+        if self.adds_positions:
             x = x + (self.position(positions) if positions is not None else self.position.weight[: x.shape[1]])
         x = self.dropout(self.norm(x))  # (B, T, E)
         return self.project(x) if self.project is not None else x  # (B, T, H)
@@ -408,8 +381,9 @@ class BertModel(nn.Module):
         if document_ids is not None:  # a token sees its own document's tokens only
             same = (document_ids[:, :, None] == document_ids[:, None, :])[:, None]  # (B, 1, T, T)
             mask = same if mask is None else mask & same
-        if self.config.attention_bias == "alibi":  # one bias for all layers, what is out of sight folded in
-            bias = alibi_bias(self.config.num_heads, seq_len, device)[None]  # (1, nh, T, T)
+        variant = self.config.bias_variant
+        if variant.bias is not None:  # one bias for all layers, what is out of sight folded in
+            bias = variant.bias(self.config.num_heads, seq_len, device)[None]  # (1, nh, T, T)
             mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
         return mask
 
@@ -417,7 +391,7 @@ class BertModel(nn.Module):
         """{is a global layer: (cos, sin)} for rotary positions (each (T, hs), or (B, T, hs) with `positions`),
         computed once for all layers; ModernBERT's local layers turn by another base than its global ones."""
         config = self.config
-        if config.position_embedding != "rotary":
+        if not config.position_scheme.rotary:
             return None
         head_size = config.hidden_size // config.num_heads
         positions = positions if positions is not None else torch.arange(seq_len, device=device)

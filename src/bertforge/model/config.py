@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import Configurable, check_choices, documented, require
 from ..errors import UserError
+from .variants import ATTENTION_BIASES, POSITION_SCHEMES, AttentionBias, PositionScheme, choices_help
 
 # name: (num_layers, hidden_size, num_heads), as in Turc et al. 2019 ("Well-Read Students").
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -113,20 +114,10 @@ class ModelConfig(Configurable):
     )
     position_embedding: str = documented(
         "learned",
-        "learned (BERT); sinusoidal (fixed, as in the Transformer paper, at the token embeddings' initial size); or "
-        "rotary (RoPE, Su et al. 2021, as in ModernBERT: queries and keys turned by their position's angle, so "
-        "attention sees relative positions; no table, and the directory carries its own code for transformers)",
-        ("learned", "sinusoidal", "rotary"),
+        choices_help(POSITION_SCHEMES),
+        POSITION_SCHEMES,  # the registry: a new scheme is a choice at once
     )
-    attention_bias: str = documented(
-        "none",
-        "none, or alibi: a fixed penalty -m·|i-j| on attention scores that makes every head start out looking near "
-        "(ALiBi, Press et al. 2022, made symmetric for an encoder; slopes 1/2, 1/4, ... per head, so a model of few "
-        "heads sees little past a dozen tokens and its [CLS] cannot read a sentence pair: an NSP head stays at "
-        "chance). The positions stay too, since the penalty cannot tell left from right. No transformers class has "
-        "it: the model directory carries its own, loaded with trust_remote_code=True",
-        ("none", "alibi"),
-    )
+    attention_bias: str = documented("none", choices_help(ATTENTION_BIASES), ATTENTION_BIASES)
     feed_forward: str = documented(
         "mlp",
         "mlp: down(act(up(x))) (BERT); glu: down(act(gate(x)) * up(x)), a gated linear unit (GEGLU with gelu; "
@@ -224,7 +215,9 @@ class ModelConfig(Configurable):
                 ),
                 *check_choices(self),
                 (
-                    self.position_embedding != "rotary" or self.hidden_size // self.num_heads % 2 == 0,
+                    self.position_embedding not in POSITION_SCHEMES  # said by the choices above
+                    or not self.position_scheme.rotary
+                    or self.hidden_size // self.num_heads % 2 == 0,
                     f"rotary positions turn pairs of dims: the head size {self.hidden_size // self.num_heads} "
                     "(hidden_size / num_heads) must be even",
                 ),
@@ -272,6 +265,16 @@ class ModelConfig(Configurable):
         layer = 4 * H * H + (3 if self.feed_forward == "glu" else 2) * H * inner
         head = H * E + (0 if self.tie_word_embeddings else self.padded_vocab_size * E)
         return tables + self.num_layers * layer + head
+
+    @property
+    def position_scheme(self) -> PositionScheme:
+        """The object that says how positions reach the encoder (model/variants.py)."""
+        return POSITION_SCHEMES[self.position_embedding]
+
+    @property
+    def bias_variant(self) -> AttentionBias:
+        """The object that says what attention adds to its scores (model/variants.py)."""
+        return ATTENTION_BIASES[self.attention_bias]
 
     @property
     def embedding_width(self) -> int:

@@ -200,12 +200,12 @@ def unloadable_parts(config: ModelConfig) -> list[tuple[str, str]]:
     if _family_computes(config):
         return []
     parts = []
-    if config.attention_bias != "none":
+    if not config.bias_variant.native:
         parts.append((f"the {config.attention_bias} attention bias", "--attention-bias none"))
     if config.feed_forward != "mlp":
         parts.append(("the gated feed-forward", "--feed-forward mlp"))
-    if config.position_embedding == "rotary":
-        parts.append(("the rotary position encoding", "--position-embedding learned"))
+    if not config.position_scheme.native:
+        parts.append((f"the {config.position_embedding} position encoding", "--position-embedding learned"))
     return parts
 
 

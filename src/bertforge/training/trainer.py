@@ -187,12 +187,9 @@ class Trainer:
         if start is not None:
             self._say(f"starting from the weights of {start[0]}")
             self._describe_start(*start, model_config, cfg)
-        if model_config.attention_bias == "alibi" and cfg.pair_objective != "none" and not resume:
-            self._say(
-                f"ALiBi keeps each head near (slopes 1/2 to 1/{2**model_config.num_heads}), so [CLS] may not read "
-                f"the second text: the {cfg.pair_objective.upper()} head stayed at chance with it on tiny "
-                "(--position-embedding rotary --attention-bias none let it learn)"
-            )
+        caution = model_config.bias_variant.pair_caution
+        if caution and cfg.pair_objective != "none" and not resume:
+            self._say(caution)
         self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
         set_activation_checkpointing(self.model, cfg.activation_checkpointing)
