@@ -9,7 +9,7 @@ import pytest
 
 from bertforge.errors import UserError
 from bertforge.formats.textfiles import class_label_names
-from bertforge.model.bert import REGRESSION
+from bertforge.model.heads import REGRESSION
 from bertforge.studies.score import parse_task
 from bertforge.tasks.classification import ClassificationTask, Columns, read_examples
 from bertforge.tasks.config import FinetuneConfig

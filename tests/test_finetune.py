@@ -175,7 +175,8 @@ def test_from_scratch_keeps_the_architecture_but_not_the_weights(pretrained, tmp
 
 def test_dropout_can_be_switched_on_for_fine_tuning(pretrained, tmp_path):
     """A model pre-trained without dropout is fine-tuned with it: training passes are stochastic; the config says so."""
-    from bertforge.model.bert import BertForSequenceClassification, set_dropout
+    from bertforge.model.bert import set_dropout
+    from bertforge.model.heads import BertForSequenceClassification
     from bertforge.tokenizer import load_tokenizer
 
     model = load_model(BertForSequenceClassification, pretrained, keep_heads=False, num_labels=2)

@@ -379,7 +379,11 @@ def test_fine_tuning_heads_load_in_transformers_with_the_same_outputs(norm_style
     """Sequence classification (RoBERTa's dense + out_proj head for pre-LN), token classification and QA; with
     ALiBi through the directory's own code. What transformers saves again loads back in bertforge."""
     transformers = needs("transformers")
-    from bertforge.model.bert import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+    from bertforge.model.heads import (
+        BertForQuestionAnswering,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+    )
 
     config = head_config(norm_style, variant)
     input_ids, token_type_ids, attention_mask, _, _ = padded_batch(100)
@@ -423,7 +427,7 @@ def test_multiple_choice_loads_in_transformers_with_the_same_outputs(norm_style,
     """BertForMultipleChoice (RoBERTa's too scores the pooler's output): (questions, choices, T) in, one logit per
     choice out, padded choices included."""
     transformers = needs("transformers")
-    from bertforge.model.bert import BertForMultipleChoice
+    from bertforge.model.heads import BertForMultipleChoice
 
     config = head_config(norm_style, variant)
     ours = randomised(BertForMultipleChoice(config))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
-from bertforge.model.bert import (
+from bertforge.model.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
     BertForSentenceEmbedding,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bertforge.errors import UserError
-from bertforge.model.bert import MULTI_LABEL
+from bertforge.model.heads import MULTI_LABEL
 from bertforge.studies.score import parse_task, score
 from bertforge.tasks.classification import Classifier, Columns, read_examples
 from bertforge.tasks.config import FinetuneConfig

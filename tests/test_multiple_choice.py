@@ -10,7 +10,7 @@ import torch
 
 from bertforge import ModelConfig
 from bertforge.errors import UserError
-from bertforge.model.bert import BertForMultipleChoice
+from bertforge.model.heads import BertForMultipleChoice
 from bertforge.tasks.multiple_choice import ChoiceBatcher, ChoiceColumns, ChoiceExample, read_choice_examples
 
 from conftest import ANIMALS, bertforge, bertforge_ok, one_line_error, save_random_model

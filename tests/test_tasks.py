@@ -737,7 +737,7 @@ def assert_tables_show(rows: list[dict], directory) -> None:
 def test_a_long_text_is_classified_whole_as_the_mean_over_its_windows(tokenizer, tmp_path):
     """With `whole`, a text past the position table is read in windows of its length overlapping by a quarter,
     every word in one: the probabilities are the mean of each window's own, and without it the text is cut."""
-    from bertforge.model.bert import BertForSequenceClassification
+    from bertforge.model.heads import BertForSequenceClassification
 
     torch.manual_seed(0)
     config = ModelConfig(

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 
 from bertforge import ModelConfig
-from bertforge.model.bert import (
+from bertforge.model.bert import BertForPreTraining
+from bertforge.model.heads import (
     BertForMultipleChoice,
-    BertForPreTraining,
     BertForQuestionAnswering,
     BertForSentenceEmbedding,
     BertForSequenceClassification,

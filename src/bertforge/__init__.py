@@ -27,7 +27,7 @@ _EXPORTS = {
     "Bert": "inference",
     "load": "inference",
     "BertForPreTraining": "model.bert",
-    "BertForSequenceClassification": "model.bert",
+    "BertForSequenceClassification": "model.heads",
     "BertModel": "model.bert",
     "load_model": "model.directory",
     "save_model": "model.directory",

@@ -26,7 +26,7 @@ from .data.batching import TextBatcher, length_buckets, mean_over_windows
 from .display import Record, markdown_table
 from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
-from .model.bert import BertForPreTraining, mean_pool
+from .model.bert import BertForPreTraining
 from .model.directory import (
     PRETRAINING_HEADS,
     electra_generator,
@@ -37,6 +37,7 @@ from .model.directory import (
     resolve_model_dir,
     sentence_embedding_pooling,
 )
+from .model.heads import mean_pool
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
 from .tokenizer import MASK, all_special_ids, special_ids, special_tokens, token_text, word_starts

@@ -4,7 +4,8 @@ Imports nothing above it; parallelism, compilation and device placement are the 
 
     config        ModelConfig and the named sizes
     variants      position schemes and attention biases, one object each, in one registry
-    bert          the network, top to bottom, and every head
+    bert          the network, top to bottom, and its pre-training heads (MLM, NSP, ELECTRA's)
+    heads         the fine-tuning heads: sequence, multiple choice, sentence embedding, token, QA
     dropout       dropout with a cheaper CPU mask
     unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows
     electra       ELECTRA's generator and discriminator

@@ -32,10 +32,11 @@ from ..tokenizer import (
     save_tokenizer,
     special_ids,
 )
-from .bert import BertForPreTraining, BertForSentenceEmbedding
+from .bert import BertForPreTraining
 from .card import CARD, model_card
 from .config import ModelConfig
 from .families import family_of
+from .heads import BertForSentenceEmbedding
 from .hf import (
     HEAD_PREFIXES,
     POSITIONS,

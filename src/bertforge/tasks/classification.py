@@ -34,8 +34,8 @@ from ..errors import UserError
 from ..fileio import write_answers
 from ..formats.corpus import read_documents
 from ..formats.textfiles import RECORDS, TABLES, class_label_names, format_of, label_name, open_text, read_rows
-from ..model.bert import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
 
 PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task

@@ -23,8 +23,8 @@ from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_bucke
 from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..formats.textfiles import read_rows
-from ..model.bert import BertForMultipleChoice
 from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.heads import BertForMultipleChoice
 
 
 @dataclass

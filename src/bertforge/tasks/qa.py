@@ -41,8 +41,8 @@ from ..data.batching import windowing_tokenizer, windows
 from ..engine.runtime import MixedPrecision, release_freed_memory, resolve_device
 from ..errors import UserError
 from ..formats.textfiles import format_of, read_rows
-from ..model.bert import BertForQuestionAnswering
 from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.heads import BertForQuestionAnswering
 from ..tokenizer import special_ids
 from .cuts import best_cut
 

@@ -29,7 +29,7 @@ from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_bucke
 from ..engine.runtime import MixedPrecision
 from ..errors import UserError
 from ..formats.textfiles import read_rows
-from ..model.bert import BertForSentenceEmbedding
+from ..model.heads import BertForSentenceEmbedding
 from .targets import regression_metrics
 
 

@@ -37,8 +37,8 @@ from ..errors import UserError
 from ..fileio import write_answers
 from ..formats.textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
 from ..labels import IGNORE_INDEX
-from ..model.bert import BertForTokenClassification
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.heads import BertForTokenClassification
 from ..tokenizer import special_ids
 
 DOCUMENT_START = "-DOCSTART-"

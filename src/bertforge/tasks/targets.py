@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..model.bert import MULTI_LABEL, REGRESSION, SINGLE_LABEL
+from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 from .cuts import best_cut
 
 THRESHOLD = 0.5  # a label of a set is predicted where its probability reaches this

@@ -1,0 +1,224 @@
+"""The task heads that sit on the encoder for fine-tuning: sequence classification (and regression, multi-label),
+multiple choice, sentence embeddings, token classification and extractive QA. Each keeps `transformers`' module
+names (`classifier`, `qa_outputs`; ModernBERT's `head`), so the weights map to and from its classes (hf.py).
+
+BERT's sequence heads read the pooler's tanh(dense([CLS])); ModernBERT's (task_head "transform") a dense ->
+activation -> LayerNorm over [CLS] (or the mean of the tokens) or over every token.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..labels import IGNORE_INDEX
+from .bert import BertModel, activation, encoder_has_pooler, init_weights
+from .config import ModelConfig
+from .dropout import Dropout
+
+
+class HeadTransform(nn.Module):
+    """ModernBERT's task head before each classifier (task_head "transform"): dense -> activation -> LayerNorm,
+    on [CLS] for a sequence, on every token for tagging and QA. BERT's sequence heads read the pooler instead."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
+        self.act = activation(config)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.act(self.dense(hidden)))  # (..., H)
+
+
+def sequence_summary(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
+    """(B, H): what a sequence head classifies. BERT: the pooler's tanh(dense([CLS])). ModernBERT: the head
+    transform of [CLS], or of the mean of the tokens (classifier_pooling "mean")."""
+    encoded = encoder(input_ids, token_type_ids, attention_mask)
+    if head is None:
+        return encoded.pooled_output  # (B, H)
+    if encoder.config.classifier_pooling == "mean":
+        return head(mean_pool(encoded.sequence_output, attention_mask))
+    return head(encoded.sequence_output[:, 0])
+
+
+def token_states(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
+    """(B, T, H): what a token head (tagging, QA) classifies: the hidden states, transformed by ModernBERT's head."""
+    hidden = encoder(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+    return head(hidden) if head is not None else hidden
+
+
+def task_head(config: ModelConfig) -> HeadTransform | None:
+    return HeadTransform(config) if config.task_head == "transform" else None
+
+
+# The kinds of sequence classification, by the names `transformers` keeps in config.json's problem_type.
+SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label_classification", "multi_label_classification", "regression"
+
+
+class BertForSequenceClassification(nn.Module):
+    """Fine-tuning head: pooled [CLS] -> dropout -> linear over the labels (or, for regression, one number).
+
+    One label per text is a softmax over the labels (cross-entropy); any number of labels per text
+    (multi-label) is a yes/no per label (binary cross-entropy on each logit); regression is one number (MSE).
+    These are `transformers`' three problem types, with the same losses."""
+
+    hf_architecture = "BertForSequenceClassification"
+
+    def __init__(self, config: ModelConfig, num_labels: int = 2, problem_type: str = SINGLE_LABEL):
+        super().__init__()
+        if problem_type not in (SINGLE_LABEL, MULTI_LABEL, REGRESSION):
+            raise ValueError(f"unknown problem_type {problem_type!r}")
+        self.config = config
+        self.problem_type = problem_type
+        self.num_labels = 1 if problem_type == REGRESSION else num_labels
+        self.head = task_head(config)
+        self.bert = BertModel(config, pooler=self.head is None)
+        self.dropout = Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """labels: class ids (B,); for multi-label 0/1 per label (B, num_labels); for regression values (B,).
+        Returns (logits (B, num_labels), loss or None)."""
+        pooled = sequence_summary(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, H)
+        logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
+        if labels is None:
+            return logits, None
+        if self.problem_type == REGRESSION:
+            return logits, F.mse_loss(logits.squeeze(-1).float(), labels.float())
+        if self.problem_type == MULTI_LABEL:
+            return logits, F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        return logits, F.cross_entropy(logits.float(), labels)
+
+    def probabilities(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, num_labels) logits -> what a user reads: a distribution over the labels, each label's own
+        probability (multi-label), or the value itself (regression)."""
+        if self.problem_type == REGRESSION:
+            return logits
+        return logits.sigmoid() if self.problem_type == MULTI_LABEL else logits.softmax(-1)
+
+
+class BertForMultipleChoice(nn.Module):
+    """Fine-tuning head for multiple choice (SWAG): each (context, choice) pair's pooled [CLS] -> dropout -> one
+    score; a softmax over a question's choices picks one."""
+
+    hf_architecture = "BertForMultipleChoice"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.head = task_head(config)
+        self.bert = BertModel(config, pooler=self.head is None)
+        self.dropout = Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """input_ids etc. (B, C, T): C choices per question; labels (B,): the right choice. Returns (logits (B, C),
+        loss or None)."""
+        choices = input_ids.shape[1]
+        flat = [x.flatten(0, 1) if x is not None else None for x in (input_ids, token_type_ids, attention_mask)]
+        pooled = sequence_summary(self.bert, self.head, *flat)  # (B·C, H)
+        logits = self.classifier(self.dropout(pooled)).view(-1, choices)  # (B, C)
+        return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
+
+
+def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """hidden (B, T, H) -> (B, H): each text's mean token vector, padding (attention_mask 0) left out."""
+    if attention_mask is None:
+        return hidden.mean(1)
+    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, H)
+
+
+class BertForSentenceEmbedding(nn.Module):
+    """Sentence embeddings (Sentence-BERT, Reimers & Gurevych 2019): the mean of a text's token vectors, trained
+    so that texts which mean the same lie close by cosine. It has no head: what it saves is the encoder.
+
+    Trained on pairs. Pairs that match (question and answer, paraphrases, title and body) learn from in-batch
+    negatives: every other pair's second text is a non-match (the multiple-negatives ranking loss). Pairs with a
+    similarity score (STS's 0-5, or 0/1) learn CoSENT's ranking of the scores (Su 2022): a pair scored higher
+    must come out more alike than one scored lower."""
+
+    hf_architecture = "BertForSentenceEmbedding"
+    scale = 20.0  # cosines lie in [-1, 1]; both losses sharpen them by this factor (Sentence-Transformers' default)
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        # Its pooler is unused, kept so that `transformers`' BertModel finds one; ModernBertModel has none.
+        self.bert = BertModel(config, pooler=encoder_has_pooler(config))
+        self.apply(lambda module: init_weights(module, config))
+
+    def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
+        """(B, T) -> (B, H): the mean of each text's token vectors, padding left out."""
+        return mean_pool(self.bert(input_ids, token_type_ids, attention_mask).sequence_output, attention_mask)
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """input_ids etc. (2B, T): B first texts, then their B partners in the same order. labels (B,): each pair's
+        score, or None for pairs that all match. Returns (each pair's cosine similarity (B,), loss)."""
+        vectors = F.normalize(self.embed(input_ids, token_type_ids, attention_mask).float(), dim=-1)  # (2B, H)
+        first, second = vectors.chunk(2)  # (B, H) each
+        cosine = (first * second).sum(-1)  # (B,)
+        if labels is None:  # row i's match is column i; the rest of the row are its negatives
+            similarities = self.scale * first @ second.T  # (B, B)
+            loss = F.cross_entropy(similarities, torch.arange(len(first), device=similarities.device))
+        else:  # log(1 + sum over pairs (i, j) scored y_i > y_j of exp(scale · (cos_j - cos_i)))
+            differences = self.scale * (cosine[None, :] - cosine[:, None])  # (B, B): [i, j] = s · (cos_j - cos_i)
+            ordered = labels.float()[:, None] > labels.float()[None, :]  # (B, B): pair i should be more alike than j
+            loss = torch.logsumexp(torch.cat([differences.new_zeros(1), differences[ordered]]), dim=0)
+        return cosine, loss
+
+
+class BertForTokenClassification(nn.Module):
+    """Fine-tuning head for tagging (NER): every token's hidden state -> dropout -> linear over the tags."""
+
+    hf_architecture = "BertForTokenClassification"
+
+    def __init__(self, config: ModelConfig, num_labels: int = 2):
+        super().__init__()
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config, pooler=False)
+        self.head = task_head(config)
+        self.dropout = Dropout(config.hidden_dropout)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """labels (B, T): a tag id on each word's first piece, -100 elsewhere. Returns (logits (B, T, tags), loss)."""
+        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        logits = self.classifier(self.dropout(hidden))  # (B, T, num_labels)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX)
+        return logits, loss
+
+
+class BertForQuestionAnswering(nn.Module):
+    """Extractive QA head (SQuAD): each token's hidden state -> two logits, "the answer starts here" and "ends here"."""
+
+    hf_architecture = "BertForQuestionAnswering"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, pooler=False)
+        self.head = task_head(config)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """labels (B, 2): the answer's first and last token ([CLS], 0, when the window holds no answer).
+
+        Returns (logits (B, T, 2): start and end, loss or None); the loss averages the two cross-entropies, as BERT's.
+        """
+        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        logits = self.qa_outputs(hidden)  # (B, T, 2); span decoding keeps answers inside the context
+        loss = None
+        if labels is not None:
+            start, end = logits.float().unbind(-1)  # 2 × (B, T)
+            loss = (F.cross_entropy(start, labels[:, 0]) + F.cross_entropy(end, labels[:, 1])) / 2
+        return logits, loss
