@@ -25,34 +25,24 @@ from .flags import (
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from ..tasks.classification import PROBLEM_TYPES, Columns
-    from ..tasks.finetune import finetune
-    from ..tasks.multiple_choice import ChoiceColumns
-    from ..tasks.similarity import PairColumns
-    from ..tasks.tagging import TagColumns
+    from ..tasks.classification import PROBLEM_TYPES
+    from ..tasks.finetune import finetune, task_columns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
-    columns = None
     label_names = tuple(args.label_names.split(",")) if args.label_names else ()
-    if args.task in PROBLEM_TYPES:
-        label_columns = tuple(args.label_columns.split(",")) if args.label_columns else ()
-        columns = Columns(
-            args.text_column,
-            args.label_column,
-            args.pair_column,
-            args.label_until,
-            args.label_separator,
-            label_columns,
-            label_names,
-        )
-    elif args.task == "token-classification":
-        columns = TagColumns.given(args.text_column, args.label_column, label_names)
-    elif label_names:
+    if label_names and args.task not in (*PROBLEM_TYPES, "token-classification"):
         raise UserError(f"--label-names names classes; --task {args.task} has none")
-    elif args.task == "multiple-choice" and args.text_column and args.choice_columns and args.label_column:
-        columns = ChoiceColumns(args.text_column, args.choice_columns.split(","), args.label_column, args.pair_column)
-    elif args.task == "sentence-similarity" and args.text_column and args.pair_column:
-        columns = PairColumns(args.text_column, args.pair_column, args.label_column)
+    columns = task_columns(
+        args.task,
+        args.text_column,
+        args.label_column,
+        args.pair_column,
+        args.choice_columns.split(",") if args.choice_columns else (),
+        args.label_until,
+        args.label_separator,
+        tuple(args.label_columns.split(",")) if args.label_columns else (),
+        label_names,
+    )
     quiet = args.quiet or args.json
     summary = finetune(
         args.model, args.task, args.train, args.dev, args.out, cfg, columns, not quiet, args.resume, args.overwrite

@@ -43,7 +43,7 @@ from ..formats.spreadsheets import split_sheet
 from ..plots import save_figure, subplots
 from ..tasks.classification import PROBLEM_TYPES, Columns
 from ..tasks.config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
-from ..tasks.finetune import finetune
+from ..tasks.finetune import finetune, task_columns
 from ..tasks.multiple_choice import ChoiceColumns, MultipleChoiceTask
 from ..tasks.qa import QuestionAnsweringTask
 from ..tasks.similarity import PairColumns, SimilarityTask
@@ -127,28 +127,22 @@ def parse_task(spec: str) -> TaskSpec:
             f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label, regression and "
             "sentence-similarity hold out dev from TRAIN"
         )
-    columns: Columns | ChoiceColumns | TagColumns | None = None
-    names = tuple(values["names"].split("+")) if "names" in values else ()
-    if labelled_text:  # no text and label columns: a directory of classes, or label-first lines
-        columns = Columns(
-            values.get("text"),
-            values.get("label"),
-            values.get("pair"),
-            values.get("label_until"),
-            values.get("separator", ","),
-            tuple(values["labels"].split("+")) if "labels" in values else (),
-            names,
-        )
-    elif kind == "token-classification":
-        columns = TagColumns.given(values.get("text"), values.get("label"), names)
-    elif kind == "multiple-choice":
-        if not {"text", "choices", "label"} <= set(values):
-            raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
-        columns = ChoiceColumns(values["text"], values["choices"].split("+"), values["label"], values.get("pair"))
-    elif kind == "sentence-similarity":
-        if not {"text", "pair"} <= set(values):
-            raise UserError(f"--tasks {spec!r}: sentence similarity needs text=COL, pair=COL (and label=COL: a score)")
-        columns = PairColumns(values["text"], values["pair"], values.get("label"))
+    if kind == "multiple-choice" and not {"text", "choices", "label"} <= set(values):
+        raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
+    if kind == "sentence-similarity" and not {"text", "pair"} <= set(values):
+        raise UserError(f"--tasks {spec!r}: sentence similarity needs text=COL, pair=COL (and label=COL: a score)")
+    columns = task_columns(
+        kind,
+        values.get("text"),
+        values.get("label"),
+        values.get("pair"),
+        values["choices"].split("+") if "choices" in values else (),
+        values.get("label_until"),
+        values.get("separator", ","),
+        tuple(values["labels"].split("+")) if "labels" in values else (),
+        tuple(values["names"].split("+")) if "names" in values else (),
+    )
+    if kind == "sentence-similarity":
         values.setdefault("metric", SimilarityTask.main_metric_for(columns))
     return TaskSpec(
         name,

@@ -33,7 +33,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -98,6 +98,31 @@ def register_task(name: str, make: TaskMaker) -> None:
     if name in FINETUNE_TASKS:
         raise ValueError(f"{name!r} is a built-in task")
     _TASKS_OF_YOUR_OWN[name] = make
+
+
+def task_columns(
+    kind: str,
+    text: str | None = None,
+    label: str | None = None,
+    pair: str | None = None,
+    choices: Sequence[str] = (),
+    label_until: str | None = None,
+    separator: str = ",",
+    label_columns: Sequence[str] = (),
+    label_names: Sequence[str] = (),
+) -> Columns | ChoiceColumns | TagColumns | PairColumns | None:
+    """The columns a built-in task of `kind` reads, from the names a user gave (`finetune`'s flags, a `score`
+    --tasks spec), built in one place for both; None where the task's defaults or its files decide (`make_task`
+    says what is missing)."""
+    if kind in PROBLEM_TYPES:  # no text and label columns: a directory of classes, or label-first lines
+        return Columns(text, label, pair, label_until, separator, tuple(label_columns), tuple(label_names))
+    if kind == "token-classification":
+        return TagColumns.given(text, label, tuple(label_names))
+    if kind == "multiple-choice" and text and choices and label:
+        return ChoiceColumns(text, list(choices), label, pair)
+    if kind == "sentence-similarity" and text and pair:
+        return PairColumns(text, pair, label)
+    return None
 
 
 def make_task(
