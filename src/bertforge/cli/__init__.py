@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        where = f" writing {e.filename}" if e.filename else ""
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {e.filename}" if e.filename else ""
             message = f"the disk is full{where}; nothing was left half-written"
             print(f"bertforge {args.verb}: error: {message}", file=sys.stderr)
             return 1
