@@ -14,7 +14,7 @@ import torch
 import bertforge as bertforge_package
 from bertforge import BertForPreTraining, BertForSequenceClassification, load_model
 from bertforge.data.batching import TextBatcher
-from bertforge.tasks import finetune as finetuning
+from bertforge.tasks import registry
 from bertforge.tasks.classification import Classifier, Columns
 from bertforge.tasks.finetune import finetune
 from bertforge.tasks.targets import classification_metrics
@@ -427,7 +427,7 @@ class MentionsAnAnimal:
 
 
 def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one(pretrained, tmp_path, monkeypatch):
-    monkeypatch.setattr(finetuning, "_TASKS_OF_YOUR_OWN", {})
+    monkeypatch.setattr(registry, "TASKS", dict(registry.TASKS))  # the task is forgotten after the test
     bertforge_package.register_task("mentions-an-animal", MentionsAnAnimal)
     rng = random.Random(3)
     texts = [f"{rng.choice(ANIMALS + PEOPLE)} sat on {rng.choice(PLACES)}." for _ in range(48)]

@@ -177,3 +177,43 @@ def test_every_random_draw_names_its_stream():
                 if not (isinstance(last, ast.Attribute) and getattr(last.value, "id", None) == "Stream"):
                     unnamed.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not unnamed, unnamed
+
+
+def places_naming(name: str) -> set[str]:
+    """The package's files (outside model/, whose `transformers` problem types and pipeline tags are that
+    library's vocabulary) that use `name` as a task's name: a string that is the name (docstrings aside), or
+    `--task NAME` / `task=NAME` anywhere."""
+    used = re.compile(rf"(--task |task=){re.escape(name)}(?![\w-])")
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.relative_to(PACKAGE).parts[0] == "model":
+            continue
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+            if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        }
+        strings = (
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        )
+        if name in strings or used.search(text):
+            found.add(str(path.relative_to(PACKAGE)))
+    return found
+
+
+def test_each_built_in_task_is_named_in_its_module_and_the_registry_only():
+    """Adding or renaming a task is one place to change: the registry's record and the task's own module name it;
+    finetune, score, the CLI and the model card ask the record."""
+    from bertforge.tasks.registry import TASKS
+
+    built_in = [record for record in TASKS.values() if record.built_in]
+    assert len(built_in) == 7
+    for record in built_in:
+        module = f"tasks/{record.make.partition(':')[0]}.py"
+        assert places_naming(record.name) <= {"tasks/registry.py", module}, record.name
+    assert places_naming("classification") == {"tasks/registry.py", "tasks/classification.py"}  # the check sees

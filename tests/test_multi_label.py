@@ -205,7 +205,7 @@ def test_tuned_thresholds_are_saved_with_the_best_epoch_and_used_by_classify(pre
 
 def test_bad_thresholds_are_refused_by_name(pretrained, tmp_path):
     rows = [(text, labels[:1]) for text, labels in scenes(16, seed=0)]
-    with pytest.raises(UserError, match="--tune-thresholds fits a threshold per label of --task multi-label"):
+    with pytest.raises(UserError, match="of multi-label and question-answering; --task classification has none"):
         fine_tuned(pretrained, tmp_path, rows, rows, fast(tune_thresholds=True), task="classification")
     fine_tuned(pretrained, tmp_path, scenes(16, seed=0), scenes(16, seed=0), fast(epochs=1, tune_thresholds=True))
     model = tmp_path / "out" / "model"

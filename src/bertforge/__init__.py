@@ -34,8 +34,8 @@ _EXPORTS = {
     "pretrain": "training.trainer",
     "plan_run": "training.plan",
     "finetune": "tasks.finetune",
-    "register_task": "tasks.finetune",
-    "Task": "tasks.finetune",
+    "register_task": "tasks.registry",
+    "Task": "tasks.registry",
     # what fine-tuned models answer, and the columns that say where finetune's labelled data is
     "Classifier": "tasks.classification",
     "Columns": "tasks.classification",

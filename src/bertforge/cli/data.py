@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import UserError
+from ..formats.catalog import suffix_help
 from ..formats.options import CorpusOptions
 from .flags import (
     HIDDEN,
@@ -172,9 +173,7 @@ def corpus_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None
     p.add_argument(
         "corpus",
         nargs="+",
-        help="text files or directories (.txt, .md, .ipynb, .srt, .vtt, .jsonl, .json, .csv, .tsv, .html, each "
-        "optionally .gz, .bz2, .xz, .zst; .xlsx, .ods, .parquet, .pdf, .docx, .pptx, .odt, .odp, .epub; "
-        "datasets.save_to_disk directories), or archives of them (.zip, .tar, .tar.gz, .tgz, ...)",
+        help=suffix_help(),
     )
     add_config_flags(p, CorpusOptions, skip=skip, keep_defaults=True)
     p.add_argument("--filter-report", help="write what each filter dropped (counts and 20 examples) to this JSON")

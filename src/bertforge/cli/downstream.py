@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from ..errors import UserError
-from ..tasks.config import FINETUNE_TASKS, FinetuneConfig
+from ..tasks.config import FinetuneConfig
+from ..tasks.registry import CLASSIFICATION, TASKS, ColumnNames
 from .flags import (
     HIDDEN,
     POSITIVE,
@@ -25,24 +26,20 @@ from .flags import (
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from ..tasks.classification import PROBLEM_TYPES
     from ..tasks.finetune import finetune, task_columns
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
-    label_names = tuple(args.label_names.split(",")) if args.label_names else ()
-    if label_names and args.task not in (*PROBLEM_TYPES, "token-classification"):
-        raise UserError(f"--label-names names classes; --task {args.task} has none")
-    columns = task_columns(
-        args.task,
+    names = ColumnNames(
         args.text_column,
         args.label_column,
         args.pair_column,
-        args.choice_columns.split(",") if args.choice_columns else (),
+        tuple(args.choice_columns.split(",")) if args.choice_columns else (),
         args.label_until,
         args.label_separator,
         tuple(args.label_columns.split(",")) if args.label_columns else (),
-        label_names,
+        tuple(args.label_names.split(",")) if args.label_names else (),
     )
+    columns = task_columns(args.task, names)
     quiet = args.quiet or args.json
     summary = finetune(
         args.model, args.task, args.train, args.dev, args.out, cfg, columns, not quiet, args.resume, args.overwrite
@@ -235,9 +232,10 @@ def register(verbs) -> None:
     p.add_argument("model", help="run directory or model directory (pre-trained)")
     p.add_argument(
         "--task",
-        choices=FINETUNE_TASKS,
-        default="classification",
-        help="what to learn; the files' formats follow from it. multi-label: any number of labels per text",
+        choices=list(TASKS),
+        default=CLASSIFICATION.name,
+        help="what to learn; the files' formats follow from it. "
+        + "; ".join(f"{record.name}: {record.summary}" for record in TASKS.values()),
     )
     p.add_argument(
         "--train",

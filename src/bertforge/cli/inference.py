@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..fileio import write_bytes
+from ..tasks.registry import REGRESSION, SENTENCE_SIMILARITY
 from .flags import (
     POSITIVE,
     add_verb,
@@ -306,7 +307,7 @@ def register(verbs) -> None:
         "--pooling",
         choices=["cls", "mean"],
         help="the [CLS] vector, or the mean over tokens (default: mean for a model fine-tuned with --task "
-        "sentence-similarity, as it was trained; else cls)",
+        f"{SENTENCE_SIMILARITY.name}, as it was trained; else cls)",
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=POSITIVE, default=64, help="texts per batch")
@@ -319,7 +320,7 @@ def register(verbs) -> None:
         "search",
         cmd_search,
         "the texts of a corpus nearest in meaning to a query, by the cosine of their vectors (a model fine-tuned "
-        "with --task sentence-similarity)",
+        f"with --task {SENTENCE_SIMILARITY.name})",
     )
     model_flags(p)
     p.add_argument("query", nargs="?", help="the text to search for")
@@ -341,7 +342,8 @@ def register(verbs) -> None:
         "--rerank",
         metavar="CLASSIFIER",
         help="re-rank the --candidates hits with a cross-encoder: a classifier fine-tuned on (query, text) pairs "
-        "labelled 1 for a match and 0 for not (or scored, --task regression), which reads each query with each hit",
+        f"labelled 1 for a match and 0 for not (or scored, --task {REGRESSION.name}), which reads each query with "
+        "each hit",
     )
     p.add_argument(
         "--candidates", type=POSITIVE, default=50, help="with --rerank: hits found by the vectors, to re-rank"

@@ -5,6 +5,7 @@ Never imports torch: `tokenizer train` and `prepare` start fast and their worker
 
     corpus        the face: find a corpus's files, choose each one's reader, read its paragraphs (read_paragraphs),
                   or an inference command's texts (read_texts, read_passages, read_document, read_documents)
+    catalog       the formats: one row each (suffixes, shape, reader, text or not, optional package)
     options       CorpusOptions: columns, cleaning, line breaks, filters, archive limits
     text          cleaning and sentence splitting
     textfiles     opening text (compression, encodings) and reading rows of tables and JSON lines

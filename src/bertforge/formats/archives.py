@@ -35,7 +35,7 @@ from typing import IO
 from ..errors import UserError
 from .textfiles import MAX_EXPANSION, Bounded, ExpandedBytes, decompressed, open_member, read_errors
 
-ZIP = ".zip"  # any other archive name is a tar's (textfiles.FORMATS names both)
+ZIP = ".zip"  # any other archive name is a tar's (catalog.py names both)
 MAX_DEPTH = 8  # archives inside archives inside ...: deeper is refused
 _SCRATCH: set[Path] = set()  # scratch directories in use, removed at exit if reading never returned
 

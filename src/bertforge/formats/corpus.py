@@ -1,24 +1,11 @@
-"""Reading documents from corpora: txt, jsonl, csv/tsv (each optionally .gz, .bz2, .xz or .zst), Parquet
-shards, and `datasets.save_to_disk` directories.
+"""Reading documents from corpora: every file of every format in catalog.py's table, each by the one dispatcher
+(`_read_format`) that the table's row steers, whether the file is on disk or comes out of an archive.
 
 Everything streams: a reader yields `Paragraph`s one at a time, so a corpus of
 any size passes through bounded memory. A paragraph marks whether it starts a
 new document, because BERT's next-sentence pairs must know where documents end.
-
-  .txt           one paragraph (or sentence) per line, a blank line between documents; or hard-wrapped lines
-  .jsonl         one JSON object per line; text in --text-column, optional --doc-column groups rows
-  .csv / .tsv    one row per document (or --doc-column groups rows); text in --text-column
-  .parquet       the same, read in record batches; a directory of shards is read in name order
-  .arrow         the same: the shards of a `datasets.save_to_disk` directory, whose JSON metadata is skipped
-  .html / .htm   a page per document, a paragraph per block element
-  .epub          an e-book: a chapter per document, in reading order (documents.py)
-  .docx / .odt   a Word or OpenDocument text: one document, a paragraph per paragraph (documents.py)
-  .pptx / .odp   a PowerPoint or OpenDocument presentation: one document, slide by slide, notes too (documents.py)
-  .pdf           a PDF: one document, its lines joined into paragraphs (pdf.py)
-  .md            a Markdown text: one document, a paragraph per block, code and markup left out (markdown.py)
-  .ipynb         a Jupyter notebook: one document of its Markdown cells, read so (markdown.py)
-  .srt / .vtt    subtitles: a film's or talk's dialogue as one document, a paragraph per turn (layouts.py)
-  .zip / .tar    an archive (.tar.gz, .tgz, ...): each file inside read as a directory's would be (archives.py)
+A table's or JSON line's row is a document, or --doc-column groups rows; a directory of Parquet or Arrow shards
+(a `datasets.save_to_disk` directory, its JSON metadata skipped) is read in name order.
 
 `read_texts` gives an inference command its inputs: a line, a row or (from a document) a paragraph each;
 `read_passages` gives `search` a directory's too, with the file each came from; `read_document` reads a file as
@@ -37,30 +24,18 @@ import os
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from ..errors import UserError
 from .archives import MAX_DEPTH, members
-from .documents import docx_paragraphs, epub_paragraphs, odt_paragraphs, pptx_paragraphs
+from .catalog import ARCHIVE, DOCUMENT, LAYOUT, LINES, format_named, suffixes
 from .filters import ParagraphFilter
-from .layouts import (
-    WIKIEXTRACTOR_FILE,
-    Paragraph,
-    html_paragraphs,
-    paragraph_pieces,
-    subtitle_paragraphs,
-    text_paragraphs,
-    wikipedia_articles,
-)
-from .markdown import markdown_paragraphs, notebook_paragraphs
+from .layouts import WIKIEXTRACTOR_FILE, Paragraph, paragraph_pieces, text_paragraphs, wikipedia_articles
 from .options import CorpusOptions
-from .pdf import pdf_paragraphs
 from .spreadsheets import split_sheet
 from .text import clean_text
 from .textfiles import (
     COMPRESSIONS,
-    DOCUMENTS,
-    FORMATS,
-    STREAMED,
     ReadStats,
     decompressed,
     format_of,
@@ -73,19 +48,6 @@ from .textfiles import (
     text_stream,
 )
 
-TEXT_SUFFIXES = (".txt", ".text", *FORMATS)
-# Text files laid out other than as lines of text, each read from its stream: (f, stats) -> paragraphs.
-TEXT_LAYOUTS = {"html": html_paragraphs, "subtitles": subtitle_paragraphs}
-# Documents each read by its own module from the path: (path, stats) -> paragraphs.
-DOCUMENT_READERS = {
-    "epub": epub_paragraphs,
-    "docx": docx_paragraphs,
-    "pptx": pptx_paragraphs,
-    "odt": odt_paragraphs,
-    "pdf": pdf_paragraphs,
-    "markdown": markdown_paragraphs,
-    "notebook": notebook_paragraphs,
-}
 # What `datasets.save_to_disk` writes beside its .arrow shards: metadata, not text.
 DATASET_METADATA = ("state.json", "dataset_info.json", "dataset_dict.json")
 
@@ -120,7 +82,7 @@ def readable_files(paths: Iterable[str | Path]) -> list[Path]:
         path = split_sheet(file)[0]
         if not os.access(path, os.R_OK):
             raise UserError(f"{file}: cannot read (permission denied)")
-        if format_of(path) in STREAMED:
+        if format_named(format_of(path)).text:
             with open_text(path):  # refuses a binary file (NUL bytes) and a compressed file it cannot open
                 pass
     return files
@@ -128,7 +90,7 @@ def readable_files(paths: Iterable[str | Path]) -> list[Path]:
 
 def _no_text_files(path: Path | str, what: str) -> UserError:
     return UserError(
-        f"{path}: {what} holds no text files ({', '.join(TEXT_SUFFIXES)}, optionally {', '.join(COMPRESSIONS)})"
+        f"{path}: {what} holds no text files ({', '.join(suffixes())}, optionally {', '.join(COMPRESSIONS)})"
     )
 
 
@@ -186,7 +148,7 @@ def _is_text_name(path: Path) -> bool:
     name = path.name.lower()
     for suffix in COMPRESSIONS:
         name = name.removesuffix(suffix)
-    return name.endswith(TEXT_SUFFIXES) or WIKIEXTRACTOR_FILE.fullmatch(name) is not None
+    return name.endswith(suffixes()) or WIKIEXTRACTOR_FILE.fullmatch(name) is not None
 
 
 # ---------------------------------------------------------------- readers
@@ -242,19 +204,15 @@ def _read_file(
     counts the archives around it."""
     kind = format_of(path)
     try:
-        if kind == "archive":
+        if format_named(kind).shape == ARCHIVE:
             yield from _read_archive(path, options, stats, paragraph_filter, name or str(path), depth)
         else:
             stats.files.append(name or str(path))
-            yield from _read_format(kind, path, options, stats, paragraph_filter)
+            yield from _read_format(kind, _PathSource(path, options.on_error, stats), options, stats, paragraph_filter)
     except UserError as e:
         if name is None:
             raise
         raise UserError(str(e).replace(str(path), name)) from None
-
-
-# Formats read from a text stream: an archive's member of one is read as it comes out, with no copy on disk.
-STREAM_READ = ("txt", "html", "subtitles", "jsonl", "csv", "tsv")
 
 
 def _read_archive(
@@ -268,9 +226,10 @@ def _read_archive(
     for member in members(path, _is_corpus_member, options.archive_limits()):
         member_name = f"{name}/{member.name}"
         kind = format_of_name(member.name)
-        if kind in STREAM_READ:
+        if kind is not None and format_named(kind).streams:
             stats.files.append(member_name)
-            yield from _read_stream(kind, member.stream, member_name, options, stats, paragraph_filter)
+            source = _StreamSource(member.stream, member_name, kind, options.on_error, stats)
+            yield from _read_format(kind, source, options, stats, paragraph_filter)
         else:
             with member.copy() as copy:
                 yield from _read_file(copy, options, stats, paragraph_filter, member_name, depth + 1)
@@ -279,46 +238,60 @@ def _read_archive(
         raise _no_text_files(name, "archive")
 
 
-def _read_stream(
-    kind: str, raw, name: str, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
-) -> Iterator[Paragraph]:
-    """A text format read from a byte stream (an archive's member), decompressed as its name says."""
-    try:
-        with text_stream(decompressed(raw, name), name, stats) as f:
-            if kind == "txt":
-                yield from text_paragraphs(f, stats, options.line_breaks)
-            elif kind in TEXT_LAYOUTS:
-                yield from TEXT_LAYOUTS[kind](f, stats)
-            elif options.pair_column:
-                columns = [options.text_column, options.pair_column]
-                yield from _pairs(text_rows(f, name, kind, columns, stats, options.on_error), options, paragraph_filter)
-            else:
-                rows = text_rows(f, name, kind, _record_columns(options), stats, options.on_error)
-                yield from wikipedia_articles(_records(rows, name, options, stats))
-    except read_errors() as e:  # e.g. a truncated compressed member
-        raise UserError(f"{name}: cannot read ({e})") from None
+class _PathSource:
+    """A file to read by its path: its text stream, or its rows (whatever their format)."""
+
+    def __init__(self, path: Path, on_error: str, stats: ReadStats):
+        self.path, self.name, self.on_error, self.stats = path, str(path), on_error, stats
+
+    def text(self) -> IO[str]:
+        return open_text(self.path, self.stats)
+
+    def rows(self, columns: list[str]) -> Iterator:
+        return read_rows(self.path, columns, self.stats, self.on_error)
+
+
+class _StreamSource:
+    """An archive's member read as it comes out, decompressed as its name says: a text stream, or rows of it."""
+
+    def __init__(self, raw: IO[bytes], name: str, kind: str, on_error: str, stats: ReadStats):
+        self.raw, self.name, self.kind, self.on_error, self.stats = raw, name, kind, on_error, stats
+
+    def text(self) -> IO[str]:
+        return text_stream(decompressed(self.raw, self.name), self.name, self.stats)
+
+    def rows(self, columns: list[str]) -> Iterator:
+        with self.text() as f:
+            yield from text_rows(f, self.name, self.kind, columns, self.stats, self.on_error)
 
 
 def _read_format(
-    kind: str, path: Path, options: CorpusOptions, stats: ReadStats, paragraph_filter: ParagraphFilter
+    kind: str,
+    source: _PathSource | _StreamSource,
+    options: CorpusOptions,
+    stats: ReadStats,
+    paragraph_filter: ParagraphFilter,
 ) -> Iterator[Paragraph]:
-    if kind == "txt" or kind in TEXT_LAYOUTS:
-        try:
-            with open_text(path, stats) as f:
-                if kind == "txt":
+    """A file's paragraphs as its format's row in catalog.py says to read them: the one dispatcher for a file on
+    disk and an archive's member alike."""
+    fmt = format_named(kind)
+    try:
+        if fmt.shape == DOCUMENT:
+            yield from fmt.reader()(source.path, stats)
+        elif fmt.shape in (LINES, LAYOUT):
+            with source.text() as f:
+                if fmt.shape == LINES:
                     yield from text_paragraphs(f, stats, options.line_breaks)
                 else:
-                    yield from TEXT_LAYOUTS[kind](f, stats)
-        except read_errors() as e:  # e.g. a truncated compressed file
-            raise UserError(f"{path}: cannot read ({e})") from None
-    elif kind in DOCUMENT_READERS:
-        yield from DOCUMENT_READERS[kind](path, stats)
-    elif options.pair_column:
-        columns = [options.text_column, options.pair_column]
-        yield from _pairs(read_rows(path, columns, stats, options.on_error), options, paragraph_filter)
-    else:
-        rows = read_rows(path, _record_columns(options), stats, options.on_error)
-        yield from wikipedia_articles(_records(rows, str(path), options, stats))
+                    yield from fmt.reader()(f, stats)
+        elif options.pair_column:
+            rows = source.rows([options.text_column, options.pair_column])
+            yield from _pairs(rows, options, paragraph_filter)
+        else:
+            rows = source.rows(_record_columns(options))
+            yield from wikipedia_articles(_records(rows, source.name, options, stats))
+    except read_errors() as e:  # e.g. a truncated compressed file or member
+        raise UserError(f"{source.name}: cannot read ({e})") from None
 
 
 def _record_columns(options: CorpusOptions) -> list[str]:
@@ -394,7 +367,7 @@ def read_texts(
     tag the documents people keep."""
     path = Path(path)
     kind = None if path.is_dir() else format_of(path)  # format_of may open the file to look: once
-    if kind is None or kind in DOCUMENTS:
+    if kind is None or format_named(kind).laid_out:
         if pair_column is not None:
             raise UserError(f"{path}: a document's paragraphs are single texts; give pairs as TEXT<TAB>PAIR lines")
         return [text for text, _ in _paragraphs_and_files(path, text_column)], None
@@ -415,7 +388,7 @@ def read_document(path: str | Path) -> str:
     OpenDocument or e-book file, a web page) its paragraphs, a line each. What a question is asked of, and what
     a document classifier reads."""
     path = Path(path)
-    if format_of(path) not in DOCUMENTS:
+    if not format_named(format_of(path)).laid_out:
         with open_text(path) as f:
             return f.read()
     options = CorpusOptions()

@@ -35,6 +35,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from ..errors import UserError
+from . import catalog
+from .catalog import format_named
 from .spreadsheets import sheet_rows, split_sheet
 
 FORMATS_EXTRA = "pip install 'bertforge[formats]'"
@@ -181,41 +183,6 @@ def decompressed(raw: IO[bytes], name: str) -> IO[bytes]:
     return raw
 
 
-FORMATS = {
-    ".jsonl": "jsonl",
-    ".json": "jsonl",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".arrow": "arrow",
-    ".html": "html",
-    ".htm": "html",
-    ".epub": "epub",
-    ".docx": "docx",
-    ".odt": "odt",
-    ".odp": "odt",  # an OpenDocument presentation: its pages' text is paragraphs of the same kind
-    ".pptx": "pptx",
-    ".pdf": "pdf",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".ipynb": "notebook",
-    ".srt": "subtitles",
-    ".vtt": "subtitles",
-    ".xlsx": "xlsx",
-    ".ods": "ods",
-    ".zip": "archive",
-    ".tar": "archive",  # .tar.gz and the rest: the compression suffix comes off first
-    ".tgz": "archive",
-}
-SPREADSHEETS = ("xlsx", "ods")  # a sheet's rows: spreadsheets.py
-TABLES = ("csv", "tsv", *SPREADSHEETS)  # rows of cells under a header (or numbered, without one)
-# Laid out as pages, chapters, slides, cells or cues, never as rows; or files of those (an archive: archives.py).
-DOCUMENTS = ("html", "epub", "docx", "pptx", "odt", "pdf", "markdown", "notebook", "subtitles", "archive")
-STREAMED = ("txt", "jsonl", "csv", "tsv", "html", "markdown", "notebook", "subtitles")  # open_text's, not a path's
-COLUMNAR = ("parquet", "arrow")  # binary formats read with pyarrow, never as text
-RECORDS = ("jsonl", *COLUMNAR)  # rows of named fields, never lines of plain text
-
-
 @dataclass
 class ReadStats:
     """What reading noticed along the way, reported once at the end."""
@@ -260,7 +227,7 @@ def _uncompressed(name: str) -> str:
 
 def _named_format(name: str) -> str:
     """What an (uncompressed, lower-case) name says of its file's format; "txt" where it says nothing."""
-    return next((kind for suffix, kind in FORMATS.items() if name.endswith(suffix)), "txt")
+    return next((kind for suffix, kind in catalog.BY_SUFFIX.items() if name.endswith(suffix)), "txt")
 
 
 def zipped_file(path: Path) -> zipfile.ZipInfo | None:
@@ -275,8 +242,8 @@ def zipped_file(path: Path) -> zipfile.ZipInfo | None:
     if len(files) != 1 or compression_of(Path(files[0].filename)):
         return None
     member = files[0].filename.lower()
-    named = member.endswith((".txt", ".text", *FORMATS))  # a picture's name is not a text file's
-    return files[0] if named and _named_format(member) in STREAMED else None
+    named = member.endswith(catalog.suffixes())  # a picture's name is not a text file's
+    return files[0] if named and format_named(_named_format(member)).text else None
 
 
 def hidden(name: str) -> bool:
@@ -398,24 +365,13 @@ def read_rows(
     counted = stats  # a caller that counts says itself what was replaced; otherwise the stream does
     stats = stats if stats is not None else ReadStats()
     kind = format_of(path)
-    if kind in COLUMNAR:
+    fmt = format_named(kind)
+    if fmt.shape == catalog.COLUMNS:
         yield from _columnar_rows(path, kind, columns, stats, optional)
         return
-    if kind in DOCUMENTS:
-        what = {
-            "html": "an HTML page",
-            "epub": "an e-book",
-            "docx": "a Word document",
-            "pptx": "a PowerPoint presentation",
-            "odt": "an OpenDocument file",
-            "pdf": "a PDF",
-            "markdown": "a Markdown text",
-            "notebook": "a Jupyter notebook",
-            "subtitles": "a subtitle file",
-            "archive": "an archive of files (unpack it, and name the one to read)",
-        }[kind]
-        raise UserError(f"{path}: {what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
-    if kind in SPREADSHEETS:
+    if fmt.laid_out:
+        raise UserError(f"{path}: {fmt.what} holds no rows or lines to read; give a .txt, .tsv, .csv or .jsonl file")
+    if fmt.shape == catalog.SHEET:
         yield from _checked(_table_rows(sheet_rows(path), path, columns, kind), path, kind, columns, on_error, stats)
         return
     try:
@@ -617,7 +573,7 @@ def class_label_names(path: str | Path, column: str) -> tuple[str, ...]:
     """
     path = Path(path)
     kind = format_of(path)
-    if kind not in COLUMNAR:
+    if format_named(kind).shape != catalog.COLUMNS:
         return ()
     pa = optional_module("pyarrow", path)
     try:
@@ -682,7 +638,9 @@ def _table_rows(
         if not any(cell.strip() for cell in cells):
             continue
         keys = header if header is not None else [str(i) for i in range(len(cells))]
-        if kind in SPREADSHEETS and len(cells) < len(keys):  # the empty cells at a row's end are not stored
+        if format_named(kind).shape == catalog.SHEET and len(cells) < len(
+            keys
+        ):  # the empty cells at a row's end are not stored
             cells = cells + [""] * (len(keys) - len(cells))
         yield number, dict(zip(keys, cells))
 

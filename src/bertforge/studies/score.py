@@ -41,45 +41,51 @@ from ..errors import UserError
 from ..fileio import write_json
 from ..formats.spreadsheets import split_sheet
 from ..plots import save_figure, subplots
-from ..tasks.classification import PROBLEM_TYPES, Columns
-from ..tasks.config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
-from ..tasks.finetune import finetune, task_columns
-from ..tasks.multiple_choice import ChoiceColumns, MultipleChoiceTask
-from ..tasks.qa import QuestionAnsweringTask
-from ..tasks.similarity import PairColumns, SimilarityTask
-from ..tasks.tagging import TagColumns, TaggingTask
-from ..tasks.targets import TARGETS
+from ..tasks.classification import Columns
+from ..tasks.config import FinetuneConfig
+from ..tasks.finetune import finetune
+from ..tasks.multiple_choice import ChoiceColumns
+from ..tasks.registry import (
+    CLASSIFICATION,
+    MULTIPLE_CHOICE,
+    QUESTION_ANSWERING,
+    REGRESSION,
+    TAGGING,
+    TASKS,
+    ColumnNames,
+    MissingColumns,
+    TaskRecord,
+    held_out_tasks,
+    listed,
+    threshold_tasks,
+)
 from .replicates import median_range, paired, separated
 
-# name: (task kind, main metric, train file, dev file, columns), the files inside the task's directory. Without a dev
-# file, dev is held out of the training data, which may be the directory itself (".": a directory of classes).
+# name: (task, train file, dev file, columns), the files inside the task's directory. Without a dev file, dev is held
+# out of the training data, which may be the directory itself (".": a directory of classes).
 IN_A_DIRECTORY = {
-    "sst2": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("sentence", "label")),
-    "mrpc": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("#1 String", "Quality", "#2 String")),
-    "rte": ("classification", "accuracy", "train.tsv", "dev.tsv", Columns("sentence1", "label", "sentence2")),
-    # CoLA is headerless: source, label, original label, sentence
-    "cola": ("classification", "mcc", "train.tsv", "dev.tsv", Columns("3", "1")),
-    "stsb": ("regression", "pearson", "train.tsv", "dev.tsv", Columns("sentence1", "score", "sentence2")),
+    "sst2": (CLASSIFICATION, "train.tsv", "dev.tsv", Columns("sentence", "label")),
+    "mrpc": (CLASSIFICATION, "train.tsv", "dev.tsv", Columns("#1 String", "Quality", "#2 String")),
+    "rte": (CLASSIFICATION, "train.tsv", "dev.tsv", Columns("sentence1", "label", "sentence2")),
+    # CoLA is headerless: source, label, original label, sentence; judged by Matthews' correlation, as GLUE does
+    "cola": (CLASSIFICATION, "train.tsv", "dev.tsv", Columns("3", "1")),
+    "stsb": (REGRESSION, "train.tsv", "dev.tsv", Columns("sentence1", "score", "sentence2")),
     # SWAG's own files: the first sentence, then sent2 + each of four endings
     "swag": (
-        "multiple-choice",
-        "accuracy",
+        MULTIPLE_CHOICE,
         "train.csv",
         "val.csv",
         ChoiceColumns("sent1", [f"ending{i}" for i in range(4)], "label", "sent2"),
     ),
-    "mr": ("classification", "accuracy", ".", None, Columns()),  # sentence polarity: rt-polarity.pos, .neg
-    "subj": ("classification", "accuracy", ".", None, Columns()),  # subjectivity: plot.tok.gt9.5000, quote...
+    "mr": (CLASSIFICATION, ".", None, Columns()),  # sentence polarity: rt-polarity.pos, .neg
+    "subj": (CLASSIFICATION, ".", None, Columns()),  # subjectivity: plot.tok.gt9.5000, quote...
     # question type: "NUM:dist How far ..." -> NUM (TREC-6)
-    "trec": ("classification", "accuracy", "train.txt", None, Columns(label_until=":")),
+    "trec": (CLASSIFICATION, "train.txt", None, Columns(label_until=":")),
 }
-# The metric a kind of task picks its best epoch by, as the task itself says (a task of your own may name another).
-MAIN_METRIC = {
-    **{kind: TARGETS[problem_type].main_metric for kind, problem_type in PROBLEM_TYPES.items()},
-    "token-classification": TaggingTask.main_metric,
-    "question-answering": QuestionAnsweringTask.main_metric,
-    "multiple-choice": MultipleChoiceTask.main_metric,
-}  # sentence-similarity's depends on its columns: SimilarityTask.main_metric_for
+METRIC_OF = {"cola": "mcc"}  # where GLUE leads with another score than the task's own
+# Known names whose files are found by their names in a directory: "train" and "dev" (or "validation")
+FOUND_BY_NAME = {"ner": TAGGING, "squad": QUESTION_ANSWERING}
+SPEC_OPTIONS = {"text": "text=COL", "label": "label=COL", "pair": "pair=COL", "choices": "choices=COL+COL+..."}
 ARMS = ("pre-trained", "from scratch")
 
 
@@ -89,7 +95,7 @@ class TaskSpec:
     kind: str
     train: Path
     dev: Path | None  # None: held out of train
-    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None
+    columns: Any  # what the task reads, built by its record from the names given
     metric: str
     tune_thresholds: bool = False
 
@@ -102,56 +108,53 @@ def parse_task(spec: str) -> TaskSpec:
     paths, _, options = rest.partition(":")
     values = dict(option.split("=", 1) for option in options.split(",") if "=" in option)
     tune = _tune_option(spec, values)
-    known = name in IN_A_DIRECTORY or (name in ("ner", "squad") and "task" not in values)
+    known = name in IN_A_DIRECTORY or (name in FOUND_BY_NAME and "task" not in values)
     if known and set(values) - {"tune"}:
         raise UserError(f"--tasks {spec!r}: {name} is a known task, whose files and columns are known: give {name}=DIR")
     if name in IN_A_DIRECTORY:
-        kind, metric, train, dev, columns = IN_A_DIRECTORY[name]
-        _check_tunable(spec, kind, tune)
+        record, train, dev, columns = IN_A_DIRECTORY[name]
+        _check_tunable(spec, record, tune)
+        metric = METRIC_OF.get(name) or record.metric(columns, tune)
         directory = Path(paths)
         if dev is None:  # the training data may be a directory of classes
-            return TaskSpec(name, kind, _present(directory / train), None, columns, metric)
-        return TaskSpec(name, kind, _existing(directory / train), _existing(directory / dev), columns, metric)
+            return TaskSpec(name, record.name, _present(directory / train), None, columns, metric)
+        return TaskSpec(name, record.name, _existing(directory / train), _existing(directory / dev), columns, metric)
     if known:
-        kind = "token-classification" if name == "ner" else "question-answering"
-        _check_tunable(spec, kind, tune)
+        record = FOUND_BY_NAME[name]
+        _check_tunable(spec, record, tune)
         train, dev = _find_split_files(Path(paths)) if "," not in paths else map(Path, paths.split(",", 1))
-        return TaskSpec(name, kind, _existing(train), _existing(dev), None, _main_metric(kind, tune), tune)
-    kind = values.get("task", "classification")
-    _check_tunable(spec, kind, tune)
+        return TaskSpec(name, record.name, _existing(train), _existing(dev), None, record.metric(None, tune), tune)
+    record = TASKS.get(values.get("task", CLASSIFICATION.name))
     train, _, dev = paths.partition(",")
-    labelled_text = kind in PROBLEM_TYPES
-    if kind not in FINETUNE_TASKS or not (dev or labelled_text or kind == "sentence-similarity"):
+    if record is None or (record.dev_required and not dev):
         raise UserError(
             f"--tasks {spec!r}: a task of your own is NAME=TRAIN[,DEV]:task=KIND[,text=COL,label=COL,pair=COL] "
-            f"with KIND one of {', '.join(FINETUNE_TASKS)}; only classification, multi-label, regression and "
-            "sentence-similarity hold out dev from TRAIN"
+            f"with KIND one of {', '.join(TASKS)}; only {listed(held_out_tasks())} hold out dev from TRAIN"
         )
-    if kind == "multiple-choice" and not {"text", "choices", "label"} <= set(values):
-        raise UserError(f"--tasks {spec!r}: multiple choice needs text=COL, choices=COL+COL+..., label=COL")
-    if kind == "sentence-similarity" and not {"text", "pair"} <= set(values):
-        raise UserError(f"--tasks {spec!r}: sentence similarity needs text=COL, pair=COL (and label=COL: a score)")
-    columns = task_columns(
-        kind,
+    _check_tunable(spec, record, tune)
+    names = ColumnNames(
         values.get("text"),
         values.get("label"),
         values.get("pair"),
-        values["choices"].split("+") if "choices" in values else (),
+        tuple(values["choices"].split("+")) if "choices" in values else (),
         values.get("label_until"),
         values.get("separator", ","),
         tuple(values["labels"].split("+")) if "labels" in values else (),
         tuple(values["names"].split("+")) if "names" in values else (),
     )
-    if kind == "sentence-similarity":
-        values.setdefault("metric", SimilarityTask.main_metric_for(columns))
+    try:
+        columns = record.columns(names)
+    except MissingColumns as e:
+        raise UserError(
+            f"--tasks {spec!r}: {record.name} needs {', '.join(SPEC_OPTIONS[n] for n in e.needed)}"
+        ) from None
+    except UserError as e:
+        raise UserError(f"--tasks {spec!r}: {e}") from None
+    metric = values.get("metric") or record.metric(columns, tune)
+    if not metric:  # a task of your own registered without its main metric
+        raise UserError(f"--tasks {spec!r}: name the dev score that picks the best epoch: metric=NAME")
     return TaskSpec(
-        name,
-        kind,
-        _present(Path(train)),
-        _existing(Path(dev)) if dev else None,
-        columns,
-        values["metric"] if "metric" in values else _main_metric(kind, tune),
-        tune,
+        name, record.name, _present(Path(train)), _existing(Path(dev)) if dev else None, columns, metric, tune
     )
 
 
@@ -162,15 +165,12 @@ def _tune_option(spec: str, values: dict[str, str]) -> bool:
     return answer == "yes"
 
 
-def _check_tunable(spec: str, kind: str, tune: bool) -> None:
+def _check_tunable(spec: str, record: TaskRecord, tune: bool) -> None:
     """Refused here, before any task has run, rather than when this task's turn comes."""
-    if tune and kind not in THRESHOLD_TASKS:
-        raise UserError(f"--tasks {spec!r}: tune=yes fits thresholds of {' or '.join(THRESHOLD_TASKS)}, not {kind}")
-
-
-def _main_metric(kind: str, tune: bool) -> str:
-    """The metric that picks the best epoch: with thresholds tuned, the score at the tuned thresholds."""
-    return f"tuned_{MAIN_METRIC[kind]}" if tune else MAIN_METRIC[kind]
+    if tune and not record.thresholds:
+        raise UserError(
+            f"--tasks {spec!r}: tune=yes fits thresholds of {' or '.join(threshold_tasks())}, not {record.name}"
+        )
 
 
 def _existing(path: Path) -> Path:
@@ -227,7 +227,7 @@ def score(
                     values = [r["best"][metric] for r in runs]
                     main = metric == f"dev_{task.metric}"
                     rows.append(_row(task.name, arm, metric.removeprefix("dev_"), values, runs[0]["lr"], minutes, main))
-            if task.kind in ("classification", "regression"):
+            if task.kind in (CLASSIFICATION.name, REGRESSION.name):
                 glue_main[arm].append([r["best"][f"dev_{task.metric}"] for r in runs])
     for arm, per_task in glue_main.items():
         if len(per_task) > 1:  # GLUE's summary: per seed, the mean over tasks of their main metrics

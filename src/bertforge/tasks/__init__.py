@@ -1,7 +1,8 @@
 """Fine-tuning: one loop (finetune) behind the Task protocol, and a module per task, each with its data, scores
 and the answers of its fine-tuned models.
 
-    config         FinetuneConfig and the task names
+    registry       the tasks by name: one record each, the built-in ones and yours (register_task)
+    config         FinetuneConfig
     finetune       the loop: epochs, dev scores, the best epoch's model, checkpoints to resume
     state          where a fine-tuning run is, saved for --resume
     classification one label, several, or a number per text (or pair)

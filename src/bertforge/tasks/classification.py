@@ -1,6 +1,13 @@
 """Sequence classification, multi-label classification and regression: one text or a text pair in, a label
 (any number of labels; a number) out.
 
+    bertforge finetune MODEL --train train.tsv --dev dev.tsv --text-column sentence --label-column label --out sst2
+    bertforge finetune MODEL --task regression --train train.tsv --dev dev.tsv \\
+        --text-column s1 --pair-column s2 --label-column score --out sts
+    bertforge finetune MODEL --train sentence_polarity/ --out mr     # a file per class; dev held out of train
+    bertforge finetune MODEL --task multi-label --train train.tsv --dev dev.tsv \\
+        --text-column text --label-column labels --out emotions      # a cell "joy,love": two labels
+
 Single texts are encoded [CLS] text [SEP], pairs [CLS] a [SEP] b [SEP] with
 segment ids 0 and 1; the pooled [CLS] vector feeds the head. Files are TSV, CSV,
 JSONL, Parquet or Arrow with named columns (indexes for headerless tables); labels
@@ -32,13 +39,20 @@ from ..data.batching import Encoded, TextBatcher, length_buckets, mean_over_wind
 from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..fileio import write_answers
+from ..formats.catalog import format_named
 from ..formats.corpus import read_documents
-from ..formats.textfiles import RECORDS, TABLES, class_label_names, format_of, label_name, open_text, read_rows
+from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
+from . import registry
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
 
-PROBLEM_TYPES = {"classification": SINGLE_LABEL, "multi-label": MULTI_LABEL, "regression": REGRESSION}  # by --task
+# The loss each of the three tasks trains the one head with, as `transformers`' problem_type names it.
+PROBLEM_TYPES = {
+    registry.CLASSIFICATION: SINGLE_LABEL,
+    registry.MULTI_LABEL: MULTI_LABEL,
+    registry.REGRESSION: REGRESSION,
+}
 FASTTEXT_LABEL = "__label__"
 SKIPPED_IN_CLASS_DIRECTORY = re.compile(r"^(\.|readme)", re.IGNORECASE)  # hidden files, a data set's README
 YES, NO = {"1", "1.0", "true", "yes"}, {"0", "0.0", "false", "no", ""}  # what a multi-label table's 0/1 column holds
@@ -90,7 +104,7 @@ def read_examples(path: str | Path, columns: Columns, multi_label: bool = False)
         if multi_label:
             raise UserError(f"{path}: a directory of classes gives each text one label; multi-label reads a table")
         examples = _class_directory(path)
-    elif columns.text is None and format_of(path) in (*RECORDS, *TABLES):  # label-first lines are plain text
+    elif columns.text is None and format_named(format_of(path)).has_rows:  # label-first lines are plain text
         label_flag = "--label-column (or --label-columns)" if multi_label else "--label-column"
         raise UserError(f"{path} is a table: name its text and label columns with --text-column and {label_flag}")
     elif columns.text is None:
@@ -248,6 +262,36 @@ class ClassificationTask:
     """Labelled (or scored) texts and text pairs, for `finetune`."""
 
     model_class = BertForSequenceClassification
+
+    @classmethod
+    def from_files(cls, record, tokenizer, train, dev, seq_len, cfg, columns: Columns | None) -> ClassificationTask:
+        return cls(
+            tokenizer,
+            train,
+            dev,
+            seq_len,
+            columns or Columns(),
+            PROBLEM_TYPES[record],
+            cfg.dev_fraction,
+            cfg.tune_thresholds,
+        )
+
+    @staticmethod
+    def columns_from(names: registry.ColumnNames) -> Columns:
+        """No text and label columns: a directory of classes, or label-first lines."""
+        return Columns(
+            names.text,
+            names.label,
+            names.pair,
+            names.label_until,
+            names.separator,
+            names.label_columns,
+            names.label_names,
+        )
+
+    @staticmethod
+    def main_metric_for(record, columns: Columns | None, tuned: bool) -> str:
+        return (TunedLabelSet if tuned else TARGETS[PROBLEM_TYPES[record]]).main_metric
 
     def __init__(
         self,

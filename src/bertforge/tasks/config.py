@@ -1,24 +1,10 @@
-"""How to fine-tune: FinetuneConfig, and the tasks `finetune --task` learns."""
+"""How to fine-tune: FinetuneConfig (the tasks themselves are in registry.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..config import UNPADDING_MODES, Configurable, check_choices, documented, require
-
-# What `finetune --task` learns. The first three are sequence classification: one label per text, any number
-# of labels per text, or a number; sentence-similarity trains sentence vectors (an encoder without a head).
-FINETUNE_TASKS = (
-    "classification",
-    "multi-label",
-    "regression",
-    "token-classification",
-    "question-answering",
-    "multiple-choice",
-    "sentence-similarity",
-)
-# The tasks whose answers hang on a decision threshold that --tune-thresholds fits on dev.
-THRESHOLD_TASKS = ("multi-label", "question-answering")
 
 
 @dataclass
@@ -105,7 +91,3 @@ class FinetuneConfig(Configurable):
             ],
             "finetune",
         )
-
-    def sequence_length(self, task: str) -> int:
-        """seq_len, or the task's default when it is 0."""
-        return self.seq_len or (384 if task == "question-answering" else 128)

@@ -1,23 +1,9 @@
 """Fine-tuning: one loop for every task.
 
-    bertforge finetune run --task classification --train train.tsv --dev dev.tsv \\
-        --text-column sentence --label-column label --out sst2
-    bertforge finetune run --task regression --train train.tsv --dev dev.tsv \\
-        --text-column s1 --pair-column s2 --label-column score --out sts
-    bertforge finetune run --train sentence_polarity/ --out mr     # a file per class; dev held out of train
-    bertforge finetune run --task multi-label --train train.tsv --dev dev.tsv \\
-        --text-column text --label-column labels --out emotions      # a cell "joy,love": two labels
-    bertforge finetune run --task token-classification --train train.conll --dev dev.conll --out ner
-    bertforge finetune run --task token-classification --train train.parquet --dev validation.parquet \\
-        --out ner                                      # `datasets`' tokens and ner_tags, tag names from the file
-    bertforge finetune run --task question-answering --train train.json --dev dev.json --out squad
-    bertforge finetune run --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \
-        --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
-    bertforge finetune run --task sentence-similarity --train pairs.tsv --text-column question \
-        --pair-column answer --out search          # sentence vectors for `bertforge embed`; dev held out
+    bertforge finetune MODEL --task TASK --train TRAIN [--dev DEV] --out OUT    # each task's module shows its own
 
-A task (classification.py for one label, a set or a number; tagging.py, qa.py, multiple_choice.py,
-similarity.py) reads its files, encodes them with
+A task (registry.py names them; classification.py for one label, a set or a number; tagging.py, qa.py,
+multiple_choice.py, similarity.py) reads its files, encodes them with
 the model's tokenizer, cuts training batches and scores the dev set. This loop
 does the rest: a fresh head on the pre-trained encoder (or the same architecture
 from random weights with `from_scratch`, the baseline that shows what
@@ -33,13 +19,11 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
-from tokenizers import Tokenizer
 
 from ..engine.metrics import MetricsLog
 from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
@@ -52,127 +36,20 @@ from ..model.hf import config_from_hf
 from ..model.unpadding import unpadding_mode
 from ..progress import Progress, say
 from ..tokenizer import load_tokenizer
-from .classification import PROBLEM_TYPES, ClassificationTask, Columns
-from .config import FINETUNE_TASKS, THRESHOLD_TASKS, FinetuneConfig
-from .multiple_choice import ChoiceColumns, MultipleChoiceTask
-from .qa import QuestionAnsweringTask
-from .similarity import PairColumns, SimilarityTask
+from .config import FinetuneConfig
+from .registry import ColumnNames, Task, task_record
 from .state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
-from .tagging import TagColumns, TaggingTask
 
 
-class Task(Protocol):
-    """What a task gives the loop; `register_task` adds one of your own.
-
-    model_class     the model fine-tuned: one of bertforge's (BertForSequenceClassification, ...ForTokenClassification,
-                    ...ForQuestionAnswering, ...ForMultipleChoice, BertForSentenceEmbedding), whose forward(**batch)
-                    returns (logits, loss) and whose directory `transformers` reads
-    main_metric     the dev score that picks the best epoch (higher is better)
-    model_kwargs    what the model's head is built with (num_labels=...)
-    train_batches   one epoch's batches, in an order drawn from `rng`: dicts of tensors for the model's forward
-    evaluate        the dev scores, {name: value}, main_metric among them
-    saved_config    what config.json keeps beside the weights (id2label, thresholds)
-    summary         what summary.json says of the data (labels, sizes)
-    """
-
-    model_class: type
-    main_metric: str
-
-    def model_kwargs(self) -> dict[str, Any]: ...
-    def train_batches(self, batch_size: int, rng: np.random.Generator) -> list[dict[str, torch.Tensor]]: ...
-    def evaluate(self, model, precision: MixedPrecision) -> dict[str, float]: ...
-    def saved_config(self) -> dict[str, Any]: ...
-    def summary(self) -> dict[str, Any]: ...
+def task_columns(kind: str, names: ColumnNames) -> Any:
+    """The columns a task of `kind` reads, from the names a user gave (`finetune`'s flags, a `score` --tasks spec):
+    the one place both build them."""
+    return task_record(kind).columns(names)
 
 
-# make(tokenizer, train, dev, seq_len, cfg, columns) -> a Task, its files read and encoded
-TaskMaker = Callable[[Tokenizer, Path, Path | None, int, FinetuneConfig, Any], Task]
-_TASKS_OF_YOUR_OWN: dict[str, TaskMaker] = {}
-
-
-def register_task(name: str, make: TaskMaker) -> None:
-    """Teach `finetune(model, name, train, dev, out, ...)` a task of your own: `make` reads `train` and `dev`
-    (any format you like) and returns a `Task`. The loop gives it what the built-in tasks get: a fresh head on
-    the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best epoch kept as a
-    `transformers` directory, checkpoints and `resume`. (The CLI's --task knows the built-in tasks only.)"""
-    if name in FINETUNE_TASKS:
-        raise ValueError(f"{name!r} is a built-in task")
-    _TASKS_OF_YOUR_OWN[name] = make
-
-
-def task_columns(
-    kind: str,
-    text: str | None = None,
-    label: str | None = None,
-    pair: str | None = None,
-    choices: Sequence[str] = (),
-    label_until: str | None = None,
-    separator: str = ",",
-    label_columns: Sequence[str] = (),
-    label_names: Sequence[str] = (),
-) -> Columns | ChoiceColumns | TagColumns | PairColumns | None:
-    """The columns a built-in task of `kind` reads, from the names a user gave (`finetune`'s flags, a `score`
-    --tasks spec), built in one place for both; None where the task's defaults or its files decide (`make_task`
-    says what is missing)."""
-    if kind in PROBLEM_TYPES:  # no text and label columns: a directory of classes, or label-first lines
-        return Columns(text, label, pair, label_until, separator, tuple(label_columns), tuple(label_names))
-    if kind == "token-classification":
-        return TagColumns.given(text, label, tuple(label_names))
-    if kind == "multiple-choice" and text and choices and label:
-        return ChoiceColumns(text, list(choices), label, pair)
-    if kind == "sentence-similarity" and text and pair:
-        return PairColumns(text, pair, label)
-    return None
-
-
-def make_task(
-    kind: str,
-    tokenizer,
-    train: str | Path,
-    dev: str | Path | None,
-    seq_len: int,
-    cfg: FinetuneConfig,
-    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
-) -> Task:
+def make_task(kind: str, tokenizer, train: str | Path, dev: str | Path | None, seq_len: int, cfg, columns=None) -> Task:
     """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
-    if kind in _TASKS_OF_YOUR_OWN:
-        return _TASKS_OF_YOUR_OWN[kind](tokenizer, Path(train), Path(dev) if dev else None, seq_len, cfg, columns)
-    if cfg.tune_thresholds and kind not in THRESHOLD_TASKS:
-        raise UserError(
-            "--tune-thresholds fits a threshold per label of --task multi-label, or when --task question-answering "
-            f"answers 'no answer'; --task {kind} has none"
-        )
-    if kind in PROBLEM_TYPES:
-        return ClassificationTask(
-            tokenizer,
-            train,
-            dev,
-            seq_len,
-            columns or Columns(),
-            PROBLEM_TYPES[kind],
-            cfg.dev_fraction,
-            cfg.tune_thresholds,
-        )
-    if kind == "sentence-similarity":
-        if columns is not None and not isinstance(columns, PairColumns):
-            raise UserError("--task sentence-similarity reads --text-column, --pair-column and --label-column")
-        return SimilarityTask(tokenizer, train, dev, seq_len, columns, cfg.dev_fraction)
-    if dev is None:
-        raise UserError(
-            f"--task {kind} needs --dev (only classification, multi-label, regression and sentence-similarity hold "
-            "out a share of --train)"
-        )
-    if kind == "token-classification":
-        return TaggingTask(tokenizer, train, dev, seq_len, columns or TagColumns())
-    if kind == "question-answering":
-        return QuestionAnsweringTask(
-            tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length, cfg.tune_thresholds
-        )
-    if kind == "multiple-choice":
-        if not isinstance(columns, ChoiceColumns):
-            raise UserError("--task multiple-choice needs --text-column, --choice-columns and --label-column")
-        return MultipleChoiceTask(tokenizer, train, dev, seq_len, columns)
-    raise UserError(f"unknown task {kind!r}; choose one of {', '.join(FINETUNE_TASKS)}")
+    return task_record(kind).build(tokenizer, train, dev, seq_len, cfg, columns)
 
 
 def finetune(
@@ -182,7 +59,7 @@ def finetune(
     dev: str | Path | None,
     out: str | Path,
     cfg: FinetuneConfig | None = None,
-    columns: Columns | ChoiceColumns | TagColumns | PairColumns | None = None,
+    columns: Any = None,
     progress: bool = True,
     resume: bool = False,
     overwrite: bool = False,
@@ -228,7 +105,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
-    seq_len = min(cfg.sequence_length(kind), config.max_position_embeddings)
+    seq_len = min(cfg.seq_len or task_record(kind).seq_len, config.max_position_embeddings)
     task = make_task(kind, tokenizer, train, dev, seq_len, cfg, columns)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)

@@ -1,5 +1,8 @@
 """Multiple choice (SWAG, the fourth kind of task in the BERT paper): a context and C candidate continuations.
 
+    bertforge finetune MODEL --task multiple-choice --train train.csv --dev val.csv --text-column sent1 \\
+        --pair-column sent2 --choice-columns ending0,ending1,ending2,ending3 --label-column label --out swag
+
 Each (context, choice) pair is encoded [CLS] context [SEP] choice [SEP]; the model
 scores every pair from its pooled [CLS] vector, and a softmax over a question's C
 scores picks the answer (BertForMultipleChoice, as in `transformers`). Files are
@@ -25,6 +28,7 @@ from ..errors import UserError
 from ..formats.textfiles import read_rows
 from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import BertForMultipleChoice
+from .registry import MULTIPLE_CHOICE, ColumnNames, MissingColumns
 
 
 @dataclass
@@ -117,6 +121,23 @@ class MultipleChoiceTask:
 
     model_class = BertForMultipleChoice
     main_metric = "accuracy"
+    needs = ("text", "choices", "label")  # the columns a user must name (ColumnNames' fields)
+
+    @classmethod
+    def from_files(cls, record, tokenizer, train, dev, seq_len, cfg, columns) -> MultipleChoiceTask:
+        if not isinstance(columns, ChoiceColumns):
+            raise MissingColumns(record.name, cls.needs)
+        return cls(tokenizer, train, dev, seq_len, columns)
+
+    @classmethod
+    def columns_from(cls, names: ColumnNames) -> ChoiceColumns:
+        if not (names.text and names.choices and names.label):
+            raise MissingColumns(MULTIPLE_CHOICE.name, cls.needs)
+        return ChoiceColumns(names.text, list(names.choices), names.label, names.pair)
+
+    @classmethod
+    def main_metric_for(cls, record, columns: ChoiceColumns | None, tuned: bool) -> str:
+        return cls.main_metric
 
     def __init__(
         self, tokenizer: Tokenizer, train_path: str | Path, dev_path: str | Path, seq_len: int, columns: ChoiceColumns
@@ -163,7 +184,7 @@ class Chooser:
         if not architectures[0].endswith("ForMultipleChoice"):  # else its scoring head would be random
             raise UserError(
                 f"{directory}: not a multiple-choice model ({architectures[0]}); make one with "
-                "`bertforge finetune MODEL --task multiple-choice ...`"
+                f"`bertforge finetune MODEL --task {MULTIPLE_CHOICE.name} ...`"
             )
         _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForMultipleChoice, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")

@@ -1,5 +1,7 @@
 """Extractive question answering (SQuAD v1.1 and v2.0): the answer is a span of the context, or in v2.0 none.
 
+    bertforge finetune MODEL --task question-answering --train train.json --dev dev.json --out squad
+
 The question and the context are encoded as a pair, [CLS] question [SEP] context
 [SEP]; a context too long for one sequence is read in overlapping windows
 (`seq_len` tokens, consecutive windows sharing `stride` context tokens). The
@@ -366,6 +368,19 @@ class QuestionAnsweringTask:
     model_class = BertForQuestionAnswering
     main_metric = "f1"
 
+    @classmethod
+    def from_files(cls, record, tokenizer, train, dev, seq_len, cfg, columns: None) -> QuestionAnsweringTask:
+        return cls(tokenizer, train, dev, seq_len, cfg.stride, cfg.max_answer_length, cfg.tune_thresholds)
+
+    @staticmethod
+    def columns_from(names) -> None:
+        """SQuAD's files and `datasets`' tables name their own fields."""
+        return None
+
+    @classmethod
+    def main_metric_for(cls, record, columns: None, tuned: bool) -> str:
+        return f"tuned_{cls.main_metric}" if tuned else cls.main_metric
+
     def __init__(
         self,
         tokenizer: Tokenizer,
@@ -392,8 +407,7 @@ class QuestionAnsweringTask:
                 "(SQuAD v2.0)"
             )
         self.tune_threshold = tune_threshold
-        if tune_threshold:
-            self.main_metric = "tuned_f1"
+        self.main_metric = self.main_metric_for(None, None, tune_threshold)
         for q in self.dev:  # a question too long for a window, told now rather than after an epoch has trained
             windows(self.tokenizer, q.question, q.context[:1])
         self.train_windows, labels = [], []

@@ -1,5 +1,8 @@
 """Sentence similarity: a model whose sentence vectors lie close for texts that mean the same (Sentence-BERT).
 
+    bertforge finetune MODEL --task sentence-similarity --train pairs.tsv --text-column question \\
+        --pair-column answer --out search          # sentence vectors for `bertforge embed`; dev held out
+
 What semantic search, clustering and deduplication need: `bertforge embed` on the fine-tuned model gives the
 vectors, and a cosine compares them. Training data is a table of pairs: a text column and a pair column, and
 optionally a label column holding how alike the two are (STS's 0-5, or 0/1).
@@ -30,6 +33,7 @@ from ..engine.runtime import MixedPrecision
 from ..errors import UserError
 from ..formats.textfiles import read_rows
 from ..model.heads import BertForSentenceEmbedding
+from .registry import SENTENCE_SIMILARITY, ColumnNames, MissingColumns
 from .targets import regression_metrics
 
 
@@ -110,6 +114,25 @@ class SimilarityTask:
     """Text pairs, matching or scored, for `finetune`."""
 
     model_class = BertForSentenceEmbedding
+    needs = ("text", "pair")  # the columns a user must name (ColumnNames' fields); label: a score
+    how_alike = " (and --label-column for a score of how alike each pair is)"
+
+    @classmethod
+    def from_files(cls, record, tokenizer, train, dev, seq_len, cfg, columns) -> SimilarityTask:
+        if not isinstance(columns, PairColumns):
+            raise MissingColumns(record.name, cls.needs, cls.how_alike)
+        return cls(tokenizer, train, dev, seq_len, columns, cfg.dev_fraction)
+
+    @classmethod
+    def columns_from(cls, names: ColumnNames) -> PairColumns:
+        if not (names.text and names.pair):
+            raise MissingColumns(SENTENCE_SIMILARITY.name, cls.needs, cls.how_alike)
+        return PairColumns(names.text, names.pair, names.label)
+
+    @staticmethod
+    def main_metric_for(record, columns: PairColumns | None, tuned: bool) -> str:
+        """What picks the best epoch: how well the cosine orders the scores, or how often the partner is nearest."""
+        return "spearman" if columns is not None and columns.score else "recall_at_1"
 
     def __init__(
         self,
@@ -117,14 +140,9 @@ class SimilarityTask:
         train_path: str | Path,
         dev_path: str | Path | None,
         seq_len: int,
-        columns: PairColumns | None,
+        columns: PairColumns,
         dev_fraction: float,
     ):
-        if columns is None:
-            raise UserError(
-                "--task sentence-similarity reads pairs: give --text-column and --pair-column (and --label-column "
-                "for a score of how alike each pair is)"
-            )
         self.batcher = TextBatcher(tokenizer, seq_len)
         train = read_pairs(train_path, columns)
         if dev_path is None:
@@ -132,17 +150,12 @@ class SimilarityTask:
         else:
             dev = read_pairs(dev_path, columns)
         self.scored = columns.score is not None
-        self.main_metric = self.main_metric_for(columns)
+        self.main_metric = self.main_metric_for(None, columns, False)
         self.train = self.batcher.encode([p.text for p in train] + [p.pair for p in train])  # firsts, then partners
         self.dev = self.batcher.encode([p.text for p in dev] + [p.pair for p in dev])
         self.train_scores = torch.tensor([p.score for p in train]) if self.scored else None
         self.dev_scores = np.array([p.score for p in dev]) if self.scored else None
         self.sizes = {"train_pairs": len(train), "dev_pairs": len(dev), "scored": self.scored}
-
-    @staticmethod
-    def main_metric_for(columns: PairColumns) -> str:
-        """What picks the best epoch: how well the cosine orders the scores, or how often the partner is nearest."""
-        return "spearman" if columns.score else "recall_at_1"
 
     def model_kwargs(self) -> dict[str, Any]:
         return {}

@@ -1,5 +1,9 @@
 """Token classification (named entities, part-of-speech tags): CoNLL files or tables in, one tag per word out.
 
+    bertforge finetune MODEL --task token-classification --train train.conll --dev dev.conll --out ner
+    bertforge finetune MODEL --task token-classification --train train.parquet --dev validation.parquet \\
+        --out ner                                      # `datasets`' tokens and ner_tags, tag names from the file
+
 CoNLL format: `token<TAB or space>tag` per line (the tag is the last field), a
 blank line between sentences, `-DOCSTART-` lines ignored. A .conllu file (Universal
 Dependencies' treebanks, the part-of-speech data of most languages) gives its words
@@ -35,11 +39,13 @@ from tokenizers import Tokenizer
 from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..fileio import write_answers
-from ..formats.textfiles import RECORDS, class_label_names, format_of, label_name, open_text, read_rows
+from ..formats.catalog import format_named
+from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
 from ..labels import IGNORE_INDEX
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import BertForTokenClassification
 from ..tokenizer import special_ids
+from .registry import ColumnNames
 
 DOCUMENT_START = "-DOCSTART-"
 
@@ -70,7 +76,7 @@ def read_sentences(path: str | Path, columns: TagColumns = TagColumns()) -> list
     other name)."""
     if Path(path).name.lower().removesuffix(".zip").endswith(CONLLU_SUFFIXES):
         return read_conllu(path, CONLLU_UPOS if columns.tags == TagColumns.tags else columns.tags)
-    if format_of(Path(path)) not in RECORDS:  # a sentence per row; any other file is CoNLL
+    if not format_named(format_of(Path(path))).has_records:  # a sentence per row; any other file is CoNLL
         return read_conll(path)
     names = columns.names or class_label_names(path, columns.tags)
     sentences = []
@@ -346,6 +352,18 @@ class TaggingTask:
     model_class = BertForTokenClassification
     main_metric = "f1"  # for chunk tags; a tag per word is picked by accuracy (chunk_tags)
 
+    @classmethod
+    def from_files(cls, record, tokenizer, train, dev, seq_len, cfg, columns: TagColumns | None) -> TaggingTask:
+        return cls(tokenizer, train, dev, seq_len, columns or TagColumns())
+
+    @staticmethod
+    def columns_from(names: ColumnNames) -> TagColumns:
+        return TagColumns.given(names.text, names.label, names.label_names)
+
+    @classmethod
+    def main_metric_for(cls, record, columns: TagColumns | None, tuned: bool) -> str:
+        return cls.main_metric
+
     def __init__(
         self,
         tokenizer: Tokenizer,
@@ -414,7 +432,7 @@ class Tagger:
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         directory = resolve_model_dir(path)
         config = read_config(directory)
-        self.tags = label_names(directory, config, "token-classification")
+        self.tags = label_names(directory, config, "tagging")
         _, self.model, self.tokenizer = load_model_and_tokenizer(
             directory, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
         )

@@ -48,7 +48,7 @@ class OneLabel:
 
     problem_type = SINGLE_LABEL
     main_metric = "accuracy"
-    task = "classification"  # what the messages call it
+    learns = "one label per text"  # what the messages call it
 
     @staticmethod
     def each(label: str) -> tuple[str, ...]:
@@ -59,7 +59,9 @@ class OneLabel:
         """The label names, sorted, from the training texts' labels; dev may not add any."""
         self.names = sorted_labels({name for label in train for name in self.each(label)})
         if len(self.names) < 2:
-            raise UserError(f"the training file has {len(self.names)} distinct label(s); {self.task} needs at least 2")
+            raise UserError(
+                f"the training file has {len(self.names)} distinct label(s); {self.learns} needs at least 2"
+            )
         unknown = sorted({name for label in dev for name in self.each(label)} - set(self.names))
         if unknown:
             raise UserError(f"{dev_path}: label {unknown[0]!r} does not occur in the training file")
@@ -89,7 +91,7 @@ class LabelSet(OneLabel):
 
     problem_type = MULTI_LABEL
     main_metric = "micro_f1"
-    task = "multi-label"
+    learns = "a set of labels per text"
 
     @staticmethod
     def each(labels: tuple[str, ...]) -> tuple[str, ...]:
@@ -157,7 +159,7 @@ class Number:
         return {"problem_type": self.problem_type, "id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}
 
     def summary(self) -> dict[str, Any]:
-        return {"regression": True}
+        return {"problem_type": self.problem_type}  # what the labels are, as the saved config says
 
 
 TARGETS = {target.problem_type: target for target in (OneLabel, LabelSet, Number)}
