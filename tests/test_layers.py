@@ -217,3 +217,16 @@ def test_each_built_in_task_is_named_in_its_module_and_the_registry_only():
         module = f"tasks/{record.make.partition(':')[0]}.py"
         assert places_naming(record.name) <= {"tasks/registry.py", module}, record.name
     assert places_naming("classification") == {"tasks/registry.py", "tasks/classification.py"}  # the check sees
+
+
+def test_no_layer_below_the_command_line_starts_the_command_line():
+    """A process the library starts (a sweep's grid point) runs a library function, not `python -m bertforge`: a
+    dependency on the CLI that the import graph would not show."""
+    starts_cli = re.compile(r"""["']-m["'],\s*["']bertforge["']""")
+    found = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if unit_of(module_name(path)) not in ("cli", "__main__") and starts_cli.search(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, found
+    assert starts_cli.search('command = [sys.executable, "-m", "bertforge", "pretrain"]')  # the check sees one

@@ -86,8 +86,10 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     if clash:
         raise UserError(f"{clash[0]} is both a --grid axis and a fixed flag")
     axes, fixed = with_seeds(axes, fixed, args.seeds)
-    base = (["--recipe", args.recipe] if args.recipe else []) + (["--preset", args.preset] if args.preset else [])
-    rows = run_sweep(args.data, args.out, base, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json)
+    fixed |= {"preset": args.preset} if args.preset else {}
+    rows = run_sweep(
+        args.data, args.out, args.recipe, axes, fixed, parallel=args.parallel, quiet=args.quiet or args.json
+    )
     if args.json:
         print_json(rows)
         return

@@ -6,8 +6,9 @@
 
 An axis is any model or training setting, or `preset` (a whole model size): with a time budget, the second
 example asks which size learns most in 30 minutes on this machine.
-Each grid point is an ordinary `bertforge pretrain` run in SWEEP_DIR/runs/NAME,
-so it is resumable on its own: a finished run (it has model/) is skipped, an
+Each grid point is an ordinary pre-training run in SWEEP_DIR/runs/NAME, planned
+and trained through the Python API (`plan_run`, `pretrain`) in a process of its
+own (its threads, its memory, its signals), so it is resumable on its own: a finished run (it has model/) is skipped, an
 interrupted one continues from its last checkpoint. The sweep writes
 results.csv, results.md (a row per run) and curves.png. With several seeds it
 also writes summary.csv and summary.md: a row per setting, each figure's median
@@ -96,27 +97,58 @@ def run_name(point: dict[str, Any]) -> str:
     return "__".join(f"{k}-{v}" for k, v in point.items())
 
 
-def as_flags(settings: dict[str, Any]) -> list[str]:
-    flags = []
-    for name, value in settings.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else "--no-" + name.replace("_", "-"))
-        else:
-            flags += [flag, str(value)]
-    return flags
+def run_spec(data: str | Path, run_dir: Path, recipe: str | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """What one grid point's process is asked to do (JSON): the run's settings split by the config that owns them,
+    as `plan_run` takes them. An interrupted run continues where it stopped, with its saved settings (the recipe
+    and preset are then its own); one that never saved starts again."""
+    resume = holds_progress(run_dir)
+    values = {name: value for name, value in settings.items() if name != "preset"}
+    return {
+        "data": str(data),
+        "out": str(run_dir),
+        "recipe": None if resume else recipe,
+        "preset": None if resume else settings.get("preset"),
+        "model": {k: v for k, v in values.items() if OWNER[k] is ModelConfig},
+        "train": {k: v for k, v in values.items() if OWNER[k] is TrainConfig},
+        "resume": resume,
+    }
+
+
+def run_point(spec: str) -> int:
+    """One grid point, in the process `run_sweep` started: plan and train it as `pretrain` does, and answer as
+    the command would (0, 2 with one line for bad input, 128 + N when signal N stopped it at a checkpoint)."""
+    from ..training.plan import plan_run
+    from ..training.trainer import pretrain
+
+    run = json.loads(spec)
+    try:
+        plan = plan_run(
+            run["data"], run["out"], run["recipe"], run["preset"], run["model"], run["train"], run["resume"]
+        )
+        result = pretrain(
+            run["data"], run["out"], plan.model, plan.train, resume=run["resume"], progress=False, recipe=plan.recipe
+        )
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 128 + result.interrupted if result.interrupted else 0
+
+
+# The command that runs one grid point: this module's run_point, in a fresh interpreter.
+POINT_COMMAND = "import sys; from bertforge.studies.sweep import run_point; sys.exit(run_point(sys.argv[1]))"
 
 
 def run_sweep(
     data: str | Path,
     out: str | Path,
-    base: list[str],
+    recipe: str | None,
     axes: dict[str, list[Any]],
     fixed: dict[str, Any],
     parallel: int = 1,
     quiet: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every grid point as a `pretrain` run with the flags `base` (recipe, preset), `fixed` and the point's values."""
+    """Every grid point as a pre-training run with `recipe`, the settings `fixed` and the point's values (a model or
+    training field, or `preset`)."""
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     points = grid_points(axes)
@@ -127,11 +159,8 @@ def run_sweep(
         if (run_dir / "model" / "config.json").is_file():
             _say(f"skip (finished): {run_dir.name}", quiet)
             continue
-        command = [sys.executable, "-m", "bertforge", "pretrain", "--data", str(data), "--out", str(run_dir), "--quiet"]
-        command += as_flags({**fixed, **point})
-        # An interrupted run continues where it stopped, with its saved settings; one that never saved starts again.
-        command += ["--resume"] if holds_progress(run_dir) else base
-        pending.append((run_dir, command))
+        spec = run_spec(data, run_dir, recipe, {**fixed, **point})
+        pending.append((run_dir, [sys.executable, "-c", POINT_COMMAND, json.dumps(spec)]))
     running: list[tuple[Path, subprocess.Popen, Any]] = []
     failures: list[str] = []
     previous = signal.signal(signal.SIGTERM, _interrupt)
