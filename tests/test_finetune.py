@@ -330,7 +330,9 @@ def test_headerless_files_with_a_bom_and_the_classify_cli(pretrained, tmp_path):
     )
     assert summary["labels"] == ["no", "yes"] and summary["train_examples"] == 16
     card = (tmp_path / "out" / "model" / "README.md").read_text()  # the model card says what was fine-tuned
-    assert 'pipeline_tag: "text-classification"' in card and "- task: classification" in card
+    assert (
+        'pipeline_tag: "text-classification"' in card and "- task: classification (one label per text or pair)" in card
+    )
     assert "- labels: `no`, `yes`" in card and f"- fine-tuned from `{pretrained}`" in card
     best = summary["best"]
     assert f"dev scores (epoch {best['epoch']}): accuracy {best['dev_accuracy']:.4f}" in card

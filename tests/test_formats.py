@@ -3,8 +3,10 @@ and the junk filters drop exactly what they should, deterministically, and say s
 
 from __future__ import annotations
 
+import gzip
 import json
 import string
+import zipfile
 
 import numpy as np
 import pytest
@@ -12,9 +14,12 @@ import pytest
 from bertforge.data.directory import open_split
 from bertforge.data.prepare import prepare
 from bertforge.errors import UserError
+from bertforge.formats import catalog
 from bertforge.formats.corpus import read_paragraphs
 from bertforge.formats.filters import ParagraphFilter, compression_verdict
+from bertforge.formats.layouts import Paragraph
 from bertforge.formats.options import CorpusOptions
+from bertforge.formats.textfiles import read_rows
 from bertforge.tokenizer import save_tokenizer, train_tokenizer
 
 from conftest import SUBJECTS, VERBS, bertforge, bertforge_ok, needs, one_line_error
@@ -251,3 +256,48 @@ def test_without_the_extra_every_other_format_still_reads(tmp_path, monkeypatch)
         f.write('{"text": "three."}\n')
     (tmp_path / "c.tsv").write_text("text\nfour.\n", encoding="utf-8")
     assert [p.text for p in read_paragraphs([tmp_path])] == ["one.", "two.", "three.", "four."]
+
+
+def play_paragraphs(f, stats):
+    """A toy format, as docs/architecture.md's walkthrough adds one: a play script, an act per document (a line
+    "ACT ..."), a paragraph per speech ("NAME: words"), stage directions in brackets left out."""
+    new_act = False
+    for line in f:
+        stats.bytes_read += len(line)
+        line = line.strip()
+        if line.startswith("ACT"):
+            new_act = True
+        elif ":" in line and not line.startswith("["):
+            yield Paragraph(line.split(":", 1)[1].strip(), new_act)
+            new_act = False
+
+
+def test_a_format_added_by_its_row_is_read_everywhere_a_corpus_is(tmp_path, monkeypatch):
+    """The "add a format" walkthrough: one row registered, and a directory, a compressed file and an archive's
+    member of that format are read, the help and the docs table list it, and row readers refuse it by name."""
+    monkeypatch.setattr(catalog, "FORMATS", list(catalog.FORMATS))  # the row is forgotten after the test
+    monkeypatch.setattr(catalog, "BY_NAME", dict(catalog.BY_NAME))
+    monkeypatch.setattr(catalog, "BY_SUFFIX", dict(catalog.BY_SUFFIX))
+    play = catalog.Format(
+        "play", (".play",), catalog.LAYOUT, "a play script", "an act per document, a speech per paragraph",
+        text=True, read=play_paragraphs,
+    )  # fmt: skip
+    catalog.register_format(play)
+    script = (
+        "ACT I\nHAMLET: To be, or not to be.\n[Exit]\nACT II\nOPHELIA: Good my lord.\nHAMLET: I humbly thank you.\n"
+    )
+    corpus = tmp_path / "plays"
+    corpus.mkdir()
+    (corpus / "hamlet.play").write_text(script, encoding="utf-8")
+    with gzip.open(corpus / "more.play.gz", "wt", encoding="utf-8") as f:
+        f.write("ACT III\nPOLONIUS: Though this be madness, yet there is method in it.\n")
+    with zipfile.ZipFile(tmp_path / "packed.zip", "w") as z:
+        z.writestr("inside/hamlet.play", script)
+    read = [(p.text, p.new_document) for p in read_paragraphs([corpus, tmp_path / "packed.zip"])]
+    hamlet = [("To be, or not to be.", True), ("Good my lord.", True), ("I humbly thank you.", False)]
+    assert read == hamlet + [("Though this be madness, yet there is method in it.", True)] + hamlet
+    assert ".play" in catalog.suffix_help() and "| `.play` | an act per document" in catalog.reference()
+    with pytest.raises(UserError, match="a play script holds no rows"):
+        list(read_rows(corpus / "hamlet.play", ["text"]))
+    with pytest.raises(ValueError, match=".play already names the play format"):
+        catalog.register_format(catalog.Format("drama", (".play",), catalog.LINES, "a drama", "lines"))

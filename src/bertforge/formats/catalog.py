@@ -42,7 +42,7 @@ class Format:
     text      a text file: decoded by open_text (any encoding with a BOM, binary refused), optionally .gz, .bz2,
               .xz or .zst, and read as it comes out of an archive
     needs     the optional module (the `formats` extra) it is read with
-    read      LAYOUT and DOCUMENT: "module:function", in bertforge.formats or ("package.module:function") any
+    read      LAYOUT and DOCUMENT: "module:function" in bertforge.formats (imported on first use), or the function
     """
 
     name: str
@@ -52,11 +52,13 @@ class Format:
     summary: str
     text: bool = False
     needs: str = ""
-    read: str = ""
+    read: str | Callable[..., Iterator] = ""
 
     def reader(self) -> Callable[..., Iterator]:
+        if callable(self.read):
+            return self.read
         module, _, function = self.read.partition(":")
-        return getattr(importlib.import_module(module if "." in module else f".{module}", __package__), function)
+        return getattr(importlib.import_module(f".{module}", __package__), function)
 
     @property
     def has_rows(self) -> bool:
@@ -207,9 +209,11 @@ BY_SUFFIX = {suffix: f.name for f in FORMATS for suffix in f.suffixes}
 
 def register_format(fmt: Format) -> None:
     """Add a row: every reader, the help and the table of docs/formats.md know the format from then on."""
+    if fmt.name in BY_NAME:
+        raise ValueError(f"format {fmt.name!r}: a format of that name exists")
     taken = [s for s in fmt.suffixes if s in BY_SUFFIX]
-    if fmt.name in BY_NAME or taken:
-        raise ValueError(f"format {fmt.name!r}: {'its name' if fmt.name in BY_NAME else taken[0]} is taken")
+    if taken:
+        raise ValueError(f"format {fmt.name!r}: {taken[0]} already names the {BY_SUFFIX[taken[0]]} format")
     if fmt.shape in (LAYOUT, DOCUMENT) and not fmt.read:
         raise ValueError(f"format {fmt.name!r}: a {fmt.shape} format names its reader, 'module:function'")
     FORMATS.append(fmt)

@@ -156,7 +156,8 @@ def _held_out(facts: dict[str, Any]) -> list[str]:
 def _fine_tuning(facts: dict[str, Any]) -> list[str]:
     if not facts.get("task"):
         return []
-    lines = ["## Fine-tuning", "", f"- task: {facts['task']}"]
+    summary = f" ({facts['task_summary']})" if facts.get("task_summary") else ""
+    lines = ["## Fine-tuning", "", f"- task: {facts['task']}{summary}"]
     if facts.get("labels"):
         lines.append("- labels: " + ", ".join(f"`{label}`" for label in facts["labels"]))
     dev = facts.get("dev") or {}

@@ -124,6 +124,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     set_activation_checkpointing(model, cfg.activation_checkpointing)
     pretrained = read_config(directory).get(PRETRAINING_KEY) or {}  # the base's recipe, on the card too
     card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
+    card["task_summary"] = task_record(kind).summary  # what the task learns, in the record's words
     card["labels"] = task.summary().get("labels")
     fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card)
     if unfinished is not None and resume:

@@ -185,7 +185,7 @@ def threshold_tasks() -> list[str]:
 # The built-in tasks, in the order --task lists them. The first three are sequence classification (one head,
 # three losses); sentence-similarity trains sentence vectors (an encoder without a head).
 CLASSIFICATION = _built_in(
-    "classification", "classification:ClassificationTask", summary="one label per text (or pair)", label_names=True
+    "classification", "classification:ClassificationTask", summary="one label per text or pair", label_names=True
 )
 MULTI_LABEL = _built_in(
     "multi-label",
@@ -194,24 +194,27 @@ MULTI_LABEL = _built_in(
     thresholds=True,
     label_names=True,
 )
-REGRESSION = _built_in("regression", "classification:ClassificationTask", summary="a number per text (or pair)")
+REGRESSION = _built_in("regression", "classification:ClassificationTask", summary="a number per text or pair")
 TAGGING = _built_in(
     "token-classification",
     "tagging:TaggingTask",
-    summary="a tag per word (NER, part of speech)",
+    summary="a tag per word: entities, parts of speech",
     dev_required=True,
     label_names=True,
 )
 QUESTION_ANSWERING = _built_in(
     "question-answering",
     "qa:QuestionAnsweringTask",
-    summary="an answer's span in a context (SQuAD)",
+    summary="an answer as a span of a context, SQuAD-style",
     seq_len=384,
     dev_required=True,
     thresholds=True,
 )
 MULTIPLE_CHOICE = _built_in(
-    "multiple-choice", "multiple_choice:MultipleChoiceTask", summary="one choice of several (SWAG)", dev_required=True
+    "multiple-choice",
+    "multiple_choice:MultipleChoiceTask",
+    summary="one choice of several, SWAG-style",
+    dev_required=True,
 )
 SENTENCE_SIMILARITY = _built_in(
     "sentence-similarity", "similarity:SimilarityTask", summary="sentence vectors from pairs, for search"
