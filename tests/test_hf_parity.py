@@ -233,6 +233,16 @@ REMOTE_VARIANTS = {
 }
 
 
+def test_every_variant_transformers_lacks_is_raced_against_the_modeling_file():
+    """A position scheme or attention bias registered as not `native` is saved with assets/modeling_bertforge.py,
+    a second implementation: the registry leads here, and the case below runs it against ours."""
+    from bertforge.model.variants import ATTENTION_BIASES, POSITION_SCHEMES
+
+    raced = {value for variant in REMOTE_VARIANTS.values() for value in variant.values()}
+    lacking = [name for name, v in {**POSITION_SCHEMES, **ATTENTION_BIASES}.items() if not v.native]
+    assert lacking and set(lacking) <= raced, "add it to REMOTE_VARIANTS, and compute it in modeling_bertforge.py"
+
+
 @pytest.mark.parametrize("norm_style", ["post", "pre"])
 @pytest.mark.parametrize("variant", REMOTE_VARIANTS)
 def test_variants_load_in_transformers_through_their_own_code_with_the_same_outputs(
