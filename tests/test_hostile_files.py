@@ -4,6 +4,7 @@ small on disk."""
 
 from __future__ import annotations
 
+import base64
 import bz2
 import csv
 import gzip
@@ -23,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tokenizers import normalizers
 
 from bertforge.errors import UserError
 from bertforge.formats.corpus import read_paragraphs
@@ -562,24 +564,60 @@ def test_latin_1_bytes_in_a_labelled_file_or_an_input_are_read_with_a_warning(tm
         read_conll(conll)
 
 
+def precompiled_charsmap(key: str, output: str) -> str:
+    """A SentencePiece charsmap, as a tokenizer.json's Precompiled normalizer holds it (base64), that writes
+    `output` for `key`: a double-array trie of one key, then the outputs, NUL-terminated. A unit is its byte (the
+    label), a leaf flag (bit 8) and the offset (bits 10 up) from its position to where the next byte's unit is
+    found by XOR; each byte's unit stands in a block of 256 of its own, the leaf (value 0: where `output` starts)
+    in the last."""
+    units = [0] * 256 * 8  # the root, at 0, has offset 0: the first byte's unit is at the byte's own position
+    data = key.encode()
+    positions = [data[0]] + [256 * i for i in range(1, len(data))]
+    leaf = 256 * len(data)
+    for i, byte in enumerate(data):
+        after = positions[i + 1] ^ data[i + 1] if i + 1 < len(data) else leaf
+        units[positions[i]] = byte | (i + 1 == len(data)) << 8 | (positions[i] ^ after) << 10
+    units[leaf] = 1 << 31
+    trie = struct.pack(f"<{len(units)}I", *units)
+    return base64.b64encode(struct.pack("<I", len(trie)) + trie + output.encode() + b"\0").decode()
+
+
+def test_the_hand_made_charsmap_is_one_tokenizers_reads():
+    """What the refusal below is tested with is a charsmap `tokenizers` applies, not one it would reject itself."""
+    normalizer = normalizers.Precompiled(base64.b64decode(precompiled_charsmap("e", "xy")))
+    assert normalizer.normalize_str("tree") == "trxyxy"
+    wide = normalizers.Precompiled(base64.b64decode(precompiled_charsmap("\ufdfa", "pbuh")))  # three UTF-8 bytes
+    assert wide.normalize_str("a \ufdfa\ufdfa") == "a pbuhpbuh"
+
+
 @pytest.mark.parametrize(
     "rule",
     [
         {"type": "Split", "pattern": {"Regex": "((a+)+)+b"}, "behavior": "Isolated", "invert": False},
         {"type": "Replace", "pattern": {"String": "e"}, "content": "e" * 500},
+        {"type": "Precompiled", "precompiled_charsmap": precompiled_charsmap("e", "e" * 500)},
     ],
-    ids=["exponential regex", "expanding replace"],
+    ids=["exponential regex", "expanding replace", "expanding precompiled"],
 )
 def test_a_tokenizer_whose_rules_cost_without_bound_is_refused_in_one_line(tmp_path, wordpiece_tokenizer, rule):
     """A tokenizer.json pre-tokenizer regex that backtracks exponentially (Oniguruma gives up and the Rust side
-    panics, 93 lines, on a 30-letter word) or a normalizer that writes 500 letters for one (750,000 tokens from a
-    2 KB text): refused when the model directory is read, in one line."""
+    panics, 93 lines, on a 30-letter word) or a normalizer, a rule or a SentencePiece table, that writes 500 letters
+    for one (750,000 tokens from a 2 KB text): refused when the model directory is read, in one line."""
     model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
     spec = json.loads((model / "tokenizer.json").read_text())
     key = "pre_tokenizer" if rule["type"] == "Split" else "normalizer"
     spec[key] = {"type": "Sequence", key + "s" if key == "normalizer" else "pretokenizers": [rule]}
     (model / "tokenizer.json").write_text(json.dumps(spec))
     one_line_error(bertforge("fill-mask", model, "a" * 30 + " the [MASK] " + "e" * 2000), "tokenizer.json")
+
+
+def test_a_precompiled_normalizer_as_long_as_nfkc_s_is_read(tmp_path, wordpiece_tokenizer):
+    """SentencePiece's NFKC table writes up to 18 characters for one (U+FDFA): such a tokenizer loads."""
+    model = save_random_model(tmp_path / "model", wordpiece_tokenizer)
+    spec = json.loads((model / "tokenizer.json").read_text())
+    spec["normalizer"] = {"type": "Precompiled", "precompiled_charsmap": precompiled_charsmap("\ufdfa", "x" * 18)}
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    assert load_tokenizer(model).normalizer.normalize_str("a\ufdfa") == "a" + "x" * 18
 
 
 @pytest.mark.parametrize("verb", ["classify", "tag"])

@@ -18,6 +18,7 @@ is BERT's uncased rule.
 
 from __future__ import annotations
 
+import base64
 import collections
 import hashlib
 import json
@@ -480,14 +481,17 @@ def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
     return specials
 
 
-MAX_REPLACEMENT = 16  # characters a Replace normalizer may write per match: released tokenizers write one or two
+# Characters a normalizer may write for one match. Released tokenizers' Replace rules write one or two; the NFKC
+# tables SentencePiece precompiles (XLM-R's, T5's) write at most 18, for U+FDFA (measured: nmt_nfkc, nfkc_cf).
+MAX_REPLACEMENT = 32
 
 
 def _check_text_rules(spec: object, path: Path) -> None:
     """Refuse a tokenizer.json whose rules make a short text cost without bound: a regex (a Split pre-tokenizer's,
     a Replace normalizer's) with a repeating group that holds a repetition, `((a+)+)+b`, whose matching backtracks
     exponentially until Oniguruma gives up and the Rust side panics mid-run; or a Replace that writes more than
-    MAX_REPLACEMENT characters a match (a letter made 500: a 2 KB text, 750,000 tokens)."""
+    MAX_REPLACEMENT characters a match (a letter made 500: a 2 KB text, 750,000 tokens), or a Precompiled
+    (SentencePiece) normalizer whose table does."""
     if isinstance(spec, list):
         for item in spec:
             _check_text_rules(item, path)
@@ -501,8 +505,26 @@ def _check_text_rules(spec: object, path: Path) -> None:
         raise UserError(
             f"{path}: a Replace normalizer writes {len(content):,} characters a match (at most {MAX_REPLACEMENT})"
         )
+    charsmap = spec.get("precompiled_charsmap")
+    if spec.get("type") == "Precompiled" and isinstance(charsmap, str):
+        longest = _longest_precompiled_output(charsmap)
+        if longest > MAX_REPLACEMENT:
+            raise UserError(
+                f"{path}: a Precompiled normalizer writes up to {longest:,} characters a match (at most "
+                f"{MAX_REPLACEMENT})"
+            )
     for value in spec.values():
         _check_text_rules(value, path)
+
+
+def _longest_precompiled_output(charsmap: str) -> int:
+    """The longest text a SentencePiece charsmap writes for one match, in characters. Its bytes are a 4-byte
+    little-endian size, a double-array trie of that size, then the outputs as NUL-terminated UTF-8 strings, which
+    the trie's leaves point into (`tokenizers` parsed it already: a blob it accepted has this layout)."""
+    blob = base64.b64decode(charsmap)
+    trie_size = int.from_bytes(blob[:4], "little")
+    outputs = blob[4 + trie_size :].split(b"\0")
+    return max((len(text.decode("utf-8", "replace")) for text in outputs), default=0)
 
 
 _REPEAT = re.compile(r"[*+]|\{\d*,\d*\}|\{\d+\}")  # a quantifier that may repeat what it follows (not `?`)
