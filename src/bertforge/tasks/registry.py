@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -113,10 +113,14 @@ class TaskRecord:
     thresholds: bool = False
     label_names: bool = False
     main_metric: str = ""
-    built_in: bool = field(default=False, compare=False)
+
+    @property
+    def built_in(self) -> bool:
+        """One of bertforge's: its class is named, not given."""
+        return isinstance(self.make, str)
 
     def _task_class(self):
-        module, _, name = str(self.make).partition(":")
+        module, _, name = self.make.partition(":")
         return getattr(importlib.import_module(f".{module}", __package__), name)
 
     def columns(self, names: ColumnNames) -> Any:
@@ -155,15 +159,12 @@ def register_task(name: str, make: str | TaskMaker, **facts: Any) -> TaskRecord:
     columns)` reads `train` and `dev` (any format you like) and returns a `Task`; `facts` are TaskRecord's fields
     (summary, seq_len, dev_required, thresholds, main_metric). The loop gives it what the built-in tasks get: a
     fresh head on the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best
-    epoch kept as a `transformers` directory, checkpoints and `resume`."""
+    epoch kept as a `transformers` directory, checkpoints and `resume`. The built-in tasks below are registered
+    here too, naming their class as "module:Class"."""
     if name in TASKS and TASKS[name].built_in:
         raise ValueError(f"{name!r} is a built-in task")
     TASKS[name] = TaskRecord(name, make, **facts)
     return TASKS[name]
-
-
-def _built_in(name: str, make: str, **facts: Any) -> TaskRecord:
-    return register_task(name, make, built_in=True, **facts)
 
 
 def task_record(name: str) -> TaskRecord:
@@ -184,25 +185,25 @@ def threshold_tasks() -> list[str]:
 
 # The built-in tasks, in the order --task lists them. The first three are sequence classification (one head,
 # three losses); sentence-similarity trains sentence vectors (an encoder without a head).
-CLASSIFICATION = _built_in(
+CLASSIFICATION = register_task(
     "classification", "classification:ClassificationTask", summary="one label per text or pair", label_names=True
 )
-MULTI_LABEL = _built_in(
+MULTI_LABEL = register_task(
     "multi-label",
     "classification:ClassificationTask",
     summary="any number of labels per text",
     thresholds=True,
     label_names=True,
 )
-REGRESSION = _built_in("regression", "classification:ClassificationTask", summary="a number per text or pair")
-TAGGING = _built_in(
+REGRESSION = register_task("regression", "classification:ClassificationTask", summary="a number per text or pair")
+TAGGING = register_task(
     "token-classification",
     "tagging:TaggingTask",
     summary="a tag per word: entities, parts of speech",
     dev_required=True,
     label_names=True,
 )
-QUESTION_ANSWERING = _built_in(
+QUESTION_ANSWERING = register_task(
     "question-answering",
     "qa:QuestionAnsweringTask",
     summary="an answer as a span of a context, SQuAD-style",
@@ -210,12 +211,12 @@ QUESTION_ANSWERING = _built_in(
     dev_required=True,
     thresholds=True,
 )
-MULTIPLE_CHOICE = _built_in(
+MULTIPLE_CHOICE = register_task(
     "multiple-choice",
     "multiple_choice:MultipleChoiceTask",
     summary="one choice of several, SWAG-style",
     dev_required=True,
 )
-SENTENCE_SIMILARITY = _built_in(
+SENTENCE_SIMILARITY = register_task(
     "sentence-similarity", "similarity:SimilarityTask", summary="sentence vectors from pairs, for search"
 )
