@@ -132,3 +132,13 @@ def test_the_command_line_reference_is_what_the_parser_prints():
         [sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_fine_tuning_guide_has_a_row_for_every_task_in_the_registry():
+    """docs/finetuning.md's table of tasks is prose, written by hand; its rows are the registry's tasks, in order, so
+    a task added to the registry is added to the guide."""
+    from bertforge.tasks.registry import TASKS
+
+    page = (ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z-]+)`(?: \(default\))? \| (?!input)", page, re.M)
+    assert rows == [name for name, record in TASKS.items() if record.built_in]
