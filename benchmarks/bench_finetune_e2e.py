@@ -89,6 +89,7 @@ def mark(phase):
 import json, sys, torch
 mark("import torch")
 import bertforge.cli, bertforge.tasks.finetune as finetune, bertforge.model.directory as directory
+import bertforge.tasks.registry as registry
 mark("import the rest")
 
 def timed(owner, name, phase):
@@ -102,7 +103,7 @@ def timed(owner, name, phase):
     setattr(owner, name, wrapper)
 
 timed(finetune, "load_model", "load the model")
-timed(finetune, "make_task", "read and tokenise")
+timed(registry.TaskRecord, "build", "read and tokenise")
 timed(finetune._Fitting, "_train", "train")
 timed(finetune, "save_model", "save")
 timed(finetune, "write_json", "save")

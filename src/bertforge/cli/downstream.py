@@ -26,7 +26,7 @@ from .flags import (
 
 
 def cmd_finetune(args: argparse.Namespace) -> None:
-    from ..tasks.finetune import finetune, task_columns
+    from ..tasks.finetune import finetune
 
     cfg = FinetuneConfig(**config_values(args, FinetuneConfig))
     names = ColumnNames(
@@ -39,7 +39,7 @@ def cmd_finetune(args: argparse.Namespace) -> None:
         tuple(args.label_columns.split(",")) if args.label_columns else (),
         tuple(args.label_names.split(",")) if args.label_names else (),
     )
-    columns = task_columns(args.task, names)
+    columns = TASKS[args.task].columns(names)  # --task's choices are the registry's names
     quiet = args.quiet or args.json
     summary = finetune(
         args.model, args.task, args.train, args.dev, args.out, cfg, columns, not quiet, args.resume, args.overwrite

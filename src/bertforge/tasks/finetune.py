@@ -37,19 +37,8 @@ from ..model.unpadding import unpadding_mode
 from ..progress import Progress, say
 from ..tokenizer import load_tokenizer
 from .config import FinetuneConfig
-from .registry import ColumnNames, Task, task_record
+from .registry import Task, task_record
 from .state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
-
-
-def task_columns(kind: str, names: ColumnNames) -> Any:
-    """The columns a task of `kind` reads, from the names a user gave (`finetune`'s flags, a `score` --tasks spec):
-    the one place both build them."""
-    return task_record(kind).columns(names)
-
-
-def make_task(kind: str, tokenizer, train: str | Path, dev: str | Path | None, seq_len: int, cfg, columns=None) -> Task:
-    """The task object for `kind`, with its files read and encoded (any bad input raises here)."""
-    return task_record(kind).build(tokenizer, train, dev, seq_len, cfg, columns)
 
 
 def finetune(
@@ -105,8 +94,9 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     directory = resolve_model_dir(model_path)
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
-    seq_len = min(cfg.seq_len or task_record(kind).seq_len, config.max_position_embeddings)
-    task = make_task(kind, tokenizer, train, dev, seq_len, cfg, columns)
+    record = task_record(kind)
+    seq_len = min(cfg.seq_len or record.seq_len, config.max_position_embeddings)
+    task = record.build(tokenizer, train, dev, seq_len, cfg, columns)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model = (
@@ -124,7 +114,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     set_activation_checkpointing(model, cfg.activation_checkpointing)
     pretrained = read_config(directory).get(PRETRAINING_KEY) or {}  # the base's recipe, on the card too
     card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
-    card["task_summary"] = task_record(kind).summary  # what the task learns, in the record's words
+    card["task_summary"] = record.summary  # what the task learns, in the record's words
     card["labels"] = task.summary().get("labels")
     fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card)
     if unfinished is not None and resume:
