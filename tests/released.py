@@ -259,6 +259,155 @@ def modernbert(directory: Path) -> Path:
     return directory
 
 
+# ------------------------------------------------------------------------- what people download most
+
+SENTENCE_LENGTH = 128  # sentence-transformers' tokenizer files pad and truncate to this (all-MiniLM-L6-v2's)
+
+
+def padded(tok: Tokenizer, length: int = SENTENCE_LENGTH) -> Tokenizer:
+    """The tokenizer as sentence-transformers' released files have it: padding and truncation to `length` set in
+    tokenizer.json itself."""
+    tok.enable_truncation(max_length=length)
+    tok.enable_padding(length=length, pad_id=tok.token_to_id("[PAD]"), pad_token="[PAD]")
+    return tok
+
+
+def bert_encoder_config(vocab_size: int, **shape):
+    import transformers
+
+    return transformers.BertConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=160, **shape,
+    )  # fmt: skip
+
+
+def sentence_transformers_modules():
+    """sentence-transformers' module classes (Transformer, Pooling, Normalize), where the installed version keeps
+    them (v6 moved them out of `sentence_transformers.models`)."""
+    try:
+        from sentence_transformers.sentence_transformer import modules
+
+        return modules if hasattr(modules, "Transformer") else _models()
+    except ImportError:
+        return _models()
+
+
+def _models():
+    from sentence_transformers import models
+
+    return models
+
+
+def sentence_embedding(directory: Path) -> Path:
+    """all-MiniLM-L6-v2's layout, saved by `SentenceTransformer.save`: a headless BertModel with its pooler, mean
+    pooling, Normalize, and a tokenizer.json that pads and truncates every text to 128."""
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    models = sentence_transformers_modules()
+    tok = padded(wordpiece())
+    encoder = directory.parent / f"{directory.name}_encoder"
+    randomised(transformers.BertModel(bert_encoder_config(tok.get_vocab_size()))).save_pretrained(encoder)
+    transformers.BertTokenizerFast(tokenizer_object=tok, model_max_length=SENTENCE_LENGTH).save_pretrained(encoder)
+    modules = [
+        models.Transformer(str(encoder), max_seq_length=SENTENCE_LENGTH),
+        models.Pooling(32, "mean"),
+        models.Normalize(),
+    ]
+    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
+    return directory
+
+
+def bert_model(directory: Path) -> Path:
+    """A headless BertModel (with its pooler) as `save_pretrained` writes it, its tokenizer padding to 128."""
+    import transformers
+
+    tok = padded(wordpiece())
+    randomised(transformers.BertModel(bert_encoder_config(tok.get_vocab_size()))).save_pretrained(directory)
+    transformers.BertTokenizerFast(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def roberta_model(directory: Path) -> Path:
+    """A headless RobertaModel (with its pooler), byte-level BPE."""
+    import transformers
+
+    tok = _mask_lstrip(byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"]), "<mask>")
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    config = transformers.RobertaConfig(vocab_size=tok.get_vocab_size(), **ROBERTA_SHAPE)
+    randomised(transformers.RobertaModel(config)).save_pretrained(directory)
+    tok.save(str(directory / "tokenizer.json"))
+    return directory
+
+
+def distilbert_model(directory: Path) -> Path:
+    import transformers
+
+    tok = wordpiece()
+    config = transformers.DistilBertConfig(
+        vocab_size=tok.get_vocab_size(), dim=32, n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64
+    )
+    randomised(transformers.DistilBertModel(config)).save_pretrained(directory)
+    transformers.DistilBertTokenizer(tokenizer_object=tok).save_pretrained(directory)
+    return directory
+
+
+def electra_model(directory: Path) -> Path:
+    return _electra(directory, "ElectraModel", 32)
+
+
+def modernbert_model(directory: Path) -> Path:
+    """ModernBertModel: the released ModernBERT layout without its masked-LM head."""
+    import transformers
+
+    built = modernbert(directory.parent / f"{directory.name}_masked_lm")
+    config = transformers.ModernBertConfig.from_pretrained(built)
+    randomised(transformers.ModernBertModel(config)).save_pretrained(directory)
+    transformers.AutoTokenizer.from_pretrained(built).save_pretrained(directory)
+    return directory
+
+
+def roberta_bpe_files(directory: Path) -> Path:
+    """roberta-base's older files: a RobertaForMaskedLM with vocab.json and merges.txt, as the `tokenizers`
+    library saves a BPE model, and no tokenizer.json."""
+    import transformers
+
+    tok = byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    config = transformers.RobertaConfig(vocab_size=tok.get_vocab_size(), **ROBERTA_SHAPE)
+    _save(randomised(transformers.RobertaForMaskedLM(config)), directory)
+    tok.model.save(str(directory))  # vocab.json, merges.txt
+    return directory
+
+
+def xlm_roberta_sentencepiece(directory: Path) -> Path:
+    """xlm-roberta-base's older files: an XLMRobertaForMaskedLM with the SentencePiece model its trainer writes
+    (sentencepiece.bpe.model), and no tokenizer.json."""
+    import sentencepiece
+    import transformers
+
+    prefix = directory / "sentencepiece.bpe"
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences(2000)), model_prefix=str(prefix), vocab_size=100, model_type="unigram",
+        minloglevel=2,
+    )  # fmt: skip
+    Path(f"{prefix}.vocab").unlink()  # the readable copy, which released repositories leave out
+    vocab_size = 100 + 2  # XLM-R's fairseq specials shift the pieces by one; <mask> is the last id
+    config = transformers.XLMRobertaConfig(vocab_size=vocab_size, **ROBERTA_SHAPE)
+    _save(randomised(transformers.XLMRobertaForMaskedLM(config)), directory)
+    return directory
+
+
+# The models without a masked-LM head, as people download them: name -> the class bertforge reads them as
+HEADLESS = {
+    "sentence_embedding": sentence_embedding,
+    "bert_model": bert_model,
+    "roberta_model": roberta_model,
+    "distilbert_model": distilbert_model,
+    "electra_model": electra_model,
+    "modernbert_model": modernbert_model,
+}
+OLDER_TOKENIZER_FILES = {"roberta_bpe_files": roberta_bpe_files, "xlm_roberta_sentencepiece": xlm_roberta_sentencepiece}
+
 LAYOUTS = {
     "bert_gamma_beta": bert_gamma_beta,
     "bert_bin_only": bert_bin_only,
@@ -276,4 +425,4 @@ DISCRIMINATORS = {"electra_discriminator": electra_discriminator}
 def build(name: str, root: Path) -> Path:
     directory = root / name
     directory.mkdir(parents=True)
-    return {**LAYOUTS, **DISCRIMINATORS}[name](directory)
+    return {**LAYOUTS, **DISCRIMINATORS, **HEADLESS, **OLDER_TOKENIZER_FILES}[name](directory)

@@ -134,7 +134,7 @@ def test_sentence_pair_task_is_learned_completely(pretrained, tmp_path):
     same(json.loads(lines.stdout), expected)
     same(json.loads(bertforge_ok("classify", model, *a[:3], "--json").stdout), Classifier(model).classify(a[:3]))
     # A classifier kept no masked-LM head: fill-mask is refused, not answered from a new random one.
-    one_line_error(bertforge("fill-mask", model, "the [MASK] sat."), "no trained masked-LM head")
+    one_line_error(bertforge("fill-mask", model, "the [MASK] sat."), "no masked-LM head", "fine-tuned")
     assert (
         train_accuracy(tmp_path / "out" / "model", [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
         == 1.0

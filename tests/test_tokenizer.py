@@ -108,7 +108,11 @@ def test_a_run_directory_gives_its_models_tokenizer(wordpiece_tokenizer, tmp_pat
 def test_empty_input_is_a_user_error():
     with pytest.raises(UserError, match="no text to train a tokenizer on"):
         train_tokenizer(["", "   "], kind="wordpiece", vocab_size=50)
-    with pytest.raises(UserError, match=r"^/nonexistent/dir: no tokenizer \(tokenizer.json or vocab.txt\)$"):
+    with pytest.raises(
+        UserError,
+        match=r"^/nonexistent/dir: no tokenizer \(tokenizer.json, vocab.txt, vocab.json with merges.txt, or a "
+        r"SentencePiece model\)$",
+    ):
         load_tokenizer("/nonexistent/dir")
 
 

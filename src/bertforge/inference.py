@@ -13,6 +13,7 @@ bert.neighbours(["monday"])                   # the words nearest in the embeddi
 from __future__ import annotations
 
 import math
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -27,20 +28,21 @@ from .display import Record, markdown_table
 from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
 from .model.bert import BertForPreTraining
-from .model.directory import (
-    PRETRAINING_HEADS,
-    electra_generator,
-    load_model_and_tokenizer,
-    pretraining_heads,
-    pretraining_info,
-    read_config,
-    resolve_model_dir,
-    sentence_embedding_pooling,
-)
-from .model.heads import mean_pool
+from .model.directory import electra_generator, load_model_and_tokenizer, pretraining_info, resolve_model_dir
+from .model.heads import pool
+from .model.origin import Origin, read_origin
+from .model.sentence import POOLING_MODES
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
-from .tokenizer import MASK, all_special_ids, special_ids, special_tokens, token_text, word_starts
+from .tokenizer import (
+    MASK,
+    all_special_ids,
+    max_input_length,
+    special_ids,
+    special_tokens,
+    token_text,
+    word_starts,
+)
 
 PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
 
@@ -73,9 +75,7 @@ class Bert:
         device: str = "cpu",
         pair_objective: str = "nsp",
         precision: str = "fp32",
-        sentence_pooling: str | None = None,
-        untrained_heads: frozenset[str] = frozenset(),
-        source: str = "this model",
+        origin: Origin | None = None,
         generator: str | None = None,
     ):
         self.device = resolve_device(device)
@@ -84,46 +84,61 @@ class Bert:
         self.tokenizer = tokenizer
         self.ids = special_ids(tokenizer)
         self.pair_objective = pair_objective  # what the pair head learned: nsp, sop or none
-        # A model fine-tuned for sentence similarity: its vectors' pooling; it has no masked-LM or pair head
-        self.sentence_pooling = sentence_pooling
-        # The pre-training heads ("mlm", "nsp") missing from the weights it was loaded from: a fine-tuned classifier
-        # kept none, and answers from them would come from new random weights. `source` names it in messages.
-        self.untrained_heads, self.source = untrained_heads, source
+        # Where the model was read from: its class, the heads its weights hold (answers from a head it lacks would
+        # come from new random weights) and its sentence-transformers pipeline (how its vectors are pooled)
+        self.origin = origin
+        self.sentence = origin.sentence if origin is not None else None
         self.generator = generator  # an ELECTRA discriminator's: where its masked LM is
+        self.limit = max_input_length(tokenizer, model.config.max_position_embeddings)  # tokens a text may have
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
         directory = resolve_model_dir(path)
-        pooling = sentence_embedding_pooling(directory)
         info = pretraining_info(directory)
-        encoder_only = bool(pooling) or info.get("objective") == "electra"  # a discriminator embeds, fills nothing
+        discriminator = info.get("objective") == "electra"  # it embeds, and fills in nothing
         directory, model, tokenizer = load_model_and_tokenizer(
-            path, trust_pickle=trust_pickle, keep_heads=not encoder_only
+            path, trust_pickle=trust_pickle, keep_heads=not discriminator
         )
-        missing = frozenset(PRETRAINING_HEADS) - pretraining_heads(directory, model.config)
-        architecture = (read_config(directory).get("architectures") or ["no architecture named"])[0]
-        source = f"{directory} ({architecture})"
-        generator = electra_generator(directory, info) if info.get("objective") == "electra" else None
+        generator = electra_generator(directory, info) if discriminator else None
         pair = info.get("pair_objective", "nsp")
-        return cls(model, tokenizer, device, pair, precision, pooling, missing, source, generator)
+        return cls(model, tokenizer, device, pair, precision, read_origin(directory), generator)
 
     def _check_heads(self, what: str, head: str = "mlm") -> None:
+        """Refuse to answer from a head the model does not have (it would be new random weights), saying why it
+        has none: an ELECTRA discriminator's generator has it; a released encoder (BertModel, a sentence-embedding
+        model) was saved without heads; a fine-tuned model kept only its task's; a masked LM never had a pair head."""
         if self.generator is not None:
             raise UserError(
-                f"{self.source} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
-                f"head to {what}; its generator does: {self.generator}"
+                f"{self.origin.describes} is an ELECTRA discriminator: it tells replaced tokens from original ones "
+                f"and has no head to {what}; its generator does: {self.generator}"
             )
-        if self.sentence_pooling:
+        untrained = getattr(self.model, "untrained_heads", frozenset())
+        if head == "mlm":
+            missing = "mlm_head" in untrained
+        else:
+            missing = self.model.nsp_head is None or self.pair_objective not in PAIR_CLASSES
+        if not missing:
+            return
+        name = "masked-LM" if head == "mlm" else "next-sentence"
+        if self.origin.fine_tuned:
+            task = " for sentence similarity" if self.sentence is not None else ""
             raise UserError(
-                f"this model was fine-tuned for sentence similarity: it makes sentence vectors (embed), and has no "
-                f"head to {what}; use the model it was fine-tuned from"
+                f"{self.origin.describes} was fine-tuned{task} and keeps only its task's head, no {name} head to "
+                f"{what} with; use the pre-trained model it was fine-tuned from"
             )
-        if head in self.untrained_heads:
-            name = "masked-LM" if head == "mlm" else "next-sentence"
+        if self.origin.encoder_only and "mlm_head" in untrained:
+            kind = "a sentence-embedding model" if self.sentence is not None else "an encoder alone"
+            train = f"; `bertforge pretrain --init-from {self.origin.directory}` trains a masked-LM head on your text"
+            raise UserError(f"{self.origin.describes} has no {name} head to {what} with: it is {kind}{train}")
+        if "mlm_head" in untrained:
             raise UserError(
-                f"{self.source} has no trained {name} head to {what} with (a fine-tuned model keeps only its task's "
-                "head); use the pre-trained model it was fine-tuned from"
+                f"{self.origin.describes} has no {name} head to {what} with (a fine-tuned model keeps only its "
+                "task's head); use the pre-trained model it was fine-tuned from"
             )
+        raise UserError(
+            f"{self.origin.describes} was pre-trained without a pair objective (masked LM only): it has no "
+            f"{name} head to {what} with"
+        )
 
     def _autocast(self):
         return autocast(self.device, self.precision)
@@ -131,7 +146,7 @@ class Bert:
     def encode(self, text: str, pair: str | None = None):
         """(tokenizers Encoding, input_ids (1, T), token_type_ids (1, T)); too long an input is a user error."""
         encoding = self.tokenizer.encode(text, pair) if pair is not None else self.tokenizer.encode(text)
-        limit = self.model.config.max_position_embeddings
+        limit = self.limit
         if len(encoding.ids) > limit:
             raise UserError(f"input is {len(encoding.ids)} tokens but the model reads at most {limit}")
         input_ids = torch.tensor([encoding.ids], device=self.device)  # (1, T)
@@ -222,8 +237,6 @@ class Bert:
     def nsp(self, sentence_a: str, sentence_b: str) -> dict:
         """The pair head's answer: for NSP, the probability that B really follows A (class 0 = IsNext);
         for an SOP model, the probability that A and B are in their written order."""
-        if self.pair_objective not in PAIR_CLASSES:
-            raise UserError("this model was pre-trained without a pair objective (MLM only): its NSP head is untrained")
         self._check_heads("judge sentence pairs", "nsp")
         key, yes, no = PAIR_CLASSES[self.pair_objective]
         _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
@@ -234,20 +247,34 @@ class Bert:
 
     @cached_property
     def _batcher(self) -> TextBatcher:
-        """Built on first use (it copies the tokenizer), then shared by every embed call."""
-        return TextBatcher(self.tokenizer, self.model.config.max_position_embeddings)
+        """Built on first use (it copies the tokenizer), then shared by every embed call. A sentence-embedding
+        model embeds at most its own max_seq_length tokens (sentence_bert_config.json), as it was trained."""
+        own = self.sentence.max_seq_length if self.sentence is not None else None
+        return TextBatcher(self.tokenizer, min(self.limit, own) if own else self.limit)
 
     @torch.inference_mode()
     def embed(
-        self, texts: list[str], pooling: str | None = None, layer: int = -1, batch_size: int = 64, whole: bool = False
+        self,
+        texts: list[str],
+        pooling: str | None = None,
+        layer: int = -1,
+        batch_size: int = 64,
+        whole: bool = False,
+        normalize: bool | None = None,
     ) -> np.ndarray:
-        """One vector per text, (len(texts), H), in input order; batched by length so there is little padding.
-        By default a sentence-similarity model's vectors are pooled as it was trained (the mean), others' are
-        the [CLS] vector. A text longer than the model's position table is cut to it, or with `whole` read in
-        windows of that length overlapping by a quarter, its vector the mean of theirs."""
-        pooling = pooling or self.sentence_pooling or "cls"
-        if pooling not in ("cls", "mean"):
-            raise UserError(f"pooling must be cls or mean, not {pooling!r}")
+        """One vector per text, (len(texts), D), in input order; batched by length so there is little padding.
+
+        By default a sentence-embedding model's vectors are made as its sentence-transformers modules say (its
+        pooling, unit length where it has a Normalize module), others' are the [CLS] vector; `pooling` (one of
+        sentence.POOLING_MODES) and `normalize` override. A text longer than the model reads (its position table,
+        or the length its files give) is cut to it, and how many were is said; with `whole` it is read in windows
+        of that length overlapping by a quarter, its vector the mean of theirs."""
+        if self.sentence is not None:
+            self.sentence.check_computable(str(self.origin.directory))
+        modes = (pooling,) if pooling else self.sentence.pooling if self.sentence is not None else ("cls",)
+        if any(mode not in POOLING_MODES for mode in modes):
+            raise UserError(f"pooling must be one of {', '.join(POOLING_MODES)}, not {pooling!r}")
+        unit = normalize if normalize is not None else self.sentence is not None and self.sentence.normalize
         layers = self.model.config.num_layers  # hidden states 0 (the embeddings) to L
         if not -(layers + 1) <= layer <= layers:
             raise UserError(
@@ -257,16 +284,24 @@ class Bert:
             raise UserError(f"--batch-size {batch_size}: give at least 1")
         batcher = self._batcher
         encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), None)
-        out = np.zeros((len(encoded), self.model.config.hidden_size), dtype=np.float32)  # (windows, H)
+        if not whole and batcher.cut:
+            warnings.warn(
+                f"{batcher.cut:,} of {len(texts):,} texts are longer than the {batcher.max_seq_len} tokens the model "
+                "reads and were cut there (--whole reads each in windows)",
+                stacklevel=2,
+            )
+        width = self.model.config.hidden_size * len(modes)
+        out = np.zeros((len(encoded), width), dtype=np.float32)  # (windows, D)
         for indices in length_buckets(encoded, batch_size):
             batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
             with self._autocast():
                 result = self.model.bert(**batch, output_hidden_states=layer != -1)
             hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
-            hidden = hidden.float()
-            vectors = hidden[:, 0] if pooling == "cls" else mean_pool(hidden, batch["attention_mask"])  # (b, H)
-            out[indices] = vectors.cpu().numpy()
-        return mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), H)
+            out[indices] = pool(hidden.float(), batch["attention_mask"], modes).cpu().numpy()  # (b, D)
+        vectors = mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), D)
+        if unit:
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+        return vectors
 
     def search(
         self,

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from .errors import UserError, one_line
 from .fileio import write_json
@@ -78,12 +78,23 @@ class SpecialIds:
 class LoadedTokenizer:
     """A `tokenizers.Tokenizer` as a directory defines it: which token plays each special role, and the Hugging
     Face settings (tokenizer_config.json) to write back as they were. Everything else is the Tokenizer's own
-    (`encode`, `decode`, `token_to_id`, ...): the `tokenizers` class cannot be subclassed, so this wraps it."""
+    (`encode`, `decode`, `token_to_id`, ...): the `tokenizers` class cannot be subclassed, so this wraps it.
 
-    def __init__(self, tokenizer: Tokenizer, specials: dict[str, str], hf_config: dict | None = None):
+    A released tokenizer.json may pad and truncate every text (sentence-transformers' files pad to 128): those
+    settings are taken off the Tokenizer when it is read, so that no verb encodes with them (each sets its own),
+    and kept in `released_limits` to be written back as they were."""
+
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        specials: dict[str, str],
+        hf_config: dict | None = None,
+        released_limits: dict[str, dict] | None = None,
+    ):
         self.backend = tokenizer
         self.specials = specials  # role ("pad", "unk", "cls", "sep", "mask") -> the token's text
         self.hf_config = hf_config  # tokenizer_config.json as read, or None for one bertforge trained
+        self.released_limits = released_limits or {}  # {"padding": ..., "truncation": ...} as tokenizer.json had them
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name == "backend":  # pickle and copy look for these before __dict__ is set
@@ -92,7 +103,35 @@ class LoadedTokenizer:
 
     def copy(self) -> LoadedTokenizer:
         """An independent copy (truncation and padding set on it leave this one as it is)."""
-        return LoadedTokenizer(Tokenizer.from_str(self.backend.to_str()), dict(self.specials), self.hf_config)
+        backend = Tokenizer.from_str(self.backend.to_str())
+        return LoadedTokenizer(backend, dict(self.specials), self.hf_config, self.released_limits)
+
+    @property
+    def model_max_length(self) -> int | None:
+        """tokenizer_config.json's `model_max_length`: the longest input the model was made for, which every verb
+        keeps to; None where it names none (or `transformers`' placeholder for none, 1e30)."""
+        value = (self.hf_config or {}).get("model_max_length")
+        usable = isinstance(value, int) and not isinstance(value, bool) and 0 < value < NO_MAX_LENGTH
+        return value if usable else None
+
+
+# `transformers` writes int(1e30) as model_max_length where a tokenizer names no limit.
+NO_MAX_LENGTH = 10**12
+
+
+def max_input_length(tokenizer, positions: int) -> int:
+    """The most tokens a verb gives the model at once: its position table's length, or less where its tokenizer
+    says so (tokenizer_config.json's model_max_length)."""
+    limit = tokenizer.model_max_length if isinstance(tokenizer, LoadedTokenizer) else None
+    return min(positions, limit) if limit else positions
+
+
+def _released_limits(tokenizer: Tokenizer) -> dict[str, dict]:
+    """The padding and truncation a tokenizer.json sets, taken off `tokenizer` (which no longer applies them)."""
+    limits = {name: getattr(tokenizer, name) for name in ("padding", "truncation")}
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return {name: value for name, value in limits.items() if value}
 
 
 def copy_tokenizer(tokenizer):
@@ -402,7 +441,7 @@ def save_tokenizer(tokenizer, directory: str | Path, model_max_length: int = 512
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     settings = _settings(tokenizer)
-    tokenizer.save(str(directory / "tokenizer.json"))
+    _as_released(tokenizer).save(str(directory / "tokenizer.json"))
     if settings["kind"] in ("wordpiece", "word"):
         vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
         (directory / "vocab.txt").write_text("".join(token + "\n" for token, _ in vocab), encoding="utf-8")
@@ -427,28 +466,52 @@ def save_tokenizer(tokenizer, directory: str | Path, model_max_length: int = 512
     write_json(directory / "special_tokens_map.json", special)
 
 
+def _as_released(tokenizer):
+    """The tokenizer to write: a released one with the padding and truncation its file had (other tools read them;
+    bertforge never does), any other as it is."""
+    limits = tokenizer.released_limits if isinstance(tokenizer, LoadedTokenizer) else {}
+    if not limits:
+        return tokenizer
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    if "padding" in limits:
+        copy.enable_padding(**limits["padding"])
+    if "truncation" in limits:
+        copy.enable_truncation(**limits["truncation"])
+    return copy
+
+
 def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
-    """Load tokenizer.json, or build a BERT WordPiece tokenizer from a bare vocab.txt, with its special tokens
-    found by their role (`special_roles`). A run directory's is its model's (run/model/), so `prepare --tokenizer
-    RUN` reads text for continued pre-training of RUN."""
+    """Load a directory's tokenizer with its special tokens found by their role (`special_roles`): tokenizer.json;
+    else the files released models still ship without one: a bare vocab.txt (BERT's WordPiece), vocab.json and
+    merges.txt (RoBERTa's byte-level BPE), or a SentencePiece model (XLM-R's, converted by `transformers` where it
+    is installed). A run directory's is its model's (run/model/), so `prepare --tokenizer RUN` reads text for
+    continued pre-training of RUN. The file's own padding and truncation are taken off (`LoadedTokenizer`)."""
     directory = Path(directory)
-    if not _has_tokenizer(directory) and _has_tokenizer(directory / "model"):
+    if not has_tokenizer(directory) and has_tokenizer(directory / "model"):
         directory = directory / "model"
     hf_config = _read_json(directory / "tokenizer_config.json")
     specials = special_roles(directory, hf_config)
-    path = directory / "tokenizer.json"
+    path, sentencepiece = directory / "tokenizer.json", _sentencepiece_file(directory)
     if path.is_file():
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as e:  # the Rust side raises a bare Exception on a malformed file
             raise UserError(f"{path}: not a valid tokenizer file ({one_line(e)})") from None
-        # The parts that run on text, each as its own JSON: not the whole file again (XLM-R's is 17 MB).
-        parts = (tokenizer.normalizer, tokenizer.pre_tokenizer, tokenizer.decoder)
-        _check_text_rules([json.loads(part.__getstate__()) for part in parts if part is not None], path)
     elif (directory / "vocab.txt").is_file():
-        tokenizer = _from_vocab_txt(directory, hf_config or {}, specials)
+        path, tokenizer = directory / "vocab.txt", _from_vocab_txt(directory, hf_config or {}, specials)
+    elif (directory / "vocab.json").is_file() and (directory / "merges.txt").is_file():
+        path, tokenizer = directory / "vocab.json", _from_byte_level_bpe(directory, hf_config or {}, specials)
+    elif sentencepiece is not None:
+        path, tokenizer = sentencepiece, _from_sentencepiece(directory, sentencepiece)
     else:
-        raise UserError(f"{directory}: no tokenizer (tokenizer.json or vocab.txt)")
+        raise UserError(
+            f"{directory}: no tokenizer (tokenizer.json, vocab.txt, vocab.json with merges.txt, or a SentencePiece "
+            "model)"
+        )
+    # The parts that run on text, each as its own JSON: not the whole file again (XLM-R's is 17 MB).
+    parts = (tokenizer.normalizer, tokenizer.pre_tokenizer, tokenizer.decoder)
+    _check_text_rules([json.loads(part.__getstate__()) for part in parts if part is not None], path)
+    released_limits = _released_limits(tokenizer)
     missing = [role for role in ROLES if tokenizer.token_to_id(specials[role]) is None]
     if missing:
         what = {"mask": "a mask token: it cannot be asked to fill in blanks or be pre-trained"}.get(missing[0], "")
@@ -461,7 +524,67 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
     # One bertforge wrote (or a bare tokenizer.json) gets bertforge's settings again when saved; a released
     # model's keeps its own, even none (roberta-base's: transformers then picks the class by the model type).
     ours = "bertforge_kind" in hf_config if hf_config is not None else not (directory / "config.json").is_file()
-    return LoadedTokenizer(tokenizer, specials, None if ours else hf_config or {})
+    return LoadedTokenizer(tokenizer, specials, None if ours else hf_config or {}, released_limits)
+
+
+# The names a SentencePiece model has in released repositories: XLM-R's and CamemBERT's, ALBERT's and T5's, DeBERTa-v3's
+SENTENCEPIECE_FILES = ("sentencepiece.bpe.model", "spiece.model", "spm.model", "sentencepiece.model")
+
+
+def _sentencepiece_file(directory: Path) -> Path | None:
+    return next((directory / name for name in SENTENCEPIECE_FILES if (directory / name).is_file()), None)
+
+
+def _from_byte_level_bpe(directory: Path, config: dict, specials: dict[str, str]) -> Tokenizer:
+    """As `transformers`' RoBERTa tokenizer builds one from vocab.json and merges.txt (roberta-base's older files):
+    byte-level BPE with no normaliser, <s> A </s></s> B </s>, and the mask token taking the space before it."""
+    try:
+        model = models.BPE.from_file(
+            str(directory / "vocab.json"),
+            str(directory / "merges.txt"),
+            continuing_subword_prefix="",
+            end_of_word_suffix="",
+            fuse_unk=False,
+        )
+    except Exception as e:  # the Rust side's bare Exception on a malformed file
+        raise UserError(f"{directory}: vocab.json and merges.txt are not a BPE vocabulary ({one_line(e)})") from None
+    tokenizer = Tokenizer(model)
+    prefix_space = bool(config.get("add_prefix_space", False))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix_space)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(
+        [AddedToken(token, special=True, lstrip=role == "mask") for role, token in specials.items()]
+    )
+    cls, sep = specials["cls"], specials["sep"]
+    if tokenizer.token_to_id(cls) is not None and tokenizer.token_to_id(sep) is not None:
+        tokenizer.post_processor = processors.RobertaProcessing(
+            (sep, tokenizer.token_to_id(sep)), (cls, tokenizer.token_to_id(cls)), True, prefix_space
+        )
+    return tokenizer
+
+
+SENTENCEPIECE_CONVERTER = "transformers sentencepiece protobuf"  # what converts a SentencePiece model, as pip names it
+
+
+def _from_sentencepiece(directory: Path, model_file: Path) -> Tokenizer:
+    """A SentencePiece model converted as `transformers` converts it for the model's family (XLM-R's ids shifted
+    by its fairseq specials, its <mask> last): that needs `transformers`, `sentencepiece` and `protobuf`, which
+    bertforge does not (pip install 'bertforge[sentencepiece]'); without them, one line names them."""
+    try:
+        import google.protobuf  # noqa: F401  (the converter reads the model file's protocol buffer with it)
+        import sentencepiece  # noqa: F401
+        import transformers
+    except ImportError:
+        raise UserError(
+            f"{model_file}: a SentencePiece model without tokenizer.json; bertforge reads it through the converter "
+            f"of {SENTENCEPIECE_CONVERTER.replace(' ', ', ')}: pip install 'bertforge[sentencepiece]' (or save the "
+            "tokenizer as tokenizer.json)"
+        ) from None
+    try:
+        converted = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        return Tokenizer.from_str(converted.backend_tokenizer.to_str())
+    except Exception as e:  # transformers raises many types for a directory it cannot read
+        raise UserError(f"{model_file}: not converted to a tokenizer ({one_line(e)})") from None
 
 
 def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
@@ -599,8 +722,10 @@ def _read_json(path: Path) -> dict | None:
     return value
 
 
-def _has_tokenizer(directory: Path) -> bool:
-    return (directory / "tokenizer.json").is_file() or (directory / "vocab.txt").is_file()
+def has_tokenizer(directory: Path) -> bool:
+    """Whether `directory` holds a tokenizer's files, of any layout `load_tokenizer` reads."""
+    files = ("tokenizer.json", "vocab.txt", "vocab.json", *SENTENCEPIECE_FILES)
+    return any((directory / name).is_file() for name in files)
 
 
 def _from_vocab_txt(directory: Path, config: dict, specials: dict[str, str]) -> Tokenizer:
@@ -683,5 +808,5 @@ def with_words(tokenizer, words: list[str]):
         # transformers reads the new rules from tokenizer.json as it is: a family's own class (RoBERTa's) builds its
         # BPE again from the vocabulary and merges, and would cut the new words as before
         hf_config = None if tokenizer.hf_config is None else {**tokenizer.hf_config, "tokenizer_class": FAST_CLASS}
-        extended = LoadedTokenizer(extended, dict(tokenizer.specials), hf_config)
+        extended = LoadedTokenizer(extended, dict(tokenizer.specials), hf_config, tokenizer.released_limits)
     return extended, ids

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..fileio import write_bytes
+from ..model.sentence import POOLING_MODES
 from ..tasks.registry import REGRESSION, SENTENCE_SIMILARITY
 from .flags import (
     POSITIVE,
@@ -147,9 +148,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)  # before the work: a folder that cannot be made is said at once
     check_writable(out.parent)
     texts, _ = read_texts(args.input, args.text_column)
-    vectors = _load(args).embed(
-        texts, pooling=args.pooling, layer=args.layer, batch_size=args.batch_size, whole=args.whole
-    )
+    vectors = _load(args).embed(texts, args.pooling, args.layer, args.batch_size, args.whole, args.normalize)
     array = io.BytesIO()
     np.save(array, vectors)
     write_bytes(out, array.getvalue())  # whole or not at all
@@ -305,9 +304,15 @@ def register(verbs) -> None:
     p.add_argument("--out", required=True, help="output .npy file")
     p.add_argument(
         "--pooling",
-        choices=["cls", "mean"],
-        help="the [CLS] vector, or the mean over tokens (default: mean for a model fine-tuned with --task "
-        f"{SENTENCE_SIMILARITY.name}, as it was trained; else cls)",
+        choices=POOLING_MODES,
+        help="how the token vectors become one: the [CLS] vector, their mean, ... (default: a sentence-embedding "
+        "model's own, from its sentence-transformers modules, as a model fine-tuned with --task "
+        f"{SENTENCE_SIMILARITY.name} has; else cls)",
+    )
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        help="make every vector unit length (default: as the model's modules say: a Normalize module does)",
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=POSITIVE, default=64, help="texts per batch")

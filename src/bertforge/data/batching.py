@@ -68,12 +68,14 @@ class TextBatcher:
         self.max_seq_len = max_seq_len
         self.tokenizer.enable_truncation(max_seq_len)
         self.pad = special_ids(tokenizer).pad
+        self.cut = 0  # how many texts (or pairs) the last `encode` cut to max_seq_len tokens
 
     def encode(self, texts: list[str], pairs: list[str] | None = None) -> Encoded:
         if pairs is None:
             encodings = self.tokenizer.encode_batch(texts)
         else:
             encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)))
+        self.cut = sum(1 for e in encodings if e.overflowing)
         return [(e.ids, e.type_ids) for e in encodings]
 
     def encode_windows(self, texts: list[str]) -> tuple[Encoded, np.ndarray]:

@@ -11,4 +11,6 @@ Imports nothing above it; parallelism, compilation and device placement are the 
     electra       ELECTRA's generator and discriminator
     hf            our weights and configs to and from transformers' BERT, RoBERTa-PreLayerNorm and ModernBERT
     directory     model directories: saved whole, loaded checked, ours or transformers'
+    sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
+    origin        what a model read from a directory goes back out with: its class, modules and card
 """

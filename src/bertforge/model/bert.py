@@ -477,11 +477,12 @@ class BertForPreTraining(nn.Module):
     with no pooler either, and is saved as one (`transformers`' BertForMaskedLM, RobertaForMaskedLM, ...): a head
     that never trained is never saved."""
 
-    def __init__(self, config: ModelConfig, pair_head: bool | None = None):
+    def __init__(self, config: ModelConfig, pair_head: bool | None = None, pooler: bool | None = None):
         super().__init__()
         self.config = config
         pair = config.type_vocab_size > 1 if pair_head is None else pair_head and config.type_vocab_size > 1
-        self.bert = BertModel(config, pooler=pair)
+        # The pair head reads the pooler; without one, a pooler only where asked (a released encoder's, kept)
+        self.bert = BertModel(config, pooler=pair or bool(pooler))
         self.mlm_head = MaskedLMHead(config, self.bert.embeddings.token)
         self.nsp_head = nn.Linear(config.hidden_size, 2) if pair else None
         self.apply(lambda module: init_weights(module, config))

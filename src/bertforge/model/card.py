@@ -29,6 +29,7 @@ PIPELINE_TAGS = {
     "BertForMultipleChoice": "multiple-choice",
     "BertForSentenceEmbedding": "sentence-similarity",
     "BertForReplacedTokenDetection": "feature-extraction",
+    "BertModel": "feature-extraction",
 }
 AUTO_CLASSES = {
     "BertForPreTraining": "AutoModelForMaskedLM",
@@ -39,6 +40,7 @@ AUTO_CLASSES = {
     "BertForMultipleChoice": "AutoModelForMultipleChoice",
     "BertForSentenceEmbedding": "AutoModel",
     "BertForReplacedTokenDetection": "AutoModel",
+    "BertModel": "AutoModel",
 }
 BERTFORGE_USE = {
     "BertForPreTraining": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
@@ -74,6 +76,57 @@ def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | N
             lines += [*section, ""]
     lines += _how_to_load(architecture, remote)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def card_with_section(card: str, facts: dict[str, Any]) -> str:
+    """A model's own card (one it was released with) with a section on what bertforge did to it: the vocabulary it
+    extended, or the pre-training it continued (data, steps, held-out scores before and after). A section of the
+    same title already there (a run resumed from its checkpoint) is replaced, not repeated."""
+    title, lines = _bertforge_section(facts)
+    heading = f"## {title}"
+    kept = card.rstrip("\n").split("\n")
+    if heading in kept:  # cut from that heading to the next one of its level
+        start = kept.index(heading)
+        end = next((i for i in range(start + 1, len(kept)) if kept[i].startswith("## ")), len(kept))
+        kept = kept[:start] + kept[end:]
+    return "\n".join([*kept, "", heading, "", *lines]).strip("\n") + "\n"
+
+
+def _bertforge_section(facts: dict[str, Any]) -> tuple[str, list[str]]:
+    if not facts.get("training"):
+        extended = facts.get("vocabulary_extended") or {}
+        words = f"{extended['words']:,} words" if extended else "words"
+        return "Vocabulary extended with bertforge", [
+            f"- {words} of a corpus added as tokens (bertforge tokenizer extend), each starting at the mean of its "
+            "pieces' embeddings"
+        ]
+    lines = []
+    if facts.get("init_from"):
+        lines.append(f"- masked-LM pre-training continued from `{facts['init_from']}`")
+    if facts.get("head_warmup"):
+        lines.append(
+            f"- a new masked-LM head (the model had none), its decoder tied to the token embeddings, trained alone "
+            f"for the first {facts['head_warmup']:,} steps, the encoder frozen, then with the encoder"
+        )
+    corpus = facts.get("corpus")
+    if corpus:
+        files = ", ".join(f"`{f}`" for f in corpus.get("files", [])[:5])
+        lines.append(
+            f"- corpus: {files}; {corpus.get('train_tokens', 0):,} training tokens, "
+            f"{corpus.get('valid_tokens', 0):,} held out"
+        )
+    run = facts["training"]
+    lines.append(f"- {run['steps']:,} steps, {run['tokens']:,} tokens, {run['seconds'] / 60:.1f} minutes")
+    before, after = facts.get("held_out_before"), facts.get("held_out")
+    if after:
+        scores = (
+            f"{before['mlm_acc']:.3f} before, {after['mlm_acc']:.3f} after" if before else f"{after['mlm_acc']:.3f}"
+        )
+        line = f"- held-out masked-LM accuracy {scores}"
+        if after.get("unigram_baseline_acc") is not None:
+            line += f" (always guessing the most frequent token: {after['unigram_baseline_acc']:.3f})"
+        lines.append(line)
+    return "Continued pre-training with bertforge", lines
 
 
 def _title(architecture: str, facts: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ import json
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -27,13 +27,15 @@ from ..fileio import asset_path, atomic_directory, write_json
 from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
+    has_tokenizer,
     hf_tokenizer_class,
     load_tokenizer,
+    max_input_length,
     save_tokenizer,
     special_ids,
 )
-from .bert import BertForPreTraining
-from .card import CARD, model_card
+from .bert import BertForPreTraining, encoder_has_pooler
+from .card import CARD, card_with_section, model_card
 from .config import ModelConfig
 from .families import family_of
 from .heads import BertForSentenceEmbedding
@@ -48,9 +50,12 @@ from .hf import (
     their_name,
     to_hf_state_dict,
 )
+from .sentence import SentencePipeline, write_pipeline
+
+if TYPE_CHECKING:
+    from .origin import Origin
 
 PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model was pre-trained
-SENTENCE_EMBEDDING_KEY = "bertforge_sentence_embedding"  # config.json: how a sentence model's vectors are made
 
 
 def is_model_dir(path: Path) -> bool:
@@ -161,9 +166,20 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     if cls is BertForPreTraining and keep_heads and "pair_head" not in model_kwargs:
         marker = family_of(config).modules.get("nsp_head")
         model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in weights)
+        model_kwargs["pooler"] = holds_pooler(weights, config)  # a released encoder's, kept to be saved again
     model = cls(config, **model_kwargs)
     load_weights(model, directory, trust_pickle, keep_heads, weights=weights)
     return model.eval()
+
+
+def holds_pooler(names, config: ModelConfig) -> bool:
+    """Whether weights of these names hold the pooler of the family's bare encoder (BertModel's, RobertaModel's),
+    under the encoder's prefix or, in a bare encoder's own file, without it."""
+    if not encoder_has_pooler(config):
+        return False
+    pooler = family_of(config).modules["bert.pooler"] + ".weight"
+    bare = pooler.split(".", 1)[1]
+    return any(name == pooler or name == bare for name in names)
 
 
 def check_shapes(directory: Path, config: ModelConfig) -> None:
@@ -215,7 +231,8 @@ def load_weights(
 
     Heads may differ between directory and model (a BertForMaskedLM directory has
     no NSP head; a pre-trained model has no classifier): missing ones start
-    fresh, with a warning, and extra ones are dropped. `keep_heads=False` starts
+    fresh, and extra ones are dropped; the pre-training heads that start fresh are
+    the model's `untrained_heads` (a released encoder's masked LM). `keep_heads=False` starts
     every head fresh on purpose (fine-tuning a new task on a fine-tuned encoder).
     `longer_positions` lets `model`'s position table be the longer one: its rows past the directory's keep
     their own start (BERT's second phase, on longer sequences, learned them so). `weights`: the directory's, if
@@ -241,9 +258,11 @@ def load_weights(
         said = [f"missing {', '.join(lacking[:5])}"] if lacking else []
         said += [f"not in its family's layout: {', '.join(extra[:5])}"] if extra else []
         raise UserError(f"{directory}: weights do not match config.json ({'; '.join(said)})")
-    if fresh_heads and keep_heads:
-        heads = sorted({k.rsplit(".", 1)[0] for k in fresh_heads})
-        warnings.warn(f"{directory} has no weights for {', '.join(heads)}: initialised fresh", stacklevel=3)
+    # Heads the directory lacks start fresh: said by the verbs where that matters (pretrain, evaluate, fill-mask,
+    # extend), and never saved as if trained (write_model_files).
+    model.untrained_heads = frozenset(
+        head for head in PRETRAINING_MODULES if any(k.startswith(head + ".") for k in fresh_heads)
+    )
     try:
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
     except RuntimeError as e:
@@ -263,9 +282,13 @@ def write_model_files(
     tokenizer: Tokenizer | None,
     extra_config: dict[str, Any] | None = None,
     card: dict[str, Any] | None = None,
+    origin: Origin | None = None,
 ) -> None:
     """config.json, model.safetensors, the tokenizer's files and the model card (README.md, from `card`'s facts
-    and how the model was pre-trained), into an existing directory (a part's, below it)."""
+    and how the model was pre-trained), into an existing directory (a part's, below it). A model read from a
+    directory (`origin`) goes back out as itself: its bare-encoder class, its sentence-transformers modules and
+    its card, a section added. A pre-training head that never trained (a released encoder's masked LM, before
+    pre-training) is left out."""
     for subdirectory, (part, pretraining) in saved_parts(model).items():
         target = directory / subdirectory
         target.mkdir(exist_ok=True)
@@ -273,17 +296,21 @@ def write_model_files(
         if pretraining:
             extra[PRETRAINING_KEY] = {**extra.get(PRETRAINING_KEY, {}), **pretraining}
         facts = {**extra.get(PRETRAINING_KEY, {}), **(card or {})}
-        (target / CARD).write_text(model_card(part.config, part.hf_architecture, facts), encoding="utf-8")
+        architecture = saved_architecture(part, origin)
+        (target / CARD).write_text(card_text(part.config, architecture, facts, origin), encoding="utf-8")
         if needs_remote_code(part.config) and tokenizer is not None:
             # transformers 4.x gives a pipeline a tokenizer only for a model type it knows, or one config.json names
             extra.setdefault("tokenizer_class", hf_tokenizer_class(tokenizer))
-        if isinstance(part, BertForSentenceEmbedding):
-            extra[SENTENCE_EMBEDDING_KEY] = {"pooling": "mean", "similarity": "cosine"}
-            _write_sentence_transformers_files(target, part.config)
+        pipeline = origin.sentence if origin is not None else None
+        if pipeline is not None or isinstance(part, BertForSentenceEmbedding):
+            limit = max_input_length(tokenizer, part.config.max_position_embeddings) if tokenizer is not None else 512
+            write_pipeline(target, pipeline or SentencePipeline(part.pooling), part.config.hidden_size, limit)
         ids = dict(zip(ROLES, special_ids(tokenizer).all)) if tokenizer is not None else None
-        write_json(target / "config.json", config_to_hf(part.config, part.hf_architecture, extra, ids))
+        write_json(target / "config.json", config_to_hf(part.config, architecture, extra, ids))
+        untrained = getattr(part, "untrained_heads", frozenset())
+        state = {k: v for k, v in part.state_dict().items() if k.split(".", 1)[0] not in untrained}
         save_file(
-            to_hf_state_dict(part.state_dict(), part.config, part.hf_architecture),
+            to_hf_state_dict(state, part.config, architecture),
             str(target / "model.safetensors"),
             metadata={"format": "pt"},
         )
@@ -293,26 +320,23 @@ def write_model_files(
             save_tokenizer(tokenizer, target, part.config.max_position_embeddings, part.config.type_vocab_size > 1)
 
 
-def _write_sentence_transformers_files(directory: Path, config: ModelConfig) -> None:
-    """What `SentenceTransformer(path)` reads: module 0 the encoder in the directory itself, module 1 mean pooling."""
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    write_json(directory / "modules.json", modules)
-    write_json(
-        directory / "sentence_bert_config.json",
-        {"max_seq_length": config.max_position_embeddings, "do_lower_case": False},
-    )
-    (directory / "1_Pooling").mkdir(exist_ok=True)
-    pooling = {"word_embedding_dimension": config.hidden_size, "pooling_mode_mean_tokens": True}
-    pooling |= {f"pooling_mode_{mode}": False for mode in ("cls_token", "max_tokens", "mean_sqrt_len_tokens")}
-    write_json(directory / "1_Pooling" / "config.json", pooling)
+def saved_architecture(part, origin: Origin | None) -> str:
+    """The class a model is saved as (ours, which its family names): its own; the bare encoder's for a
+    pre-training model whose masked LM never trained (there is nothing else to save), or that was read from a
+    bare encoder (a released BertModel goes back out as a BertModel, a masked-LM head trained here beside it)."""
+    if not isinstance(part, BertForPreTraining):
+        return part.hf_architecture
+    if "mlm_head" in getattr(part, "untrained_heads", ()) or (origin is not None and origin.encoder_only):
+        return "BertModel"
+    return part.hf_architecture
 
 
-def sentence_embedding_pooling(directory: Path) -> str | None:
-    """How a model fine-tuned for sentence similarity pools its vectors (as it was trained: "mean"); None for others."""
-    return (read_config(directory).get(SENTENCE_EMBEDDING_KEY) or {}).get("pooling")
+def card_text(config: ModelConfig, architecture: str, facts: dict[str, Any], origin: Origin | None) -> str:
+    """README.md: a model read from a directory keeps that directory's card, with a section on what bertforge did
+    (a fine-tuned model is another model, and gets a card of its own, which names the one it came from)."""
+    if origin is not None and origin.card and not facts.get("task"):
+        return card_with_section(origin.card, facts)
+    return model_card(config, architecture, facts)
 
 
 def save_model(
@@ -321,8 +345,10 @@ def save_model(
     tokenizer: Tokenizer | None,
     extra_config: dict[str, Any] | None = None,
     card: dict[str, Any] | None = None,
+    origin: Origin | None = None,
 ) -> Path:
-    """A Hugging Face model directory, written atomically as a whole.
+    """A Hugging Face model directory, written atomically as a whole; a model read from a directory (`origin`)
+    goes back out as itself (write_model_files).
 
     Without a tokenizer, `transformers` can still load the weights, but bertforge's
     commands (which tokenise text) cannot use the directory; a warning says so.
@@ -334,7 +360,7 @@ def save_model(
             stacklevel=2,
         )
     with atomic_directory(directory) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config, card)
+        write_model_files(model, tmp, tokenizer, extra_config, card, origin)
     return Path(directory)
 
 
@@ -370,15 +396,10 @@ def load_model_and_tokenizer(
             f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(directory, info)}"
         )
-    if cls is BertForPreTraining and keep_heads and sentence_embedding_pooling(directory):
-        raise UserError(
-            f"{directory} was fine-tuned for sentence similarity: it makes sentence vectors (bertforge embed) and has "
-            "no masked-LM head; evaluate the model it was fine-tuned from"
-        )
     model = load_model(cls, directory, trust_pickle, keep_heads, **model_kwargs)
-    if not any((directory / name).is_file() for name in ("tokenizer.json", "vocab.txt")):
+    if not has_tokenizer(directory):
         raise UserError(
-            f"{directory}: no tokenizer (tokenizer.json or vocab.txt); the model was saved without one: "
+            f"{directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
             "save it with its tokenizer, or copy the tokenizer's files into the directory"
         )
     tokenizer = load_tokenizer(directory)
@@ -387,6 +408,7 @@ def load_model_and_tokenizer(
 
 
 PRETRAINING_HEADS = ("mlm", "nsp")
+PRETRAINING_MODULES = ("mlm_head", "nsp_head")  # our modules of those heads
 
 
 def electra_generator(directory: Path, info: dict[str, Any]) -> str:
@@ -397,19 +419,27 @@ def electra_generator(directory: Path, info: dict[str, Any]) -> str:
     return "the generator released with it (an ElectraForMaskedLM directory)"
 
 
-def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
-    """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
-    and a model loaded from it would answer from freshly initialised ones. Read from the file's index alone: the
-    masked LM by its decoder's bias, the next-sentence head by its own name."""
+def weight_names(directory: Path) -> list[str] | None:
+    """The names in a directory's model.safetensors, from its index alone; None for a pickle-only directory."""
     weights = directory / "model.safetensors"
     if not weights.is_file():
-        return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it warned of any head it lacked
-    family = family_of(config)
+        return None
     try:
         with safe_open(str(weights), framework="pt") as f:
-            names = list(f.keys())
+            return list(f.keys())
     except (SafetensorError, OSError) as e:
         raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
+
+
+def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
+    """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
+    a released encoder (BertModel) has neither, and a model loaded from it would answer from freshly initialised
+    ones. Read from the file's index alone: the masked LM by its decoder's bias, the next-sentence head by its own
+    name."""
+    names = weight_names(directory)
+    if names is None:
+        return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it finds any head it lacks
+    family = family_of(config)
     markers = {"mlm": family.params["mlm_head.bias"], "nsp": family.modules.get("nsp_head")}
     return {
         head

@@ -39,7 +39,7 @@ def sequence_summary(encoder: BertModel, head: HeadTransform | None, input_ids, 
     if head is None:
         return encoded.pooled_output  # (B, H)
     if encoder.config.classifier_pooling == "mean":
-        return head(mean_pool(encoded.sequence_output, attention_mask))
+        return head(pool(encoded.sequence_output, attention_mask, ("mean",)))
     return head(encoded.sequence_output[:, 0])
 
 
@@ -125,17 +125,37 @@ class BertForMultipleChoice(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
 
-def mean_pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
-    """hidden (B, T, H) -> (B, H): each text's mean token vector, padding (attention_mask 0) left out."""
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None, modes: tuple[str, ...] = ("mean",)) -> torch.Tensor:
+    """hidden (B, T, H) -> (B, H · len(modes)): each text's vector by each of sentence-transformers' pooling modes
+    (sentence.py), concatenated in order. Padding (attention_mask 0, on the right) is left out of each."""
     if attention_mask is None:
-        return hidden.mean(1)
-    weights = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, H)
+        attention_mask = hidden.new_ones(hidden.shape[:2])
+    real = attention_mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+    lengths = real.sum(1).clamp(min=1)  # (B, 1)
+    vectors = []
+    for mode in modes:
+        if mode == "cls":
+            vectors.append(hidden[:, 0])  # (B, H)
+        elif mode in ("mean", "mean_sqrt_len_tokens"):
+            total = (hidden * real).sum(1)  # (B, H)
+            vectors.append(total / (lengths if mode == "mean" else lengths.sqrt()))
+        elif mode == "max":
+            vectors.append(hidden.masked_fill(real == 0, float("-inf")).max(1).values)
+        elif mode == "weightedmean":  # the t-th token weighs t
+            weights = real * torch.arange(1, hidden.shape[1] + 1, device=hidden.device, dtype=hidden.dtype)[:, None]
+            vectors.append((hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9))
+        elif mode == "lasttoken":
+            last = (attention_mask.sum(1) - 1).clamp(min=0).long()  # (B,)
+            vectors.append(hidden[torch.arange(len(hidden), device=hidden.device), last])
+        else:
+            raise ValueError(f"unknown pooling mode {mode!r}")
+    return torch.cat(vectors, dim=-1)
 
 
 class BertForSentenceEmbedding(nn.Module):
-    """Sentence embeddings (Sentence-BERT, Reimers & Gurevych 2019): the mean of a text's token vectors, trained
-    so that texts which mean the same lie close by cosine. It has no head: what it saves is the encoder.
+    """Sentence embeddings (Sentence-BERT, Reimers & Gurevych 2019): a text's token vectors pooled into one (their
+    mean, or the model's own pooling where it was read from a sentence-transformers model), trained so that texts
+    which mean the same lie close by cosine. It has no head: what it saves is the encoder.
 
     Trained on pairs. Pairs that match (question and answer, paraphrases, title and body) learn from in-batch
     negatives: every other pair's second text is a non-match (the multiple-negatives ranking loss). Pairs with a
@@ -145,16 +165,17 @@ class BertForSentenceEmbedding(nn.Module):
     hf_architecture = "BertForSentenceEmbedding"
     scale = 20.0  # cosines lie in [-1, 1]; both losses sharpen them by this factor (Sentence-Transformers' default)
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, pooling: tuple[str, ...] = ("mean",)):
         super().__init__()
         self.config = config
+        self.pooling = pooling
         # Its pooler is unused, kept so that `transformers`' BertModel finds one; ModernBertModel has none.
         self.bert = BertModel(config, pooler=encoder_has_pooler(config))
         self.apply(lambda module: init_weights(module, config))
 
     def embed(self, input_ids, token_type_ids=None, attention_mask=None) -> torch.Tensor:
-        """(B, T) -> (B, H): the mean of each text's token vectors, padding left out."""
-        return mean_pool(self.bert(input_ids, token_type_ids, attention_mask).sequence_output, attention_mask)
+        """(B, T) -> (B, D): each text's token vectors pooled, padding left out."""
+        return pool(self.bert(input_ids, token_type_ids, attention_mask).sequence_output, attention_mask, self.pooling)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """input_ids etc. (2B, T): B first texts, then their B partners in the same order. labels (B,): each pair's

@@ -19,7 +19,12 @@ def with_new_tokens(model: BertForPreTraining, pieces: dict[int, list[int]]) -> 
     where the ids run past it (a table padded past its tokenizer, as ModernBERT's, has rows to spare)."""
     config = model.config
     size = max(config.vocab_size, max(pieces) + 1)
-    grown = BertForPreTraining(dataclasses.replace(config, vocab_size=size), pair_head=model.nsp_head is not None)
+    grown = BertForPreTraining(
+        dataclasses.replace(config, vocab_size=size),
+        pair_head=model.nsp_head is not None,
+        pooler=model.bert.pooler is not None,
+    )
+    grown.untrained_heads = getattr(model, "untrained_heads", frozenset())  # a head it never had is not saved
     state = model.state_dict()
     with torch.no_grad():
         for name in ("bert.embeddings.token.weight", "mlm_head.decoder_weight", "mlm_head.bias"):

@@ -44,6 +44,7 @@ from ..formats.corpus import read_documents
 from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
+from ..tokenizer import max_input_length
 from . import registry
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
 
@@ -362,7 +363,7 @@ class Classifier:
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
-        self.batcher = TextBatcher(tokenizer, self.model.config.max_position_embeddings)
+        self.batcher = TextBatcher(tokenizer, max_input_length(tokenizer, self.model.config.max_position_embeddings))
 
     def classify(
         self,

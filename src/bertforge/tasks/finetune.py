@@ -32,10 +32,12 @@ from ..errors import Stopped, TrainingFailed, UserError
 from ..fileio import directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
 from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_config, resolve_model_dir, save_model
+from ..model.heads import BertForSentenceEmbedding
 from ..model.hf import config_from_hf
+from ..model.origin import FINETUNE_KEY, Origin, read_origin
 from ..model.unpadding import unpadding_mode
 from ..progress import Progress, say
-from ..tokenizer import load_tokenizer
+from ..tokenizer import load_tokenizer, max_input_length
 from .config import FinetuneConfig
 from .registry import Task, task_record
 from .state import FitState, load_fit_state, remove_fit_states, run_settings, save_fit_state, unfinished_step
@@ -95,14 +97,18 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     record = task_record(kind)
-    seq_len = min(cfg.seq_len or record.seq_len, config.max_position_embeddings)
+    seq_len = min(cfg.seq_len or record.seq_len, max_input_length(tokenizer, config.max_position_embeddings))
     task = record.build(tokenizer, train, dev, seq_len, cfg, columns)
+    origin = read_origin(directory)  # its sentence-transformers modules go back out with the fine-tuned model
+    kwargs = task.model_kwargs()
+    if task.model_class is BertForSentenceEmbedding and origin.sentence is not None:
+        kwargs["pooling"] = origin.sentence.pooling  # a sentence-embedding model learns with its own pooling
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     model = (
-        task.model_class(config, **task.model_kwargs())
+        task.model_class(config, **kwargs)
         if cfg.from_scratch
-        else load_model(task.model_class, directory, cfg.trust_pickle, keep_heads=False, **task.model_kwargs())
+        else load_model(task.model_class, directory, cfg.trust_pickle, keep_heads=False, **kwargs)
     )
     check_vocab(tokenizer, model.config.vocab_size, str(directory))
     if cfg.dropout is not None:
@@ -116,7 +122,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
     card["task_summary"] = record.summary  # what the task learns, in the record's words
     card["labels"] = task.summary().get("labels")
-    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card)
+    fitting = _Fitting(task, model, tokenizer, precision, cfg, out, run_settings(cfg, kind), card, origin)
     if unfinished is not None and resume:
         fitting.restore()
     else:
@@ -139,10 +145,12 @@ class _Fitting:
         out: Path,
         settings,
         card: dict[str, Any],
+        origin: Origin,
     ):
         self.task, self.model, self.tokenizer, self.precision, self.cfg = task, model, tokenizer, precision, cfg
         self.out, self.settings = out, settings
         self.card = card  # the model card's facts: the task, the model fine-tuned and the labels
+        self.origin = origin  # the model fine-tuned: its sentence-transformers modules are saved with this one
         self.optimizer = build_optimizer(model, precision.device, cfg.lr, cfg.weight_decay)
         self.state = FitState()
         self.saved_step: int | None = None  # the step of the latest checkpoint
@@ -233,9 +241,9 @@ class _Fitting:
         if scores:
             say(f"epoch {epoch}: " + ", ".join(f"dev {k} {v:.4f}" for k, v in scores.items()))
             if not state.best or _better(record[f"dev_{task.main_metric}"], state.best[f"dev_{task.main_metric}"]):
-                extra = {**task.saved_config(), "bertforge_finetune": {**self.cfg.to_dict(), "best_epoch": epoch}}
+                extra = {**task.saved_config(), FINETUNE_KEY: {**self.cfg.to_dict(), "best_epoch": epoch}}
                 card = {**self.card, "dev": scores, "best_epoch": epoch}
-                save_model(self.model, self.out / "model", self.tokenizer, extra, card)
+                save_model(self.model, self.out / "model", self.tokenizer, extra, card, self.origin)
                 state.best = record  # only once model/ holds it: a save that fails leaves the last best in both
         state.epoch, state.batch, state.train_loss = epoch + 1, 0, 0.0
         state.elapsed = time.perf_counter() - started

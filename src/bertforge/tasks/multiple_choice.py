@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..formats.textfiles import read_rows
 from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import BertForMultipleChoice
+from ..tokenizer import max_input_length
 from .registry import MULTIPLE_CHOICE, ColumnNames, MissingColumns
 
 
@@ -189,7 +190,7 @@ class Chooser:
         _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForMultipleChoice, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
-        self.batcher = ChoiceBatcher(tokenizer, self.model.config.max_position_embeddings)
+        self.batcher = ChoiceBatcher(tokenizer, max_input_length(tokenizer, self.model.config.max_position_embeddings))
 
     def choose(self, context: str, choices: list[str]) -> dict[str, Any]:
         """The best choice's index and text, and every choice's probability."""

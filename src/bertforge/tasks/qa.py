@@ -45,7 +45,7 @@ from ..errors import UserError
 from ..formats.textfiles import format_of, read_rows
 from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import BertForQuestionAnswering
-from ..tokenizer import special_ids
+from ..tokenizer import max_input_length, special_ids
 from .cuts import best_cut
 
 NO_ANSWER_KEY = "handle_impossible_answer"  # config.json: trained on SQuAD v2.0, so it may answer "no answer"
@@ -479,7 +479,10 @@ class Answerer:
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
         self.tokenizer = windowing_tokenizer(
-            tokenizer, min(seq_len, self.model.config.max_position_embeddings), stride, "only_second"
+            tokenizer,
+            min(seq_len, max_input_length(tokenizer, self.model.config.max_position_embeddings)),
+            stride,
+            "only_second",
         )
 
     def answer(self, question: str, context: str, max_answer_length: int = 15) -> dict[str, Any]:

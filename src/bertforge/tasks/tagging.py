@@ -44,7 +44,7 @@ from ..formats.textfiles import class_label_names, format_of, label_name, open_t
 from ..labels import IGNORE_INDEX
 from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
 from ..model.heads import BertForTokenClassification
-from ..tokenizer import special_ids
+from ..tokenizer import max_input_length, special_ids
 from .registry import ColumnNames
 
 DOCUMENT_START = "-DOCSTART-"
@@ -443,7 +443,7 @@ class Tagger:
     def tag(self, text: str) -> list[dict[str, Any]]:
         """[{entity_group, score, word, start, end}] for each entity, with character offsets into `text`."""
         encoding = self.tokenizer.encode(text)
-        limit = self.model.config.max_position_embeddings
+        limit = max_input_length(self.tokenizer, self.model.config.max_position_embeddings)
         if len(encoding.ids) > limit:
             raise UserError(f"input is {len(encoding.ids)} tokens but the model reads at most {limit}")
         input_ids = torch.tensor([encoding.ids], device=self.precision.device)  # (1, T)

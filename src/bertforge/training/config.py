@@ -27,6 +27,14 @@ class TrainConfig(Configurable):
         "dropout and heads are the start, the run saves it in its own family, and the data must be prepared with its "
         "tokenizer",
     )
+    head_warmup_steps: int = documented(
+        100,
+        "with an --init-from that has no masked-LM head (a released encoder: BertModel, a sentence-embedding "
+        "model): steps the new head trains alone, the encoder frozen, before the encoder learns through it",
+    )
+    head_warmup_lr: float = documented(
+        1e-3, "learning rate of a new masked-LM head while it trains alone (--head-warmup-steps), constant"
+    )
     trust_pickle: bool = documented(
         False,
         "read an --init-from that has only pytorch_model.bin (older hub repositories): tensors alone are "
@@ -130,6 +138,11 @@ class TrainConfig(Configurable):
                 (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
                 (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
                 (self.batch_ramp_steps >= 0, f"batch_ramp_steps must be >= 0, not {self.batch_ramp_steps}"),
+                (self.head_warmup_steps >= 0, f"head_warmup_steps must be >= 0, not {self.head_warmup_steps}"),
+                (
+                    math.isfinite(self.head_warmup_lr) and self.head_warmup_lr >= 0,
+                    f"head_warmup_lr must be a number >= 0, not {self.head_warmup_lr}",
+                ),
                 (
                     self.batch_ramp_steps == 0 or 0 < self.batch_size_start <= self.batch_size,
                     f"a batch ramp starts at 1 to batch_size ({self.batch_size}) instances, "

@@ -24,6 +24,7 @@ from ..fileio import check_output_dir
 from ..formats.corpus import readable_files
 from ..formats.options import CorpusOptions
 from ..model.directory import PRETRAINING_KEY, is_model_dir, load_model_and_tokenizer, pretraining_info, save_model
+from ..model.origin import read_origin
 from ..model.vocabulary import with_new_tokens
 from ..tokenizer import count_words, token_text, with_words, word_pieces
 
@@ -38,14 +39,22 @@ class Extension:
     pieces_after: int  # and after
     others_changed: int  # distinct words other than the added ones now cut differently (WordPiece: at a new word)
     out: Path
+    new_head: bool = False  # the model had no masked-LM head (a released encoder): none was saved
+    origin: str = ""  # the model extended, as messages name it
 
     def summary(self) -> str:
         shown = ", ".join(f"{word} ({pieces} pieces x {count:,})" for word, count, pieces in self.added[:8])
         changed = f"; {self.others_changed:,} other words are cut differently" if self.others_changed else ""
+        head = (
+            f"; {self.origin} has no masked-LM head, and none is saved: `bertforge pretrain --init-from {self.out}` "
+            "trains one, the encoder frozen at first"
+            if self.new_head
+            else ""
+        )
         return (
             f"added {len(self.added):,} words as tokens ({shown}{', ...' if len(self.added) > 8 else ''}): "
             f"pieces per word on the corpus {self.pieces_before / max(self.words, 1):.3f} -> "
-            f"{self.pieces_after / max(self.words, 1):.3f} over {self.words:,} words{changed} -> {self.out}"
+            f"{self.pieces_after / max(self.words, 1):.3f} over {self.words:,} words{changed} -> {self.out}{head}"
         )
 
 
@@ -88,7 +97,8 @@ def extend_vocabulary(
     grown = with_new_tokens(model, pieces)
     info = pretraining_info(directory)
     facts = {"vocabulary_extended": {"from": str(directory.absolute()), "words": len(chosen)}}
-    save_model(grown, out, extended, {PRETRAINING_KEY: {**info, **facts}}, facts)
+    origin = read_origin(directory)
+    save_model(grown, out, extended, {PRETRAINING_KEY: {**info, **facts}}, facts, origin)
     new = set(chosen)
     return Extension(
         added=[(token_text(extended, i), counts[w], len(before[w])) for w, i in zip(chosen, ids)],
@@ -97,4 +107,6 @@ def extend_vocabulary(
         pieces_after=sum(counts[w] * len(p) for w, p in after.items()),
         others_changed=sum(1 for w in counts if w not in new and after[w] != before[w]),
         out=out,
+        new_head="mlm_head" in model.untrained_heads,
+        origin=origin.describes,
     )

@@ -42,6 +42,7 @@ from ..fileio import atomic_directory, write_json
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
 from ..model.directory import saved_parts, write_model_files
 from ..model.hf import from_hf_state_dict
+from ..model.origin import Origin
 
 METRICS, TENSORBOARD = "metrics.jsonl", "tensorboard"  # in the run directory
 SWEEP_LOG = "sweep.log"  # what a sweep writes into a run's directory before the run starts
@@ -57,6 +58,7 @@ class TrainerState:
     elapsed: float = 0.0  # seconds of training so far
     tokens_seen: int = 0
     bad_steps: int = 0  # non-finite losses skipped, in total
+    warmup_elapsed: float = 0.0  # seconds when a new head's warm-up ended (the encoder's schedule starts there)
 
 
 def save_checkpoint(
@@ -70,12 +72,13 @@ def save_checkpoint(
     tokenizer,
     extra_config: dict[str, Any],
     card: dict[str, Any] | None = None,
+    origin: Origin | None = None,
 ) -> Path:
-    """A complete model directory (a checkpoint is queried like a final model, and has its model card) plus
-    optimizer and trainer state."""
+    """A complete model directory (a checkpoint is queried like a final model, has its model card, and goes back
+    out as what the run started from, `origin`) plus optimizer and trainer state."""
     target = run_dir / "checkpoints" / f"step_{state.step:06d}"
     with atomic_directory(target) as tmp:
-        write_model_files(model, tmp, tokenizer, extra_config, card)
+        write_model_files(model, tmp, tokenizer, extra_config, card, origin)
         torch.save(optimizer_and_rng(optimizer, scaler), tmp / "optimizer.pt")
         write_json(tmp / "trainer_state.json", {"state": state.__dict__, **configs})
         write_checksums(tmp)

@@ -34,7 +34,7 @@ from ..data.instances import fixed_batches, pretraining_dataset
 from ..data.masking import MaskingCollator, MaskingConfig, packed_documents, thin_masks
 from ..engine.checkpoint import all_finite, checkpoint_dirs, intact_checkpoint
 from ..engine.hardware import PeakMeter
-from ..engine.metrics import MetricsLog
+from ..engine.metrics import MetricsLog, read_metrics
 from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from ..engine.runtime import (
     AUTOCAST_DTYPES,
@@ -48,9 +48,10 @@ from ..engine.runtime import (
 from ..errors import TrainingFailed, UserError
 from ..fileio import directory_lock
 from ..labels import IGNORE_INDEX
-from ..model.bert import set_activation_checkpointing, use_fast_paths
+from ..model.bert import encoder_has_pooler, set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
 from ..model.directory import PRETRAINING_KEY, check_vocab, load_weights, pretraining_info, save_model
+from ..model.origin import Origin, read_origin
 from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, masking_config
@@ -169,14 +170,26 @@ class Trainer:
         # The model, and the starting weights in it, before anything is written: a start that cannot be read
         # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
         torch.manual_seed(cfg.seed)
-        self.model = pretraining_model(model_config, cfg)
+        self.origin: Origin | None = None  # the directory a continued run started from: what it goes back out with
+        self.head_warmup = 0  # steps a new masked-LM head trains alone, the encoder frozen
         if start is not None:
+            self.origin = read_origin(start[0])
+            self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
             load_weights(self.model, start[0], cfg.trust_pickle, longer_positions=True)
+            self.head_warmup = cfg.head_warmup_steps if "mlm_head" in self.model.untrained_heads else 0
         check_run_dir(self.run_dir, self.configs, resume, overwrite)
         self._lock()
         checkpoint = intact_checkpoint(self.run_dir, set_aside=self.processes.is_main) if resume else None
         if resume and checkpoint is None:
             raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
+        if start is None:  # a new model, or a resumed run's: a continued run's checkpoint is its origin, as saved
+            if checkpoint is not None and cfg.init_from:
+                self.origin = read_origin(checkpoint)
+                self.head_warmup = pretraining_info(checkpoint).get("head_warmup", 0)
+            self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
+        self.model.untrained_heads = frozenset()  # every head of a pre-training model trains in the run
+        if self.head_warmup:
+            self.extra_config[PRETRAINING_KEY]["head_warmup"] = self.head_warmup
         if self.processes.is_main:
             prepare_run_dir(self.run_dir, self.configs, resume, overwrite)
         if self.processes.world > 1:
@@ -219,12 +232,27 @@ class Trainer:
         self._bad_streak = 0  # consecutive steps with a non-finite gradient
         self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
 
+    def _keeps_pooler(self, model_config: ModelConfig) -> bool:
+        """Whether the model holds a pooler it does not train: a released encoder's (BertModel's), kept as it was."""
+        origin = self.origin
+        return origin is not None and origin.encoder_only and origin.pooler and encoder_has_pooler(model_config)
+
     def _describe_start(self, start_dir: Path, start_config: ModelConfig, model_config: ModelConfig, cfg) -> None:
         """What a continued run does with its starting model beyond taking its weights."""
+        if self.head_warmup:
+            self._say(
+                f"{self.origin.describes} has no masked-LM head: a new one, its decoder tied to the token "
+                f"embeddings, trains alone for the first {self.head_warmup} steps (--head-warmup-steps), the encoder "
+                "frozen, so that a random head's gradients never reach the encoder"
+            )
+        if self.origin.encoder_only:
+            kept = " and its pooler" if self.model.bert.pooler is not None else ""
+            modules = " and its sentence-transformers modules" if self.origin.sentence is not None else ""
+            self._say(f"the model is saved as {self.origin.architecture or 'an encoder'} again{kept}{modules}")
         if cfg.pair_objective == "none" and pretraining_info(start_dir).get("pair_objective", "none") != "none":
             self._say(
                 "this run trains the masked LM alone: the model is saved without the starting model's "
-                "next-sentence head, as a masked LM (--pair-objective nsp trains the head on)"
+                "next-sentence head and pooler, as a masked LM (--pair-objective nsp trains them on)"
             )
         known = start_config.max_position_embeddings
         if known < model_config.max_position_embeddings:
@@ -315,7 +343,7 @@ class Trainer:
             self.state.elapsed,
         )
         with StopSignals() as signals, progress:
-            if self.state.step == 0 and cfg.init_from and cfg.eval_every:
+            if self.state.step == 0 and cfg.init_from and cfg.eval_every and not self.head_warmup:
                 self.evaluate()  # the starting model's held-out score: what continuing it buys is measured from here
             try:
                 while True:
@@ -323,7 +351,7 @@ class Trainer:
                     if stop or self._budget_spent(elapsed):
                         break
                     run_progress = self._progress(elapsed)
-                    lr = cfg.lr * lr_factor(run_progress, warmup_fraction(cfg.warmup, cfg.max_steps), cfg.schedule)
+                    lr = self._lr(run_progress)
                     set_lr(self.optimizer, lr)
                     micro_batches = [next(batches) for _ in range(cfg.grad_accum)]
                     if cfg.mask_prob_final:
@@ -332,6 +360,8 @@ class Trainer:
                     grad_norm, tokens = self._step(micro_batches)
                     self._count_step(grad_norm, tokens, [plan.positions.popleft() for _ in range(cfg.grad_accum)][-1])
                     self.state.elapsed = time.perf_counter() - started
+                    if self.state.step == self.head_warmup:
+                        self.state.warmup_elapsed = self.state.elapsed  # where a time budget's schedule starts
                     progress.update(self.state.step, self.state.elapsed)
                     self._periodic(lr, progress)
                 if not stop and self.state.step % cfg.log_every:  # a run shorter than a log window logs it too
@@ -354,9 +384,22 @@ class Trainer:
         return RunResult(self.state, final_eval=final, is_main=self.processes.is_main)
 
     def _progress(self, elapsed: float) -> float:
-        if self.cfg.time_budget:
-            return min(1.0, elapsed / self.cfg.time_budget)
-        return min(1.0, (self.state.step + 1) / self.cfg.max_steps)
+        """How far the schedules (lr, mask rate) are, in [0, 1]. A new head's warm-up is not counted: the encoder's
+        schedule, its warm-up first, begins when the encoder starts to learn."""
+        cfg, head = self.cfg, self.head_warmup
+        if cfg.time_budget:
+            start = self.state.warmup_elapsed if head else 0.0
+            return min(1.0, max(elapsed - start, 0.0) / max(cfg.time_budget - start, 1e-9))
+        return min(1.0, max(self.state.step - head + 1, 0) / max(cfg.max_steps - head, 1))
+
+    def _lr(self, progress: float) -> float:
+        """The learning rate of the next step: a new head's own, constant, while it trains alone (it learns from
+        nothing, as a model trained from scratch does); then the schedule's."""
+        cfg = self.cfg
+        if self.state.step < self.head_warmup:
+            return cfg.head_warmup_lr
+        steps = cfg.max_steps - self.head_warmup  # the encoder's, for a warm-up given in steps
+        return cfg.lr * lr_factor(progress, warmup_fraction(cfg.warmup, max(steps, 1)), cfg.schedule)
 
     def _budget_spent(self, elapsed: float) -> bool:
         return elapsed >= self.cfg.time_budget if self.cfg.time_budget else self.state.step >= self.cfg.max_steps
@@ -406,9 +449,19 @@ class Trainer:
                     loss = loss + self.cfg.rtd_weight * out.rtd_loss * (out.rtd_tokens / tokens)
                 self.precision.backward(loss * self.processes.world)
             self.window.add_batch(out, batch["nsp_labels"] if pair else None)
+        if self.state.step < self.head_warmup:
+            self._keep_encoder()
         grad_norm = self.precision.step(self.optimizer, self.model.parameters(), self.cfg.grad_clip)
         self.window.add_step(grad_norm)
         return grad_norm, int(tokens)
+
+    def _keep_encoder(self) -> None:
+        """A new masked-LM head's warm-up: every gradient but the head's own is dropped before the update, so the
+        encoder (the tied decoder, the token table, included) stays as it was while the head learns to read it.
+        Dropping gradients, rather than not computing them, works under DDP and torch.compile alike."""
+        for name, parameter in self.model.named_parameters():
+            if not name.startswith("mlm_head."):
+                parameter.grad = None
 
     def _global_counts(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[float, float, float]:
         """Masked tokens, sequences and real tokens in the whole step, over all processes."""
@@ -447,7 +500,8 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         if step % cfg.log_every == 0:
             progress.show(self._log_window(lr), cfg.pair_objective)
-        if cfg.eval_every and step % cfg.eval_every == 0:
+        # A new head's warm-up ends with the starting encoder's score (its own head, untrained, would score nothing)
+        if cfg.eval_every and (step % cfg.eval_every == 0 or (cfg.init_from and step == self.head_warmup)):
             self.evaluate()
         if cfg.save_every and step % cfg.save_every == 0:
             self.save()
@@ -526,6 +580,7 @@ class Trainer:
                 self.tokenizer,
                 self.extra_config,
                 self._card(),
+                self.origin,
             )
         except OSError as e:
             self._save_failed = True
@@ -558,7 +613,18 @@ class Trainer:
         if self.last_eval.get("step") == self.state.step:
             baseline = unigram_baseline(self.eval_batches) if self.eval_batches else None
             facts["held_out"] = {**self.last_eval, "unigram_baseline_acc": baseline}
+        start = self._starting_score()
+        if start is not None and start.get("step") != self.state.step:
+            facts["held_out_before"] = start
         return facts
+
+    def _starting_score(self) -> dict[str, Any] | None:
+        """A continued run's held-out score of the model it started from: at step 0, or for a new head at the end
+        of its warm-up (the encoder still as it was). From the metrics log, which a resumed run keeps."""
+        if not self.cfg.init_from or self.log is None or not self.log.path.is_file():
+            return None
+        _, valid = read_metrics(self.log.path)
+        return next((row for row in valid if row["step"] == self.head_warmup), None)
 
     def _check_finite(self) -> None:
         """Weights that are no longer numbers are never saved: the run stops, naming the step."""
@@ -598,7 +664,7 @@ class Trainer:
                 f"({self._last_good()}). Lower --lr or --grad-clip, or check the data"
             )
         try:
-            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config, self._card())
+            save_model(self.model, self.run_dir / "model", self.tokenizer, self.extra_config, self._card(), self.origin)
         except OSError as e:
             raise UserError(
                 f"could not write the model in {self.run_dir / 'model'} ({e.strerror or e}); the last checkpoint "

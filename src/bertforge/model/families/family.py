@@ -21,6 +21,7 @@ OUR_ARCHITECTURES = (
     "BertForMultipleChoice",
     "BertForReplacedTokenDetection",  # ELECTRA's discriminator
     "BertForSentenceEmbedding",  # the encoder alone, mean-pooled
+    "BertModel",  # the encoder alone: a released headless model (BertModel, RobertaModel, ...) goes back out as one
 )
 
 
@@ -89,4 +90,5 @@ def task_classes(prefix: str, masked_lm: str | None = None, base: str | None = N
         "BertForMultipleChoice": f"{prefix}ForMultipleChoice",
         "BertForReplacedTokenDetection": base,
         "BertForSentenceEmbedding": base,
+        "BertModel": base,
     }

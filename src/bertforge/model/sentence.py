@@ -1,0 +1,155 @@
+"""Sentence-transformers' modules: how a sentence-embedding model (all-MiniLM-L6-v2 and its kin) turns the encoder's
+token vectors into one vector a text, read from the files `SentenceTransformer.save` writes, and written back.
+
+    modules.json                 the pipeline in order: the encoder (this directory, path ""), Pooling, Normalize
+    1_Pooling/config.json        which pooling: `pooling_mode` ("mean", or a list of modes, concatenated), or in
+                                 older files one `pooling_mode_*` flag a mode
+    sentence_bert_config.json    older files: `max_seq_length`; newer ones keep it as the tokenizer's
+                                 model_max_length
+
+`read_pipeline` gives what bertforge computes (pooling, normalisation, length) and every file of the modules, as
+bytes, so that a model saved from one (continued, extended, fine-tuned) carries them back unchanged
+(`write_pipeline`). A module bertforge does not compute (a Dense layer) is carried too; computing embeddings
+through it is refused in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..fileio import write_json
+
+MODULES = "modules.json"
+SETTINGS_FILES = ("sentence_bert_config.json", "config_sentence_transformers.json")
+POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len_tokens", "weightedmean", "lasttoken")
+LEGACY_POOLING_FLAGS = {  # sentence-transformers before v6: one flag a mode, in the order it concatenates them
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+MODULE_KINDS = ("Transformer", "Pooling", "Normalize")  # what bertforge computes, by the class's name
+MAX_MODULE_BYTES = 64 << 20  # the modules' files, all together (a Dense layer's weights are a few MB)
+
+
+@dataclass(frozen=True)
+class SentencePipeline:
+    """What a sentence-embedding model does after its encoder, and the files that say so."""
+
+    pooling: tuple[str, ...] = ("mean",)  # modes of POOLING_MODES, their vectors concatenated in this order
+    normalize: bool = False  # unit length, as a Normalize module makes them
+    max_seq_length: int | None = None  # the longest input it embeds (tokens), where its files say
+    others: tuple[str, ...] = ()  # modules bertforge does not compute, by class name
+    files: dict[str, bytes] = field(default_factory=dict, compare=False)  # relative path -> bytes, as read
+
+    def check_computable(self, where: str) -> None:
+        if self.others:
+            raise UserError(
+                f"{where}: its sentence-transformers pipeline has a {', '.join(self.others)} module after pooling, "
+                "which bertforge does not compute; embed it with sentence-transformers"
+            )
+
+
+def read_pipeline(directory: Path) -> SentencePipeline | None:
+    """The sentence-transformers pipeline of a model directory; None where it has no modules.json."""
+    path = directory / MODULES
+    if not path.is_file():
+        return None
+    modules = _json(path)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise UserError(f"{path}: not a list of modules")
+    pooling: tuple[str, ...] = ()
+    normalize, others = False, []
+    files = {MODULES: path.read_bytes()}
+    for number, module in enumerate(modules):
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        folder = module.get("path", "")
+        if not isinstance(folder, str) or Path(folder).is_absolute() or ".." in Path(folder).parts:
+            raise UserError(f"{path}: module {number}'s path {folder!r} is not a folder inside the model directory")
+        if kind == "Transformer":
+            if folder:
+                raise UserError(f"{path}: the encoder is in {folder}/, not in the model directory itself")
+            continue
+        if kind == "Pooling":
+            pooling = _pooling_modes(directory / folder / "config.json")
+        elif kind == "Normalize":
+            normalize = True
+        else:
+            others.append(kind or f"module {number}")
+        files.update(_module_files(directory, folder))
+    for name in SETTINGS_FILES:
+        if (directory / name).is_file():
+            files[name] = (directory / name).read_bytes()
+    if sum(map(len, files.values())) > MAX_MODULE_BYTES:
+        raise UserError(f"{directory}: its sentence-transformers modules hold more than {MAX_MODULE_BYTES >> 20} MB")
+    if not pooling:
+        raise UserError(f"{path}: no Pooling module; bertforge embeds with one")
+    return SentencePipeline(pooling, normalize, _max_seq_length(directory), tuple(others), files)
+
+
+def _pooling_modes(path: Path) -> tuple[str, ...]:
+    """A Pooling module's modes, from sentence-transformers v6's `pooling_mode` or the older flags."""
+    config = _json(path) if path.is_file() else {}
+    if not isinstance(config, dict):
+        raise UserError(f"{path}: not a JSON object")
+    modes = config.get("pooling_mode")
+    if modes is None:
+        modes = [mode for flag, mode in LEGACY_POOLING_FLAGS.items() if config.get(flag)]
+    modes = (modes,) if isinstance(modes, str) else tuple(modes) if isinstance(modes, list) else ()
+    unknown = [mode for mode in modes if mode not in POOLING_MODES]
+    if unknown or not modes:
+        raise UserError(f"{path}: pooling {unknown or 'none'}; bertforge pools by {', '.join(POOLING_MODES)}")
+    return modes
+
+
+def _max_seq_length(directory: Path) -> int | None:
+    path = directory / "sentence_bert_config.json"
+    settings = _json(path) if path.is_file() else {}
+    value = settings.get("max_seq_length") if isinstance(settings, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _module_files(directory: Path, folder: str) -> dict[str, bytes]:
+    """Every file of a module's folder (none for a module without one: a Normalize saved with no folder)."""
+    if not folder or not (directory / folder).is_dir():
+        return {}
+    root = directory / folder
+    return {
+        path.relative_to(directory).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not valid JSON ({e})") from None
+
+
+def write_pipeline(directory: Path, pipeline: SentencePipeline | None, hidden_size: int, max_length: int) -> None:
+    """The files `SentenceTransformer(directory)` reads: a pipeline read from a model's files written back as they
+    were; else (a model bertforge fine-tuned for sentence similarity) the encoder then mean pooling."""
+    if pipeline is not None and pipeline.files:
+        for name, data in pipeline.files.items():
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_bytes(data)
+        return
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    write_json(directory / MODULES, modules)
+    write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    modes = pipeline.pooling if pipeline is not None else ("mean",)
+    pooling = {"word_embedding_dimension": hidden_size}
+    pooling |= {flag: mode in modes for flag, mode in LEGACY_POOLING_FLAGS.items()}
+    write_json(directory / "1_Pooling" / "config.json", pooling)
