@@ -7,8 +7,8 @@ MINILM is a released sentence-embedding model without a masked-LM head (all-Mini
 with its pooler, mean pooling, Normalize). Its domain text is WNUT-17's training tweets, unlabelled (5% held out).
   probe   the new head alone (the encoder frozen) for --probe-steps at each --probe-lrs: held-out MLM accuracy at
           every 25th step, which sets --head-warmup-steps and --head-warmup-lr's defaults;
-  drift   continued pre-training at --lr, 300 encoder steps, without a head warm-up and after one of --warmup
-          steps: at encoder steps 30, 100 and 300, the median cosine of each SST-2 dev sentence's vector to the
+  drift   continued pre-training at --lr, 300 encoder steps, after a head warm-up of each of --warmups steps (0:
+          none): at encoder steps 30, 100 and 300, the median cosine of each SST-2 dev sentence's vector to the
           original model's, and the Spearman correlation of all pairwise similarities with the original's;
   wnut    entity F1 on WNUT-17 dev (`bertforge score`, --seeds seeds): the model as released, and after each arm.
 Everything is resumable: what has finished is kept and skipped; results.md is written from what has finished.
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data", help="the shared data sets")
     parser.add_argument("--out", default="headless")
     parser.add_argument("--lr", default="1e-4", help="the continued runs' peak learning rate")
-    parser.add_argument("--warmup", type=int, default=100, help="the head warm-up of the warmed-up arm (steps)")
+    parser.add_argument("--warmups", default="0,100", help="the arms' head warm-ups (steps), 0 for none")
     parser.add_argument("--probe-lrs", default="1e-3,1e-4")
     parser.add_argument("--probe-steps", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=5)
@@ -148,12 +148,12 @@ def main() -> None:
     base = vectors(model, texts, out / "original.npy")
     write(["## Drift", "", "| head warm-up steps | encoder steps | median cosine to the original | Spearman of "
            "pairwise similarities | held-out MLM accuracy |", "|---:|---:|---:|---:|---:|"])  # fmt: skip
-    for warmup in (0, args.warmup):
+    warmups = [int(w) for w in args.warmups.split(",")]
+    for warmup in warmups:
         write(drift_arm(model, text_data, out, warmup, args.lr, texts, base))
     write(["", "## Head alone", "", *probe(model, text_data, out, args.probe_lrs.split(","), args.probe_steps)])
     write(["", "## WNUT-17 entity F1 (dev)", "", "| model | median (min–max) | seeds |", "|---|---|---:|"])
-    arms = {"as released": model, **{f"continued, head warm-up {w}": out / f"warmup_{w}" / "model" for w in
-                                     (0, args.warmup)}}  # fmt: skip
+    arms = {"as released": model, **{f"continued, head warm-up {w}": out / f"warmup_{w}" / "model" for w in warmups}}
     for name, arm in arms.items():
         row = score(arm, data, out / "scores" / name.replace(" ", "_").replace(",", ""), args.seeds)
         write([f"| {name} | {row['median']:.4f} ({row['min']:.4f}–{row['max']:.4f}) | {row['seeds']} |"])

@@ -14,6 +14,7 @@ import torch
 import bertforge as bertforge_package
 from bertforge import BertForPreTraining, BertForSequenceClassification, load_model
 from bertforge.data.batching import TextBatcher
+from bertforge.errors import UserError
 from bertforge.tasks import registry
 from bertforge.tasks.classification import Classifier, Columns
 from bertforge.tasks.finetune import finetune
@@ -441,5 +442,5 @@ def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one
     assert summary["best"]["dev_accuracy"] == 1.0
     answers = Classifier(out / "model").classify(["the dog sat on the mat.", "my friend sat on the mat."])
     assert [a["label"] for a in answers] == ["yes", "no"]
-    with pytest.raises(ValueError, match="'classification' is a built-in task"):
+    with pytest.raises(UserError, match="'classification' is a built-in task"):
         bertforge_package.register_task("classification", MentionsAnAnimal)

@@ -299,5 +299,5 @@ def test_a_format_added_by_its_row_is_read_everywhere_a_corpus_is(tmp_path, monk
     assert ".play" in catalog.suffix_help() and "| `.play` | an act per document" in catalog.reference()
     with pytest.raises(UserError, match="a play script holds no rows"):
         list(read_rows(corpus / "hamlet.play", ["text"]))
-    with pytest.raises(ValueError, match=".play already names the play format"):
+    with pytest.raises(UserError, match=".play already names the play format"):
         catalog.register_format(catalog.Format("drama", (".play",), catalog.LINES, "a drama", "lines"))

@@ -278,7 +278,7 @@ def test_absurd_or_mistyped_model_configs_are_refused_before_anything_is_allocat
     for key, value, fragment in [
         ("vocab_size", 2_000_000_000, "vocab_size 2,000,000,000 is past any BERT's"),
         ("vocab_size", 99, "the token table is"),
-        ("hidden_size", "big", "hidden_size is 'big', not an int"),
+        ("hidden_size", "big", "hidden_size is 'big', not a positive whole number"),
     ]:
         bad = tmp_path / f"{key}-{value}"
         shutil.copytree(model, bad)

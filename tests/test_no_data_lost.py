@@ -93,7 +93,7 @@ def test_prepare_writes_nothing_for_bad_input_and_never_replaces_what_is_not_dat
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     shutil.copy(workdir / "corpus.txt", corpus / "a.txt")
-    one_line_error(bertforge("prepare", corpus, *tok, "--out", tmp_path), "holds the input")
+    one_line_error(bertforge("prepare", corpus, *tok, "--out", tmp_path), "holds CORPUS")
 
 
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])

@@ -14,17 +14,25 @@ import re
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import UserError
 
 
 def documented(
-    default: Any, help: str, choices: tuple[str, ...] | None = None, parse: Callable[[str], Any] | None = None
+    default: Any,
+    help: str,
+    choices: tuple[str, ...] | None = None,
+    parse: Callable[[str], Any] | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
 ) -> Any:
-    """A dataclass field that carries its help text (and, for strings, its allowed values) in metadata."""
-    return field(default=default, metadata={"help": help, "choices": choices, "parse": parse})
+    """A dataclass field that carries its help text, and what a value must be, in metadata: for strings, the
+    allowed values; for numbers, the range (inclusive; every float is finite). `check_fields` holds a config to
+    them, wherever it was made: flags, a sweep's grid, a saved run, the Python API."""
+    limits = {"choices": choices, "at_least": at_least, "at_most": at_most}
+    return field(default=default, metadata={"help": help, "parse": parse, **limits})
 
 
 # How a padded batch runs (model/unpadding.py); here, without torch, for the flags that choose it.
@@ -103,6 +111,33 @@ def parse_field(cls, name: str, text: str) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Key:
+    """What a key of a JSON file another program wrote (config.json, tokenizer_config.json) must hold: one of
+    `kinds` (bool is no int here), `check`ed further where given, described by `rule` in messages."""
+
+    kinds: tuple[type, ...]
+    rule: str
+    check: Callable[[Any], bool] | None = None
+
+
+def check_keys(values: dict[str, Any], schema: dict[str, Key], source: str) -> None:
+    """Every key of `schema` that `values` holds (and not as null) holds what it must: one line naming the file,
+    the key and what it holds otherwise."""
+    for name, key in schema.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        fits = isinstance(value, key.kinds) and not (isinstance(value, bool) and bool not in key.kinds)
+        if not fits or (key.check is not None and not key.check(value)):
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise UserError(f"{source}: {name} is {shown}, not {key.rule}")
+
+
+def strings(value: Any) -> bool:
+    return all(isinstance(item, str) for item in value)
+
+
 def require(checks: list[tuple[bool, str]], what: str) -> None:
     for ok, message in checks:
         if not ok:
@@ -110,15 +145,24 @@ def require(checks: list[tuple[bool, str]], what: str) -> None:
 
 
 def check_choices(config) -> list[tuple[bool, str]]:
-    """Every string field with declared choices holds one of them."""
-    return [
-        (
-            getattr(config, f.name) in f.metadata["choices"],
-            f"{f.name} must be one of {', '.join(f.metadata['choices'])}, not {getattr(config, f.name)!r}",
-        )
-        for f in fields(config)
-        if f.metadata.get("choices")
-    ]
+    """Every field holds what its declaration allows: a string one of its choices, a float a finite number, a
+    number within its range."""
+    checks = []
+    for f in fields(config):
+        value, meta = getattr(config, f.name), f.metadata
+        if meta.get("choices"):
+            checks.append(
+                (value in meta["choices"], f"{f.name} must be one of {', '.join(meta['choices'])}, not {value!r}")
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            checks.append((False, f"{f.name} must be a finite number, not {value}"))
+        elif meta.get("at_least") is not None and value < meta["at_least"]:
+            checks.append((False, f"{f.name} must be at least {meta['at_least']:g}, not {value:g}"))
+        elif meta.get("at_most") is not None and value > meta["at_most"]:
+            checks.append((False, f"{f.name} must be at most {meta['at_most']:g}, not {value:g}"))
+    return checks
 
 
 class Configurable:

@@ -1,5 +1,7 @@
-"""Files and directories written whole or not at all, and directories one process at a time.
+"""Files read bounded, files and directories written whole or not at all, and directories one process at a time.
 
+    read_bounded / read_json    a file another program wrote, its size checked by its kind before it is read
+    check_not_inputs(...)       no command writes over anything it reads
     write_text / write_json     a file replaced in one rename: a kill leaves the old file or the new one
     atomic_directory(target)    a directory built under a temporary sibling and renamed into place when
                                 complete; what a killed writer left behind is cleared by the next one
@@ -37,6 +39,60 @@ except ImportError:  # Windows: no advisory locks, and none taken
 def asset_path(name: str) -> Path:
     """A file shipped in bertforge/assets (the bundled corpora, the modeling file for `transformers`)."""
     return Path(str(importlib.resources.files("bertforge") / "assets" / name))
+
+
+# The most bytes bertforge reads of each kind of file a user hands it, before it reads any: far above every released
+# file of the kind (a model's config.json is a few KB, XLM-R's tokenizer.json 17 MB, a 250k-piece vocab.txt 3 MB),
+# far below what would exhaust memory (a 1 GB config.json took 2.4 GB to refuse).
+FILE_LIMITS = {
+    "config": 1 << 20,  # config.json, special_tokens_map.json, a module's config
+    "tokenizer_config": 16 << 20,  # tokenizer_config.json (added tokens may be listed in it)
+    "tokenizer": 256 << 20,  # tokenizer.json
+    "vocabulary": 64 << 20,  # vocab.txt, vocab.json, merges.txt, a SentencePiece model
+    "card": 1 << 20,  # README.md
+}
+MAX_JSON_DIGITS = 40  # transformers writes int(1e30), 31 digits, for "no limit"; a 5,000-digit integer is an attack
+
+
+def read_bounded(path: str | Path, kind: str) -> bytes:
+    """A file's bytes, refused in one line, unread, when it is larger than FILE_LIMITS[kind]."""
+    path = Path(path)
+    check_size(path, kind)
+    try:
+        with open(path, "rb") as f:
+            return f.read(FILE_LIMITS[kind] + 1)
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+
+
+def check_size(path: str | Path, kind: str) -> None:
+    """Refuse, unread, a file larger than FILE_LIMITS[kind] (before this or another library reads it)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise UserError(f"{path}: cannot read ({e.strerror or e})") from None
+    if size > FILE_LIMITS[kind]:
+        raise UserError(f"{path}: {size:,} bytes, more than a {kind} file holds (at most {FILE_LIMITS[kind]:,})")
+
+
+def read_json(path: str | Path, kind: str = "config") -> Any:
+    """A JSON file another program wrote: bounded in size (`read_bounded`), in nesting (Python's parser stops at
+    its recursion limit) and in the digits of a number; anything else wrong with it is one line naming the file."""
+    path = Path(path)
+    data = read_bounded(path, kind)
+
+    def bounded_int(text: str) -> int:
+        if len(text.lstrip("-")) > MAX_JSON_DIGITS:
+            raise ValueError(f"a number of {len(text):,} digits")
+        return int(text)
+
+    try:
+        return json.loads(data.decode("utf-8"), parse_int=bounded_int)
+    except RecursionError:
+        raise UserError(f"{path}: nested too deeply to be a {kind} file") from None
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise UserError(f"{path}: not valid JSON ({str(e).splitlines()[0][:200]})") from None
 
 
 def _umask() -> int:
@@ -92,6 +148,38 @@ def write_bytes(path: str | Path, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_not_inputs(outputs: dict[str, Any], inputs: dict[str, Any]) -> None:
+    """No command writes over anything it reads. Each output (flag -> a path it writes: a file, or a directory it
+    writes whole) is compared with each input (flag -> a path or paths it reads) as resolved real paths (links
+    followed, hard links found): refused in one line, before any work, where it is the input, holds it (replacing
+    the output would remove the input) or lies inside an input directory (the command would write into what it
+    reads)."""
+    read = [(flag, Path(path)) for flag, paths in inputs.items() for path in _paths(paths)]
+    for out_flag, out in ((flag, Path(path)) for flag, paths in outputs.items() for path in _paths(paths)):
+        target = Path(os.path.realpath(out))
+        for in_flag, source in read:
+            if not source.exists():
+                continue
+            real = Path(os.path.realpath(source))
+            if target == real or (target.exists() and os.path.samefile(target, real)):
+                how = "is"
+            elif target in real.parents:
+                how = "holds"
+            elif real.is_dir() and real in target.parents:
+                how = "is inside"
+            else:
+                continue
+            raise UserError(
+                f"{out_flag} {out} {how} {in_flag} {source}, which this command reads: give another {out_flag}"
+            )
+
+
+def _paths(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return [p for p in value if p is not None] if isinstance(value, (list, tuple)) else [value]
 
 
 TABLE_OUTPUTS = (".csv", ".tsv", ".jsonl")  # what the answering commands' --out writes
@@ -191,12 +279,35 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         else:
             os.replace(tmp, target)
         _fsync_dir(target.parent)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        fault = write_fault(e, target)
+        if fault is not None:
+            raise fault from None
         raise
     finally:
         if held is not None:
             os.close(held)
+
+
+_OS_ERROR_CODE = re.compile(r"os error (\d+)|code: (\d+)")  # how the Rust writers (safetensors) say an errno
+
+
+def write_fault(error: BaseException, where: Path) -> OSError | None:
+    """A writer's failure to write, whatever library raised it, as the OSError it is (None for any other error):
+    safetensors says "os error 28" in a SafetensorError, torch.save "unexpected pos" or "failed writing file" in
+    a RuntimeError, with no errno at all; a full disk is then told by the room left. The command line ends on
+    an OSError in one line (cli.main)."""
+    if isinstance(error, OSError) or not isinstance(error, Exception):
+        return None
+    text = str(error)
+    code = next((int(g) for m in _OS_ERROR_CODE.finditer(text) for g in m.groups() if g), None)
+    if code is None and ("unexpected pos" in text or "failed writing" in text):
+        try:
+            code = errno.ENOSPC if shutil.disk_usage(where.parent).free < (64 << 20) else errno.EIO
+        except OSError:
+            code = errno.EIO
+    return OSError(code, os.strerror(code), str(where)) if code is not None else None
 
 
 def remove_abandoned(parent: Path, name: str = "*") -> None:

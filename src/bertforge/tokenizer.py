@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import collections
 import hashlib
+import io
 import json
 import re
 import sys
@@ -28,11 +29,13 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from .config import Key, check_keys
 from .errors import UserError, one_line
-from .fileio import write_json
+from .fileio import check_size, read_bounded, read_json, write_json
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # [PAD] is id 0
@@ -489,10 +492,11 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
     directory = Path(directory)
     if not has_tokenizer(directory) and has_tokenizer(directory / "model"):
         directory = directory / "model"
-    hf_config = _read_json(directory / "tokenizer_config.json")
+    hf_config = _read_json(directory / "tokenizer_config.json", "tokenizer_config")
     specials = special_roles(directory, hf_config)
     path, sentencepiece = directory / "tokenizer.json", _sentencepiece_file(directory)
     if path.is_file():
+        check_size(path, "tokenizer")
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as e:  # the Rust side raises a bare Exception on a malformed file
@@ -511,7 +515,15 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
     # The parts that run on text, each as its own JSON: not the whole file again (XLM-R's is 17 MB).
     parts = (tokenizer.normalizer, tokenizer.pre_tokenizer, tokenizer.decoder)
     _check_text_rules([json.loads(part.__getstate__()) for part in parts if part is not None], path)
+    for part in (tokenizer.normalizer, tokenizer.decoder):  # what reads the text, and what writes it back
+        _check_expansion(json.loads(part.__getstate__()) if part is not None else None, path)
     released_limits = _released_limits(tokenizer)
+    top, token = highest_id(tokenizer)
+    if top >= tokenizer.get_vocab_size():
+        raise UserError(
+            f"{path}: {token!r} has id {top:,} but the tokenizer has {tokenizer.get_vocab_size():,} tokens: its ids "
+            "have gaps, and would index past the model's embedding table"
+        )
     missing = [role for role in ROLES if tokenizer.token_to_id(specials[role]) is None]
     if missing:
         what = {"mask": "a mask token: it cannot be asked to fill in blanks or be pre-trained"}.get(missing[0], "")
@@ -519,6 +531,7 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
             f"{directory}: the tokenizer has no {what or missing[0] + ' token'} ({specials[missing[0]]!r} is not in "
             f"its vocabulary); name the token of that role in tokenizer_config.json, as {missing[0]}_token"
         )
+    _check_roles(specials, path)
     if tokenizer.post_processor is None:
         _add_post_processor(tokenizer, specials)
     # One bertforge wrote (or a bare tokenizer.json) gets bertforge's settings again when saved; a released
@@ -538,6 +551,8 @@ def _sentencepiece_file(directory: Path) -> Path | None:
 def _from_byte_level_bpe(directory: Path, config: dict, specials: dict[str, str]) -> Tokenizer:
     """As `transformers`' RoBERTa tokenizer builds one from vocab.json and merges.txt (roberta-base's older files):
     byte-level BPE with no normaliser, <s> A </s></s> B </s>, and the mask token taking the space before it."""
+    for name in ("vocab.json", "merges.txt"):
+        check_size(directory / name, "vocabulary")
     try:
         model = models.BPE.from_file(
             str(directory / "vocab.json"),
@@ -580,11 +595,24 @@ def _from_sentencepiece(directory: Path, model_file: Path) -> Tokenizer:
             f"of {SENTENCEPIECE_CONVERTER.replace(' ', ', ')}: pip install 'bertforge[sentencepiece]' (or save the "
             "tokenizer as tokenizer.json)"
         ) from None
+    check_size(model_file, "vocabulary")
     try:
         converted = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
         return Tokenizer.from_str(converted.backend_tokenizer.to_str())
     except Exception as e:  # transformers raises many types for a directory it cannot read
         raise UserError(f"{model_file}: not converted to a tokenizer ({one_line(e)})") from None
+
+
+def _check_roles(specials: dict[str, str], path: Path) -> None:
+    """Each special role played by a token of its own: a mask token that is also the padding would be masked out
+    of attention, and [CLS] as [SEP] would make a pair one segment."""
+    for i, role in enumerate(ROLES):
+        other = next((o for o in ROLES[:i] if specials[o] == specials[role]), None)
+        if other is not None:
+            raise UserError(
+                f"{path}: {specials[role]!r} is both the {other} token and the {role} token; each role needs a token "
+                "of its own (name them in tokenizer_config.json)"
+            )
 
 
 def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
@@ -604,17 +632,17 @@ def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
     return specials
 
 
-# Characters a normalizer may write for one match. Released tokenizers' Replace rules write one or two; the NFKC
-# tables SentencePiece precompiles (XLM-R's, T5's) write at most 18, for U+FDFA (measured: nmt_nfkc, nfkc_cf).
-MAX_REPLACEMENT = 32
+# Characters the normalizers together may write for one they read. Released tokenizers' Replace rules write one or
+# two a match; the NFKC tables SentencePiece precompiles (XLM-R's, T5's) write at most 18, for U+FDFA (measured:
+# nmt_nfkc, nfkc_cf); XLM-R's chain, that table then a Replace that shrinks runs of spaces, 18.
+MAX_EXPANSION = 32
 
 
 def _check_text_rules(spec: object, path: Path) -> None:
     """Refuse a tokenizer.json whose rules make a short text cost without bound: a regex (a Split pre-tokenizer's,
     a Replace normalizer's) with a repeating group that holds a repetition, `((a+)+)+b`, whose matching backtracks
-    exponentially until Oniguruma gives up and the Rust side panics mid-run; or a Replace that writes more than
-    MAX_REPLACEMENT characters a match (a letter made 500: a 2 KB text, 750,000 tokens), or a Precompiled
-    (SentencePiece) normalizer whose table does."""
+    exponentially until Oniguruma gives up and the Rust side panics mid-run. (What the normalizers write, as a
+    chain, is `_check_expansion`'s.)"""
     if isinstance(spec, list):
         for item in spec:
             _check_text_rules(item, path)
@@ -623,21 +651,56 @@ def _check_text_rules(spec: object, path: Path) -> None:
     regex = spec["pattern"].get("Regex") if isinstance(spec.get("pattern"), dict) else None
     if isinstance(regex, str) and _nested_repetition(regex):
         raise UserError(f"{path}: the regex {regex[:60]!r} repeats a repetition, which can take exponential time")
-    content = spec.get("content")
-    if spec.get("type") == "Replace" and isinstance(content, str) and len(content) > MAX_REPLACEMENT:
-        raise UserError(
-            f"{path}: a Replace normalizer writes {len(content):,} characters a match (at most {MAX_REPLACEMENT})"
-        )
-    charsmap = spec.get("precompiled_charsmap")
-    if spec.get("type") == "Precompiled" and isinstance(charsmap, str):
-        longest = _longest_precompiled_output(charsmap)
-        if longest > MAX_REPLACEMENT:
-            raise UserError(
-                f"{path}: a Precompiled normalizer writes up to {longest:,} characters a match (at most "
-                f"{MAX_REPLACEMENT})"
-            )
     for value in spec.values():
         _check_text_rules(value, path)
+
+
+def _check_expansion(rules: dict | None, path: Path) -> None:
+    """Refuse normalizers (or decoders) that together write more than MAX_EXPANSION characters for each one they
+    read: one Replace that makes a letter 500 (a 2 KB text, 750,000 tokens), or eight that each double it (one
+    within bounds, their product 256 times the text: fill-mask reached 5 GB), or a SentencePiece table that
+    does."""
+    factor, rule = _expansion(rules)
+    if factor > MAX_EXPANSION:
+        raise UserError(
+            f"{path}: its normalizers write up to {factor:,.0f} characters for each one they read ({rule}; at most "
+            f"{MAX_EXPANSION})"
+        )
+
+
+def _expansion(spec: Any) -> tuple[float, str]:
+    """(the most characters a normalizer writes for each it reads, the rule that says so): a Sequence multiplies
+    its parts'; a Replace writes its content for each match (a match of at least one character, or of none, where
+    its regex matches the empty text: then at every position); a Precompiled table its longest output."""
+    if not isinstance(spec, dict):
+        return 1.0, ""
+    kind = spec.get("type")
+    if kind == "Sequence":
+        factor, rules = 1.0, []
+        for part in spec.get("normalizers") or spec.get("decoders") or []:
+            f, rule = _expansion(part)
+            factor, rules = factor * f, rules + ([rule] if f > 1 else [])
+        return factor, ", then ".join(rules) or "a Sequence"
+    if kind == "Replace" and isinstance(spec.get("content"), str):
+        pattern = spec.get("pattern") or {}
+        written = len(spec["content"])
+        if isinstance(pattern.get("String"), str):
+            return written / max(len(pattern["String"]), 1), f"a Replace writing {written:,} for {pattern['String']!r}"
+        empty = _matches_empty(pattern.get("Regex"))
+        return written + empty, f"a Replace writing {written:,} characters a match"
+    if kind == "Precompiled" and isinstance(spec.get("precompiled_charsmap"), str):
+        longest = _longest_precompiled_output(spec["precompiled_charsmap"])
+        return float(longest), f"a Precompiled table writing up to {longest:,} characters a match"
+    return 1.0, ""
+
+
+def _matches_empty(regex: Any) -> bool:
+    """Whether a regex can match the empty text (then a Replace writes at every position): Python's reading of it,
+    and yes where Python cannot read it (Oniguruma's syntax is wider)."""
+    try:
+        return re.fullmatch(str(regex), "") is not None
+    except re.error:
+        return True
 
 
 def _longest_precompiled_output(charsmap: str) -> int:
@@ -709,17 +772,34 @@ def _class_end(regex: str, i: int) -> int:
     return i
 
 
-def _read_json(path: Path) -> dict | None:
-    """A JSON object from `path`, None if there is no such file; anything else in it is a user error."""
+def _read_json(path: Path, kind: str = "config") -> dict | None:
+    """A JSON object from `path` (read bounded, fileio.read_json) checked against TOKENIZER_CONFIG, None if there
+    is no such file; anything else in it is a user error."""
     if not path.is_file():
         return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({one_line(e)})") from None
+    value = read_json(path, kind)
     if not isinstance(value, dict):
         raise UserError(f"{path}: not a JSON object")
+    check_keys(value, TOKENIZER_CONFIG, str(path))
     return value
+
+
+def _token(value: Any) -> bool:
+    """A special token as tokenizer_config.json names it: its text, or an AddedToken's {"content": text, ...}."""
+    content = value.get("content") if isinstance(value, dict) else value
+    return isinstance(content, str) and 0 < len(content) <= 100
+
+
+# What bertforge reads of tokenizer_config.json and special_tokens_map.json (the model's config.json is schema.py's)
+TOKENIZER_CONFIG = {
+    "model_max_length": Key((int, float), "a positive number", lambda v: v > 0),
+    **dict.fromkeys(("do_lower_case", "tokenize_chinese_chars", "add_prefix_space"), Key((bool,), "true or false")),
+    "strip_accents": Key((bool,), "true, false or null"),
+    "tokenizer_class": Key((str,), "a class name", lambda v: 0 < len(v) <= 100),
+    "model_input_names": Key((list,), "a list of names", lambda v: len(v) <= 8 and all(isinstance(n, str) for n in v)),
+    "model_type": Key((str,), "a model type", lambda v: len(v) <= 100),
+    **{f"{role}_token": Key((str, dict), "a token's text", _token) for role in (*ROLES, "bos", "eos")},
+}
 
 
 def has_tokenizer(directory: Path) -> bool:
@@ -732,14 +812,29 @@ def _from_vocab_txt(directory: Path, config: dict, specials: dict[str, str]) -> 
     """As `transformers`' BertTokenizer reads a bare vocab.txt: a token a line, lines ended as Python's text mode
     ends them (a U+2028 inside a token is part of it), BERT's normaliser alone."""
     try:
-        with open(directory / "vocab.txt", encoding="utf-8") as f:
-            lines = [line.rstrip("\n") for line in f]
+        text = read_bounded(directory / "vocab.txt", "vocabulary").decode("utf-8")
     except UnicodeDecodeError as e:
         raise UserError(f"{directory / 'vocab.txt'}: not UTF-8 text (byte {e.start}); it is not a vocabulary") from None
+    lines = [line.rstrip("\n") for line in io.StringIO(text)]  # ended as Python's text mode ends lines
     tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(lines)}, unk_token=specials["unk"]))
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     tokenizer.add_special_tokens(list(specials.values()))  # matched before normalisation: "[MASK]" is not lowercased
     return _bert_pipeline(tokenizer, config.get("do_lower_case", True), config.get("strip_accents"), nfc=False)
+
+
+def highest_id(tokenizer) -> tuple[int, str]:
+    """The largest id the tokenizer can give, with its token: of its vocabulary, its added tokens, and the special
+    tokens its post-processor inserts (each of which indexes the model's embedding table)."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    token, top = max(vocab.items(), key=lambda item: item[1], default=("", -1))
+    post = tokenizer.post_processor
+    spec = json.loads(post.__getstate__()) if post is not None else {}
+    inserted = [(entry["id"], i) for entry in (spec.get("special_tokens") or {}).values() for i in entry.get("ids", [])]
+    inserted += [tuple(spec[key]) for key in ("sep", "cls") if isinstance(spec.get(key), list)]
+    for name, i in inserted:
+        if isinstance(i, int) and i > top:
+            token, top = str(name), i
+    return top, token
 
 
 def fingerprint(tokenizer: Tokenizer) -> str:

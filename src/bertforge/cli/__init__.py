@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import Interrupted, Stopped, TrainingFailed, UserError
 from . import data, downstream, inference, training
+from .flags import check_paths
 
 
 class Parser(argparse.ArgumentParser):
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
         set_unpadding(args.unpad)
     try:
+        check_paths(args)
         return args.func(args) or 0
     except UserError as e:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
@@ -81,17 +83,17 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingFailed as e:
         print(f"bertforge {args.verb}: error: {e}", file=sys.stderr)
         return 1
-    except OSError as e:
+    except OSError as e:  # what the machine refused a writer or reader: one line, the last good state kept
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             where = f" writing {e.filename}" if e.filename else ""
             message = f"the disk is full{where}; nothing was left half-written"
-            print(f"bertforge {args.verb}: error: {message}", file=sys.stderr)
-            return 1
-        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # where the user pointed it: theirs to change
+        elif e.errno in (errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO):
             what = f"{e.filename}: {e.strerror}" if e.filename else str(e.strerror)
-            print(f"bertforge {args.verb}: error: {what}; nothing was left half-written", file=sys.stderr)
-            return 2
-        raise
+            message = f"{what}; nothing was left half-written"
+        else:
+            raise
+        print(f"bertforge {args.verb}: error: {message}", file=sys.stderr)
+        return 2
     except Stopped as e:
         print(f"bertforge {args.verb}: {e}", file=sys.stderr)
         return 128 + e.signal_number

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import UNPADDING_MODES, field_parser
+from ..fileio import check_not_inputs
 
 HIDDEN = argparse.SUPPRESS
 
@@ -181,3 +182,35 @@ def with_format(out: str, fmt: str | None) -> Path:
     """--format svg turns plot.png into plot.svg; without it the file's own suffix decides."""
     path = Path(out)
     return path.with_suffix(f".{fmt}") if fmt else path
+
+
+# Every verb's paths by the flags' names: what it reads, and what it writes. One rule (fileio.check_not_inputs)
+# compares them before any verb runs, so a verb, old or new, that names its flags so is held to it.
+INPUT_FLAGS = ("model", "input", "train", "dev", "data", "corpus", "tokenizer", "init_from", "queries", "vectors",
+               "rerank", "context_file", "valid")  # fmt: skip
+OUTPUT_FLAGS = ("out", "plot", "filter_report")
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """No verb writes over what it reads (fileio.check_not_inputs), its flags named as the user typed them. A run
+    directory given as a model is read in its model/ (what the verb reads of it)."""
+    parser = getattr(args, "verb_parser", None)
+    if parser is None:
+        return
+    shown = {
+        a.dest: a.option_strings[0] if a.option_strings else (a.metavar or a.dest.upper()) for a in parser._actions
+    }
+    outputs = {shown.get(d, d): getattr(args, d) for d in OUTPUT_FLAGS if isinstance(getattr(args, d, None), str)}
+    if not outputs:
+        return
+    inputs = {shown.get(d, d): _read_part(getattr(args, d, None)) for d in INPUT_FLAGS if getattr(args, d, None)}
+    check_not_inputs(outputs, inputs)
+
+
+def _read_part(value):
+    """A run directory is read in its model/ (its model) alone; every other path as it is."""
+    if isinstance(value, (list, tuple)):
+        return [_read_part(v) for v in value]
+    if isinstance(value, str) and (Path(value) / "model" / "config.json").is_file():
+        return str(Path(value) / "model")
+    return value

@@ -14,7 +14,6 @@ through memory maps. Neither imports torch.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ..errors import UserError
-from ..fileio import write_json
+from ..fileio import read_json, write_json
 from ..tokenizer import TOKENIZER_FILES, fingerprint, load_tokenizer, save_tokenizer, special_ids
 
 FORMAT = "bertforge-data-v1"
@@ -137,10 +136,10 @@ def read_meta(data_dir: str | Path) -> dict:
     path = data_dir / "meta.json"
     if not path.is_file():
         raise UserError(f"{data_dir}: not a prepared data directory (no meta.json); run `bertforge prepare` first")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
+    meta = read_json(path, "config")
+    if not isinstance(meta, dict):
+        raise UserError(f"{path}: not a JSON object")
+    return meta
 
 
 class TokenStore:

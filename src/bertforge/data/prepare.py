@@ -27,7 +27,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ..errors import UserError
-from ..fileio import atomic_directory, check_output_dir, directory_lock
+from ..fileio import atomic_directory, check_not_inputs, check_output_dir, directory_lock
 from ..formats.corpus import Paragraph, read_paragraphs, readable_files
 from ..formats.filters import compression_verdict
 from ..formats.options import CorpusOptions
@@ -177,7 +177,8 @@ def prepare(
     sources = [("train", corpus)] + ([("valid", valid_files)] if valid_files else [])
     files = [file for _, paths in sources for file in readable_files(paths)]  # before anything is written
     out = Path(out)
-    _check_replaceable(out, overwrite, files)
+    check_not_inputs({"--out": out}, {"CORPUS": [split_sheet(f)[0] for f in files], "--tokenizer": tokenizer_dir})
+    check_output_dir(out, overwrite, "prepared data", out.is_dir() and is_data_dir(out))
     with directory_lock(out) if out.exists() else contextlib.nullcontext(), atomic_directory(out) as tmp:
         meta = _write_data(tmp, tokenizer, sources, files, valid_fraction, options, workers, progress, filter_report)
     unk_share = meta["unk_tokens"] / max(meta["splits"]["train"]["tokens"] + meta["splits"]["valid"]["tokens"], 1)
@@ -201,16 +202,6 @@ def _unk_advice(tokenizer_dir: str | Path) -> str:
             f"`bertforge tokenizer extend {tokenizer_dir} CORPUS --add N --out EXTENDED` and prepare with EXTENDED"
         )
     return "train one on this corpus with `bertforge tokenizer train` and prepare again"
-
-
-def _check_replaceable(out: Path, overwrite: bool, inputs: list[Path]) -> None:
-    """An --out that may become a data directory: new, empty, or (with `overwrite`) prepared data, and never a
-    directory that holds an input."""
-    resolved = out.resolve()
-    inside = next((f for f in inputs if resolved in split_sheet(f)[0].resolve().parents), None)
-    if inside is not None:
-        raise UserError(f"--out {out} holds the input {inside}: choose a directory outside the corpus")
-    check_output_dir(out, overwrite, "prepared data", out.is_dir() and is_data_dir(out))
 
 
 def _write_data(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ..fileio import atomic_directory, check_output_dir
+from ..fileio import atomic_directory, check_not_inputs, check_output_dir
 from ..formats.corpus import ReadStats, read_paragraphs, readable_files
 from ..formats.filters import FilterReport
 from ..formats.options import CorpusOptions
@@ -72,8 +72,9 @@ def train_corpus_tokenizer(
 
     `strip_accents` None measures it on the corpus (`tokenizer.accent_choice`)."""
     options = options or CorpusOptions()
-    readable_files(corpus)  # before anything is written
+    files = readable_files(corpus)  # before anything is written
     out = Path(out)
+    check_not_inputs({"--out": out}, {"CORPUS": files})
     ours = out.is_dir() and all(child.name in TOKENIZER_FILES for child in out.iterdir())
     check_output_dir(out, overwrite, "a tokenizer", ours)
     texts = CorpusTexts(corpus, options)

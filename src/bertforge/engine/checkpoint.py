@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError, one_line
-from ..fileio import remove_abandoned, write_json
+from ..fileio import read_json, remove_abandoned, write_json
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
 CHECKSUMS = "checksums.json"  # in a checkpoint: {file: sha256} of every other file
@@ -135,6 +135,6 @@ def restore_optimizer_and_rng(
 def read_state_file(path: Path) -> dict[str, Any]:
     """A checkpoint's JSON state, or one line saying it cannot be read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{path}: unreadable checkpoint state ({e})") from None
+        return read_json(path, "config")
+    except UserError as e:
+        raise UserError(f"unreadable checkpoint state: {e}") from None

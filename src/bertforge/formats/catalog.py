@@ -14,10 +14,13 @@ imported on first use (so this table sits below every reader). Adding a format i
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..display import markdown_table
+from ..errors import UserError
 
 # How a format lays out its text, which decides how corpus.py reads it:
 LINES = "lines"  # a paragraph or sentence per line (or hard-wrapped prose): layouts.text_paragraphs
@@ -28,6 +31,7 @@ COLUMNS = "columns"  # binary column stores read with pyarrow, a record batch at
 TABLE = "table"  # delimited rows under a header (or numbered without one)
 SHEET = "sheet"  # a spreadsheet's sheet of rows (spreadsheets.py)
 ARCHIVE = "archive"  # files packed together, each read as a directory's would be (archives.py)
+SHAPES = (LINES, LAYOUT, DOCUMENT, RECORDS, COLUMNS, TABLE, SHEET, ARCHIVE)
 
 
 @dataclass(frozen=True)
@@ -208,14 +212,29 @@ BY_SUFFIX = {suffix: f.name for f in FORMATS for suffix in f.suffixes}
 
 
 def register_format(fmt: Format) -> None:
-    """Add a row: every reader, the help and the table of docs/formats.md know the format from then on."""
+    """Add a row: every reader, the help and the table of docs/formats.md know the format from then on. A row that
+    would not read (a name or suffix taken, a reader that names nothing, a shape unknown) is refused now."""
+    if not isinstance(fmt, Format):
+        raise UserError(f"register_format: give a Format row, not {type(fmt).__name__}")
+    if not isinstance(fmt.name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", fmt.name):
+        raise UserError(f"register_format: a format's name is lowercase letters, digits and dashes, not {fmt.name!r}")
     if fmt.name in BY_NAME:
-        raise ValueError(f"format {fmt.name!r}: a format of that name exists")
+        raise UserError(f"format {fmt.name!r}: a format of that name exists")
+    if not fmt.suffixes or not all(isinstance(s, str) and re.fullmatch(r"\.[a-z0-9]{1,10}", s) for s in fmt.suffixes):
+        raise UserError(f"format {fmt.name!r}: its suffixes are like .txt, not {fmt.suffixes!r}")
     taken = [s for s in fmt.suffixes if s in BY_SUFFIX]
     if taken:
-        raise ValueError(f"format {fmt.name!r}: {taken[0]} already names the {BY_SUFFIX[taken[0]]} format")
+        raise UserError(f"format {fmt.name!r}: {taken[0]} already names the {BY_SUFFIX[taken[0]]} format")
+    if fmt.shape not in SHAPES:
+        raise UserError(f"format {fmt.name!r}: shape {fmt.shape!r} is not one of {', '.join(SHAPES)}")
     if fmt.shape in (LAYOUT, DOCUMENT) and not fmt.read:
-        raise ValueError(f"format {fmt.name!r}: a {fmt.shape} format names its reader, 'module:function'")
+        raise UserError(f"format {fmt.name!r}: a {fmt.shape} format names its reader, 'module:function'")
+    if isinstance(fmt.read, str) and fmt.read:
+        module, _, function = fmt.read.partition(":")
+        if not function or not module.isidentifier() or importlib.util.find_spec(f"{__package__}.{module}") is None:
+            raise UserError(f"format {fmt.name!r}: {fmt.read!r} names no module of bertforge.formats")
+    elif fmt.read and not callable(fmt.read):
+        raise UserError(f"format {fmt.name!r}: its reader is a function or 'module:function', not {fmt.read!r}")
     FORMATS.append(fmt)
     BY_NAME[fmt.name] = fmt
     BY_SUFFIX.update(dict.fromkeys(fmt.suffixes, fmt.name))

@@ -591,8 +591,11 @@ def class_label_names(path: str | Path, column: str) -> tuple[str, ...]:
 
 
 def label_name(value: Any, names: tuple[str, ...], where: str) -> str:
-    """A label as text. With `names`, the label is a number (an integer, or a cell of digits) indexing them."""
-    text = str(value).strip()
+    """A label as text. With `names`, the label is a number (an integer, or a cell of digits) indexing them. An
+    empty cell is no label (it would become a class of its own, named ''): refused with its line."""
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        raise UserError(f"{where}: the label is empty; every example needs its label")
     if not names:
         return text
     if not text.isdigit() or int(text) >= len(names):

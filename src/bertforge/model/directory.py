@@ -11,7 +11,7 @@ pickle-only directory is refused unless the user says they trust it.
 
 from __future__ import annotations
 
-import json
+import math
 import shutil
 import warnings
 from pathlib import Path
@@ -23,12 +23,13 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from ..errors import UserError, one_line
-from ..fileio import asset_path, atomic_directory, write_json
+from ..fileio import asset_path, atomic_directory, read_json, write_json
 from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
     has_tokenizer,
     hf_tokenizer_class,
+    highest_id,
     load_tokenizer,
     max_input_length,
     save_tokenizer,
@@ -41,6 +42,7 @@ from .families import family_of
 from .heads import BertForSentenceEmbedding
 from .hf import (
     HEAD_PREFIXES,
+    HF_IGNORED,
     POSITIONS,
     REMOTE_CODE,
     config_from_hf,
@@ -50,6 +52,7 @@ from .hf import (
     their_name,
     to_hf_state_dict,
 )
+from .schema import check_config
 from .sentence import SentencePipeline, write_pipeline
 
 if TYPE_CHECKING:
@@ -103,16 +106,12 @@ def _subdirectories(path: Path) -> list[Path]:
 
 
 def read_config(directory: Path) -> dict[str, Any]:
+    """config.json, read bounded (fileio.read_json) and checked against the one schema (schema.py) before any of
+    its values is used."""
     path = directory / "config.json"
     if not path.is_file():
         raise UserError(f"{directory}: not a model directory (no config.json)")
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{path}: not a JSON object")
-    return config
+    return check_config(read_json(path, "config"), str(path))
 
 
 def label_names(directory: Path, config: dict[str, Any], what: str) -> list[str]:
@@ -126,11 +125,31 @@ def label_names(directory: Path, config: dict[str, Any], what: str) -> list[str]
     return [str(id2label[str(i)]) for i in range(len(id2label))]
 
 
-def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch.Tensor]:
+# What a weight may be stored as; anything else (an integer tensor where a weight belongs) is refused unread.
+WEIGHT_DTYPES = ("F16", "BF16", "F32", "F64")
+
+
+def weight_index(directory: Path) -> dict[str, tuple[tuple[int, ...], str]] | None:
+    """name -> (shape, dtype) of every tensor in model.safetensors, from its header alone (safetensors bounds the
+    header and checks its offsets against the file); None for a pickle-only directory."""
+    path = directory / "model.safetensors"
+    if not path.is_file():
+        return None
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {name: (tuple(f.get_slice(name).get_shape()), f.get_slice(name).get_dtype()) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
+
+
+def read_weights(directory: Path, trust_pickle: bool = False, model=None) -> dict[str, torch.Tensor]:
     """model.safetensors; a pickle-only directory (pytorch_model.bin, as older hub repositories have) is refused
-    unless the user trusts it, and even then only tensors are unpickled."""
+    unless the user trusts it, and even then only tensors are unpickled. Given the `model` they are for, the
+    safetensors header is checked against it before any tensor is read (`check_index`)."""
     path = directory / "model.safetensors"
     if path.is_file():
+        if model is not None:
+            check_index(directory, weight_index(directory), model)
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError) as e:
@@ -152,22 +171,51 @@ def read_weights(directory: Path, trust_pickle: bool = False) -> dict[str, torch
     raise UserError(f"{directory}: no model.safetensors")
 
 
+def check_index(directory: Path, index: dict[str, tuple[tuple[int, ...], str]], model) -> None:
+    """A safetensors header against the model its tensors are for, before one is read: every name one of the
+    family's (an unknown tensor, however large, is refused unread), every weight stored as a float, and every
+    shape the model's own. The names are mapped as the tensors will be (hf.from_hf_state_dict), on the meta device."""
+    meta = {name: torch.empty(shape, device="meta") for name, (shape, _) in index.items()}
+    state, unknown = from_hf_state_dict(meta, model.config)
+    architecture = model.hf_architecture
+    if unknown:
+        raise UserError(
+            f"{directory}: weights do not match config.json (not in its family's layout: {', '.join(unknown[:5])})"
+        )
+    stored = [name for name, (_, dtype) in index.items() if dtype not in WEIGHT_DTYPES and not HF_IGNORED.match(name)]
+    if stored:
+        dtype = index[stored[0]][1]
+        raise UserError(f"{directory}: {stored[0]} is stored as {dtype}, not as a weight (a float)")
+    own = model.state_dict()
+    for name, tensor in state.items():
+        if name in own and tensor.shape != own[name].shape and name != POSITIONS:  # a longer table may grow
+            shape = " x ".join(map(str, tensor.shape))
+            raise UserError(
+                f"{directory}: weight shapes do not match config.json: {their_name(name, model.config, architecture)} "
+                f"is {shape}, the config makes {' x '.join(map(str, own[name].shape))}"
+            )
+
+
 def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs):
     """Build `cls` from a model directory, in eval mode (its weights as `load_weights` puts them). A pre-training
     model gets a next-sentence head where the directory has one (BertForPreTraining's), none where it has not
-    (a masked LM's)."""
+    (a masked LM's). Nothing it asks for is allocated before its size is checked against the file's."""
     directory = Path(directory)
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     check_shapes(directory, config)
-    weights = read_weights(directory, trust_pickle)
-    check_size(directory, config, weights)
+    index = weight_index(directory)
+    weights = read_weights(directory, trust_pickle) if index is None else None  # a trusted pickle: read first
+    sizes = {name: shape for name, (shape, _) in index.items()} if index else {k: t.shape for k, t in weights.items()}
+    check_parameters(directory, config, sum(math.prod(shape) for shape in sizes.values()))
     if cls is BertForPreTraining and keep_heads and "pair_head" not in model_kwargs:
         marker = family_of(config).modules.get("nsp_head")
-        model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in weights)
-        model_kwargs["pooler"] = holds_pooler(weights, config)  # a released encoder's, kept to be saved again
+        model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in sizes)
+        model_kwargs["pooler"] = holds_pooler(sizes, config)  # a released encoder's, kept to be saved again
     model = cls(config, **model_kwargs)
+    weights = weights if weights is not None else read_weights(directory, trust_pickle, model)
+    check_finite(directory, weights)
     load_weights(model, directory, trust_pickle, keep_heads, weights=weights)
     return model.eval()
 
@@ -203,14 +251,16 @@ def check_shapes(directory: Path, config: ModelConfig) -> None:
         )
 
 
-def check_size(directory: Path, config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
-    """Weights that are numbers, and a config.json that asks for no model far larger than they are (200 layers
-    beside the weights of one): refused before the model is built, which took gigabytes to learn they did not
-    fit."""
+def check_finite(directory: Path, weights: dict[str, torch.Tensor]) -> None:
+    """Weights that are numbers: a model with nan or infinite weights answers nan, or nan probabilities, with exit 0."""
     broken = next((k for k, t in weights.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())), None)
-    if broken is not None:  # such a model answers nan, or nan probabilities, with exit 0
+    if broken is not None:
         raise UserError(f"{directory}: the weight {broken} holds values that are not numbers (nan or infinity)")
-    held = sum(tensor.numel() for tensor in weights.values())
+
+
+def check_parameters(directory: Path, config: ModelConfig, held: int) -> None:
+    """A config.json that asks for no model far larger than its weights (`held` numbers; 200 layers beside the
+    weights of one): refused before the model is built, which took gigabytes to learn they did not fit."""
     asked = config.parameter_estimate()
     if asked > 2 * held + (1 << 20):
         raise UserError(
@@ -238,7 +288,7 @@ def load_weights(
     their own start (BERT's second phase, on longer sequences, learned them so). `weights`: the directory's, if
     read already.
     """
-    weights = weights if weights is not None else read_weights(directory, trust_pickle)
+    weights = weights if weights is not None else read_weights(directory, trust_pickle, model)
     state, unknown = from_hf_state_dict(weights, model.config)
     own = model.state_dict()
     if longer_positions and POSITIONS in state and POSITIONS in own:
@@ -372,6 +422,12 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
     trained with the model (its ids mean other words): both are refused. A table padded to a round size for
     speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted."""
     size = tokenizer.get_vocab_size()
+    top, token = highest_id(tokenizer)
+    if top >= vocab_size and size <= vocab_size:  # a gap in its ids (one moved to 5000) hides behind a size that fits
+        raise UserError(
+            f"{where}: the tokenizer gives {token!r} id {top:,}, past the model's {vocab_size:,}-row embedding "
+            "table; they were not trained together"
+        )
     if size > vocab_size or size <= vocab_size - VOCAB_PADDING:
         raise UserError(
             f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "

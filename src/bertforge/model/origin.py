@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..fileio import FILE_LIMITS, read_bounded
 from .card import CARD
 from .directory import holds_pooler, pretraining_heads, read_config, weight_names
 from .families import family_of
@@ -24,7 +25,6 @@ from .hf import config_from_hf
 from .sentence import SentencePipeline, read_pipeline
 
 FINETUNE_KEY = "bertforge_finetune"  # config.json's record of a fine-tuning (tasks/finetune.py writes it)
-MAX_CARD_BYTES = 1 << 20  # a model card longer than this is not carried (released cards are tens of KB)
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ def read_origin(directory: Path) -> Origin:
     encoder_only = architecture == base or (not architecture and "mlm" not in heads)
     card_path = directory / CARD
     card = None
-    if card_path.is_file() and card_path.stat().st_size <= MAX_CARD_BYTES:
-        card = card_path.read_text(encoding="utf-8", errors="replace")
+    if card_path.is_file() and card_path.stat().st_size <= FILE_LIMITS["card"]:  # a longer one is not carried
+        card = read_bounded(card_path, "card").decode("utf-8", errors="replace")
         card = None if _written_by_bertforge(card) else card  # ours is written afresh from the facts
     fine_tuned = FINETUNE_KEY in raw
     return Origin(directory, architecture, encoder_only, heads, pooler, fine_tuned, card, read_pipeline(directory))

@@ -15,13 +15,12 @@ through it is refused in one line.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..fileio import write_json
+from ..fileio import read_bounded, read_json, write_json
 
 MODULES = "modules.json"
 SETTINGS_FILES = ("sentence_bert_config.json", "config_sentence_transformers.json")
@@ -66,7 +65,7 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
         raise UserError(f"{path}: not a list of modules")
     pooling: tuple[str, ...] = ()
     normalize, others = False, []
-    files = {MODULES: path.read_bytes()}
+    files = {MODULES: read_bounded(path, "config")}
     for number, module in enumerate(modules):
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         folder = module.get("path", "")
@@ -85,7 +84,7 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
         files.update(_module_files(directory, folder))
     for name in SETTINGS_FILES:
         if (directory / name).is_file():
-            files[name] = (directory / name).read_bytes()
+            files[name] = read_bounded(directory / name, "config")
     if sum(map(len, files.values())) > MAX_MODULE_BYTES:
         raise UserError(f"{directory}: its sentence-transformers modules hold more than {MAX_MODULE_BYTES >> 20} MB")
     if not pooling:
@@ -119,19 +118,14 @@ def _module_files(directory: Path, folder: str) -> dict[str, bytes]:
     """Every file of a module's folder (none for a module without one: a Normalize saved with no folder)."""
     if not folder or not (directory / folder).is_dir():
         return {}
-    root = directory / folder
-    return {
-        path.relative_to(directory).as_posix(): path.read_bytes()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and not path.is_symlink()
-    }
+    files = [path for path in sorted((directory / folder).rglob("*")) if path.is_file() and not path.is_symlink()]
+    if sum(path.stat().st_size for path in files) > MAX_MODULE_BYTES:  # sized before anything is read
+        raise UserError(f"{directory / folder}: more than {MAX_MODULE_BYTES >> 20} MB of module files")
+    return {path.relative_to(directory).as_posix(): path.read_bytes() for path in files}
 
 
 def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
+    return read_json(path, "config")
 
 
 def write_pipeline(directory: Path, pipeline: SentencePipeline | None, hidden_size: int, max_length: int) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..display import markdown_table
 from ..errors import UserError
-from ..fileio import write_json
+from ..fileio import check_not_inputs, write_json
 from ..formats.spreadsheets import split_sheet
 from ..plots import save_figure, subplots
 from ..tasks.classification import Columns
@@ -214,6 +214,7 @@ def score(
 ) -> list[dict[str, Any]]:
     """Fine-tune every task, arm and seed (resumably); returns one row per task, arm and metric."""
     out = Path(out)
+    check_not_inputs({"--out": out}, {"MODEL": model, "--tasks": [path for t in tasks for path in (t.train, t.dev)]})
     arms = ARMS if from_scratch else ARMS[:1]
     lrs = lrs or [cfg.lr]
     rows = []

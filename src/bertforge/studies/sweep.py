@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -37,10 +38,12 @@ from ..config import parse_field
 from ..display import cell, markdown_table
 from ..engine.metrics import read_metrics
 from ..errors import UserError
+from ..fileio import check_not_inputs
 from ..model.config import ModelConfig, preset_size
 from ..plots import save_figure, shorten, subplots
 from ..training.config import TrainConfig
 from ..training.objectives import pretraining_model
+from ..training.plan import plan_run
 from ..training.rundir import SWEEP_LOG, holds_progress
 from .replicates import aligned, curve_gap, median_range, paired, separated
 
@@ -49,21 +52,34 @@ OWNER = {
 }  # field -> its config class
 
 
+MAX_GRID_POINTS = 1000  # a sweep of more runs than this is a mistake (and its grid is never built in memory)
+
+
 def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
-    """["mask_prob=0.15,0.2", "num_layers=2,4"] -> {"mask_prob": [0.15, 0.2], "num_layers": [2, 4]}."""
+    """["mask_prob=0.15,0.2", "num_layers=2,4"] -> {"mask_prob": [0.15, 0.2], "num_layers": [2, 4]}: every value
+    parsed and checked as its flag's, none twice, at most MAX_GRID_POINTS runs, all before any run starts."""
     axes: dict[str, list[Any]] = {}
+    points = 1
     for spec in specs:
         name, _, values = spec.partition("=")
         name = name.strip().replace("-", "_")
         if name not in OWNER and name != "preset":
-            raise UserError(f"--grid {spec!r}: {name!r} is not a model or training setting, nor preset")
-        if not values:
-            raise UserError(f"--grid {spec!r}: give values, like {name}=a,b")
+            raise UserError(f"--grid {spec[:80]!r}: {name[:40]!r} is not a model or training setting, nor preset")
+        if name in axes:
+            raise UserError(f"--grid {name}: given twice; give its values in one --grid {name}=A,B")
         texts = [v.strip() for v in values.split(",") if v.strip()]
+        if not texts:
+            raise UserError(f"--grid {spec[:80]!r}: give values, like {name}=a,b")
+        points *= len(texts)
+        if points > MAX_GRID_POINTS:
+            raise UserError(f"--grid: more than {MAX_GRID_POINTS:,} runs; sweep fewer values at a time")
         try:
             axes[name] = [_preset(v) if name == "preset" else parse_field(OWNER[name], name, v) for v in texts]
         except UserError as e:
             raise UserError(f"--grid {e}") from None
+        twice = next((v for i, v in enumerate(axes[name]) if v in axes[name][:i]), None)
+        if twice is not None:
+            raise UserError(f"--grid {name}: the value {twice!r} is given twice")
     if not axes:
         raise UserError("give at least one --grid FIELD=V1,V2")
     return axes
@@ -94,7 +110,12 @@ def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 
 def run_name(point: dict[str, Any]) -> str:
-    return "__".join(f"{k}-{v}" for k, v in point.items())
+    """A grid point's run directory name, `mask_prob-0.15__num_layers-2`: every character of a value that a path
+    would read (`/`, `..`, a space) made `_`, so that each run lies in SWEEP_DIR/runs itself."""
+    return "__".join(f"{k}-{_UNSAFE.sub('_', str(v)).lstrip('.') or '_'}" for k, v in point.items())[:200]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9.+=-]|\.\.+")
 
 
 def run_spec(data: str | Path, run_dir: Path, recipe: str | None, settings: dict[str, Any]) -> dict[str, Any]:
@@ -117,7 +138,6 @@ def run_spec(data: str | Path, run_dir: Path, recipe: str | None, settings: dict
 def run_point(spec: str) -> int:
     """One grid point, in the process `run_sweep` started: plan and train it as `pretrain` does, and answer as
     the command would (0, 2 with one line for bad input, 128 + N when signal N stopped it at a checkpoint)."""
-    from ..training.plan import plan_run
     from ..training.trainer import pretrain
 
     run = json.loads(spec)
@@ -150,17 +170,28 @@ def run_sweep(
     """Every grid point as a pre-training run with `recipe`, the settings `fixed` and the point's values (a model or
     training field, or `preset`)."""
     out = Path(out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    check_not_inputs({"--out": out}, {"--data": data})
     points = grid_points(axes)
+    names = [run_name(point) for point in points]
+    if len(set(names)) < len(names):
+        same = next(name for i, name in enumerate(names) if name in names[:i])
+        raise UserError(f"--grid: two grid points would share the run directory {same}; give values that differ")
     threads = max(1, (os.cpu_count() or 1) // parallel)
     pending = []
-    for point in points:
-        run_dir = out / "runs" / run_name(point)
+    for point, name in zip(points, names):
+        run_dir = out / "runs" / name
         if (run_dir / "model" / "config.json").is_file():
             _say(f"skip (finished): {run_dir.name}", quiet)
             continue
         spec = run_spec(data, run_dir, recipe, {**fixed, **point})
+        try:  # every point's settings are checked before any run starts, as pretrain checks them
+            plan_run(
+                spec["data"], run_dir, spec["recipe"], spec["preset"], spec["model"], spec["train"], spec["resume"]
+            )
+        except UserError as e:
+            raise UserError(f"grid point {name}: {e}") from None
         pending.append((run_dir, [sys.executable, "-c", POINT_COMMAND, json.dumps(spec)]))
+    (out / "runs").mkdir(parents=True, exist_ok=True)
     running: list[tuple[Path, subprocess.Popen, Any]] = []
     failures: list[str] = []
     previous = signal.signal(signal.SIGTERM, _interrupt)

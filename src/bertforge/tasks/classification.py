@@ -224,6 +224,11 @@ def hold_out(examples: list[Example], fraction: float, by_label: bool) -> tuple[
     for indices in groups.values():
         count = min(round(fraction * len(indices)), len(indices) - 1)
         held.update(int(i) for i in rng.permutation(indices)[:count])
+    if not held and by_label and len(groups) * 2 > len(examples):  # most labels have one example: none can go
+        raise UserError(
+            f"{len(groups):,} labels for {len(examples):,} examples: too few of each to hold out {fraction:g} of "
+            "each label for dev (at least one stays in train); give --dev, or check --label-column"
+        )
     if not held:
         raise UserError(f"holding out {fraction:g} of {len(examples)} examples leaves no dev examples: give --dev")
     train = [e for i, e in enumerate(examples) if i not in held]

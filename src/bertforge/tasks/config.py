@@ -22,7 +22,9 @@ class FinetuneConfig(Configurable):
         "score dev after every epoch and keep the best epoch's model; off: score and keep only the last, which "
         "saves a SQuAD run a dev pass (10,570 questions) per epoch",
     )
-    lr: float = documented(5e-5, "peak learning rate (BERT: 2e-5 to 5e-5; small models like 1e-4 or more)")
+    lr: float = documented(
+        5e-5, "peak learning rate (BERT: 2e-5 to 5e-5; small models like 1e-4 or more)", at_least=0.0
+    )
     batch_size: int = documented(32, "examples per step")
     seq_len: int = documented(
         0,
@@ -33,13 +35,15 @@ class FinetuneConfig(Configurable):
         128, "question answering: context tokens that consecutive windows share (at most half a window)"
     )
     max_answer_length: int = documented(30, "question answering: longest answer, in tokens")
-    warmup: float = documented(0.1, "warm-up as a fraction of all steps (< 1) or a number of steps (>= 1)")
-    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)")
-    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)")
+    warmup: float = documented(
+        0.1, "warm-up as a fraction of all steps (< 1) or a number of steps (>= 1)", at_least=0.0
+    )
+    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)", at_least=0.0)
+    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)", at_least=0.0)
     dropout: float | None = documented(
         None, "hidden and attention dropout while fine-tuning (default: the model's own)"
     )
-    seed: int = documented(0, "seed for the new head's init and the data order")
+    seed: int = documented(0, "seed for the new head's init and the data order", at_least=0)
     dev_fraction: float = documented(
         0.1,
         "classification, multi-label, regression without --dev: this share of --train (of each label, for one "

@@ -29,7 +29,7 @@ from ..engine.metrics import MetricsLog
 from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
 from ..engine.runtime import MixedPrecision, StopSignals, resolve_device, resolve_precision
 from ..errors import Stopped, TrainingFailed, UserError
-from ..fileio import directory_lock, write_json
+from ..fileio import check_not_inputs, directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
 from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_config, resolve_model_dir, save_model
 from ..model.heads import BertForSentenceEmbedding
@@ -94,6 +94,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     if resume and finished:
         return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # nothing left to do
     directory = resolve_model_dir(model_path)
+    check_not_inputs({"--out": out}, {"MODEL": directory, "--train": train, "--dev": dev})
     tokenizer = load_tokenizer(directory)
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
     record = task_record(kind)
@@ -189,7 +190,11 @@ class _Fitting:
                     self._save()
                     if signals.received:
                         raise self._stopped(signals.received)
-            except (Stopped, TrainingFailed):
+            except Stopped:
+                raise
+            except TrainingFailed:
+                if self.saved_step is None and not state.best:  # nothing to go on from: it leaves nothing behind
+                    self.log.path.unlink(missing_ok=True)
                 raise
             except BaseException:
                 self._save_after_failure()
@@ -274,12 +279,18 @@ class _Fitting:
             say(f"could not save a checkpoint after the error: {e}")
 
     def _diverged(self, loss: torch.Tensor) -> TrainingFailed:
-        """A loss that is not a number: the weights the step would train from lead nowhere, and none is saved."""
-        best = f"the best epoch so far (epoch {self.state.best['epoch']}) is in {self.out / 'model'}"
-        kept = best if self.state.best else "no model was saved"
+        """A loss that is not a number: the weights the step would train from lead nowhere, and none is saved. A
+        run that saved nothing yet (it diverged in its first epoch) leaves nothing behind (`run`)."""
+        best = self.state.best
+        if best or self.saved_step is not None:
+            kept = f"the best epoch so far (epoch {best['epoch']}) is in {self.out / 'model'}" if best else "its last"
+            kept += " checkpoint is kept" if not best else ""
+            again = "run again with --overwrite"
+        else:
+            kept, again = "no model was saved", "run again"
         return TrainingFailed(
-            f"the loss is {float(loss)} at step {self.state.step + 1} (the run diverged); nothing was saved from "
-            f"it, {kept}. Lower --lr or --grad-clip, or check the data, then run again with --overwrite"
+            f"the loss is {float(loss.detach())} at step {self.state.step + 1} (the run diverged); nothing was saved "
+            f"from it, {kept}. Lower --lr or --grad-clip, or check the data, then {again}"
         )
 
     def _stopped(self, signal_number: int) -> Stopped:

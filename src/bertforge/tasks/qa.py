@@ -115,7 +115,7 @@ def _document_questions(document: dict, path: Path) -> Iterator[Question]:
                         qa["question"],
                         context,
                         [a["text"] for a in answers],
-                        [int(a["answer_start"]) for a in answers],
+                        [offset(a["answer_start"], f"{path}: question {qa.get('id', '?')!r}") for a in answers],
                         f"{path}: question {qa.get('id', '?')!r}",
                     )
                 except (KeyError, TypeError, ValueError):
@@ -131,10 +131,18 @@ def _table_questions(path: Path) -> Iterator[Question]:
         where = f"{path}:{number}"
         answers = row.get("answers") or {"text": [], "answer_start": []}
         try:
-            texts, starts = list(answers["text"]), [int(s) for s in answers["answer_start"]]
+            texts, starts = list(answers["text"]), [offset(s, where) for s in answers["answer_start"]]
         except (KeyError, TypeError, ValueError):
             raise UserError(f"{where}: answers must be {{'text': [...], 'answer_start': [...]}}") from None
         yield _question(str(row.get("id", number)), row["question"], row["context"], texts, starts, where)
+
+
+def offset(value: Any, where: str) -> int:
+    """An answer_start: a character offset, a whole number (15.5 is no offset, and truncated would point one
+    character early)."""
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        raise UserError(f"{where}: answer_start {value!r} is not a character offset (a whole number)")
+    return int(value)
 
 
 def _question(id: str, question: Any, context: Any, texts: list[str], starts: list[int], where: str) -> Question:

@@ -14,7 +14,10 @@ importing torch. That class answers three questions beside the Task protocol: `f
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -121,7 +124,10 @@ class TaskRecord:
 
     def _task_class(self):
         module, _, name = self.make.partition(":")
-        return getattr(importlib.import_module(f".{module}", __package__), name)
+        try:
+            return getattr(importlib.import_module(f".{module}", __package__), name)
+        except (ImportError, AttributeError, ValueError):
+            raise UserError(f"task {self.name!r}: {self.make!r} names no class of bertforge.tasks") from None
 
     def columns(self, names: ColumnNames) -> Any:
         """The columns this task reads, from what a user named; a task of your own gets the names themselves."""
@@ -152,6 +158,8 @@ class TaskRecord:
 
 
 TASKS: dict[str, TaskRecord] = {}
+TASK_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what --task NAME accepts
+FACTS = ("summary", "seq_len", "dev_required", "thresholds", "label_names", "main_metric")
 
 
 def register_task(name: str, make: str | TaskMaker, **facts: Any) -> TaskRecord:
@@ -161,10 +169,28 @@ def register_task(name: str, make: str | TaskMaker, **facts: Any) -> TaskRecord:
     fresh head on the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best
     epoch kept as a `transformers` directory, checkpoints and `resume`. The built-in tasks below are registered
     here too, naming their class as "module:Class"."""
-    if name in TASKS and TASKS[name].built_in:
-        raise ValueError(f"{name!r} is a built-in task")
-    TASKS[name] = TaskRecord(name, make, **facts)
-    return TASKS[name]
+    if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
+        raise UserError(f"register_task: a task's name is lowercase letters, digits and dashes, not {name!r}")
+    if name in TASKS:
+        kind = "a built-in task" if TASKS[name].built_in else "registered already"
+        raise UserError(f"register_task: {name!r} is {kind}; give yours another name")
+    if not (isinstance(make, str) or callable(make)):
+        raise UserError(f"register_task({name!r}): make is a function or class that reads the files, not {make!r}")
+    fields = {f.name: f.type for f in dataclasses.fields(TaskRecord)}
+    for fact, value in facts.items():
+        kind = {"str": str, "int": int, "bool": bool}.get(fields.get(fact, ""))
+        if kind is None or fact in ("name", "make"):
+            raise UserError(f"register_task({name!r}): {fact!r} is not a fact of a task; they are {', '.join(FACTS)}")
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            wanted = {str: "a text", int: "a whole number", bool: "true or false"}[kind]
+            raise UserError(f"register_task({name!r}): {fact} is {value!r}, not {wanted}")
+    if isinstance(make, str):  # its module found now (not imported: --help lists tasks without torch)
+        module, _, cls = make.partition(":")
+        if not cls or not module.isidentifier() or importlib.util.find_spec(f"{__package__}.{module}") is None:
+            raise UserError(f"register_task({name!r}): {make!r} names no module of bertforge.tasks as 'module:Class'")
+    record = TaskRecord(name, make, **facts)
+    TASKS[name] = record
+    return record
 
 
 def task_record(name: str) -> TaskRecord:

@@ -31,34 +31,42 @@ class TrainConfig(Configurable):
         100,
         "with an --init-from that has no masked-LM head (a released encoder: BertModel, a sentence-embedding "
         "model): steps the new head trains alone, the encoder frozen, before the encoder learns through it",
+        at_least=0,
     )
     head_warmup_lr: float = documented(
-        1e-3, "learning rate of a new masked-LM head while it trains alone (--head-warmup-steps), constant"
+        1e-3,
+        "learning rate of a new masked-LM head while it trains alone (--head-warmup-steps), constant",
+        at_least=0.0,
     )
     trust_pickle: bool = documented(
         False,
         "read an --init-from that has only pytorch_model.bin (older hub repositories): tensors alone are "
         "unpickled, but only for sources you trust",
     )
-    seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included")
-    batch_size: int = documented(32, "instances per optimizer micro-step (per process)")
-    grad_accum: int = documented(1, "micro-steps accumulated into one optimizer step")
+    seq_len: int = documented(128, "target length of an instance, [CLS] A [SEP] B [SEP] included", at_least=8)
+    batch_size: int = documented(32, "instances per optimizer micro-step (per process)", at_least=1)
+    grad_accum: int = documented(1, "micro-steps accumulated into one optimizer step", at_least=1)
     batch_ramp_steps: int = documented(
-        0, "optimizer steps over which the batch grows linearly from batch_size_start to batch_size (0 = no ramp)"
+        0,
+        "optimizer steps over which the batch grows linearly from batch_size_start to batch_size (0 = no ramp)",
+        at_least=0,
     )
-    batch_size_start: int = documented(8, "instances per micro-step at the first step of a batch ramp")
-    max_steps: int = documented(1000, "optimizer steps to run (ignored when time_budget is set)")
+    batch_size_start: int = documented(8, "instances per micro-step at the first step of a batch ramp", at_least=1)
+    max_steps: int = documented(1000, "optimizer steps to run (ignored when time_budget is set)", at_least=1)
     time_budget: float = documented(
-        0.0, "training time, e.g. 90s, 30m, 1.5h; the lr schedule follows the clock (0 = off)", parse=parse_duration
+        0.0,
+        "training time, e.g. 90s, 30m, 1.5h; the lr schedule follows the clock (0 = off)",
+        parse=parse_duration,
+        at_least=0.0,
     )
-    lr: float = documented(5e-4, "peak learning rate")
-    warmup: float = documented(0.06, "warm-up as a fraction of the run (< 1) or a number of steps (>= 1)")
+    lr: float = documented(5e-4, "peak learning rate", at_least=0.0)
+    warmup: float = documented(0.06, "warm-up as a fraction of the run (< 1) or a number of steps (>= 1)", at_least=0.0)
     schedule: str = documented("linear", "lr after warm-up", ("linear", "cosine", "constant"))
-    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)")
-    adam_beta1: float = documented(0.9, "AdamW beta1")
-    adam_beta2: float = documented(0.999, "AdamW beta2")
-    adam_eps: float = documented(1e-6, "AdamW epsilon")
-    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)")
+    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)", at_least=0.0)
+    adam_beta1: float = documented(0.9, "AdamW beta1", at_least=0.0, at_most=0.9999)
+    adam_beta2: float = documented(0.999, "AdamW beta2", at_least=0.0, at_most=0.99999)
+    adam_eps: float = documented(1e-6, "AdamW epsilon", at_least=1e-12)
+    grad_clip: float = documented(1.0, "clip the global gradient norm to this (0 = off)", at_least=0.0)
     pair_objective: str = documented(
         "nsp",
         "sentence-pair task beside MLM: nsp (BERT: is B the next text?), sop (ALBERT: "
@@ -73,13 +81,16 @@ class TrainConfig(Configurable):
         ("mlm", "electra"),
     )
     generator_layers: int = documented(
-        1, "electra: layers of the generator, which has the model's width and shares its embeddings"
+        1, "electra: layers of the generator, which has the model's width and shares its embeddings", at_least=1
     )
-    rtd_weight: float = documented(50.0, "electra: weight of the replaced-token loss beside the generator's MLM loss")
+    rtd_weight: float = documented(
+        50.0, "electra: weight of the replaced-token loss beside the generator's MLM loss", at_least=0.0
+    )
     generator_temperature: float = documented(
         1.0,
         "electra: replacements are drawn from softmax(generator logits / this); above 1 draws less likely tokens, "
         "which a discriminator early in a short run can learn to spot (1 = the paper)",
+        at_least=1e-3,
     )
     mask_prob: float = documented(0.15, "fraction of non-special tokens chosen for MLM")
     mask_prob_final: float = documented(
@@ -87,20 +98,24 @@ class TrainConfig(Configurable):
         "mask rate at the end of the run, reached linearly from mask_prob, e.g. 0.3 -> 0.15 "
         "(Ankner et al. 2023) (0 = no schedule: mask_prob throughout)",
     )
-    mask_token_prob: float = documented(0.8, "of chosen tokens, fraction replaced by [MASK]")
-    random_token_prob: float = documented(0.1, "of chosen tokens, fraction replaced by a random token")
+    mask_token_prob: float = documented(0.8, "of chosen tokens, fraction replaced by [MASK]", at_least=0.0, at_most=1.0)
+    random_token_prob: float = documented(
+        0.1, "of chosen tokens, fraction replaced by a random token", at_least=0.0, at_most=1.0
+    )
     max_predictions: int = documented(
-        0, "cap on MLM predictions per sequence (0 = ceil(seq_len x mask_prob), never binding)"
+        0, "cap on MLM predictions per sequence (0 = ceil(seq_len x mask_prob), never binding)", at_least=0
     )
     whole_word_mask: bool = documented(False, "mask all ## pieces of a word together")
-    short_seq_prob: float = documented(0.1, "probability of a shorter random target length (BERT: 0.1)")
-    seed: int = documented(0, "seed for init, data order and masking")
-    log_every: int = documented(10, "optimizer steps between metrics.jsonl lines")
-    eval_every: int = documented(200, "optimizer steps between held-out evaluations (0 = only at the end)")
-    eval_batches: int = documented(20, "held-out batches per evaluation")
-    save_every: int = documented(500, "optimizer steps between checkpoints (0 = only at the end)")
-    keep_last: int = documented(3, "checkpoints kept on disk")
-    max_bad_steps: int = documented(5, "consecutive non-finite losses that stop the run")
+    short_seq_prob: float = documented(
+        0.1, "probability of a shorter random target length (BERT: 0.1)", at_least=0.0, at_most=1.0
+    )
+    seed: int = documented(0, "seed for init, data order and masking", at_least=0)
+    log_every: int = documented(10, "optimizer steps between metrics.jsonl lines", at_least=1)
+    eval_every: int = documented(200, "optimizer steps between held-out evaluations (0 = only at the end)", at_least=0)
+    eval_batches: int = documented(20, "held-out batches per evaluation", at_least=1)
+    save_every: int = documented(500, "optimizer steps between checkpoints (0 = only at the end)", at_least=0)
+    keep_last: int = documented(3, "checkpoints kept on disk", at_least=0)
+    max_bad_steps: int = documented(5, "consecutive non-finite losses that stop the run", at_least=1)
     device: str = documented("auto", "auto | cpu | cuda | cuda:N")
     precision: str = documented(
         "auto", "auto picks bf16 on CUDA and on CPUs measured to be fast at it", ("auto", "fp32", "bf16", "fp16")
@@ -111,7 +126,7 @@ class TrainConfig(Configurable):
         "keep each encoder layer's input only and compute the layer again in the backward pass: a step's activation "
         "memory for about a third more compute, for long sequences or a large model on a small GPU",
     )
-    num_workers: int = documented(1, "data loader worker processes")
+    num_workers: int = documented(1, "data loader worker processes", at_least=0)
     document_mask: bool = documented(
         False,
         "without a pair objective: attention stays inside each document of a packed window, and positions "
@@ -138,11 +153,6 @@ class TrainConfig(Configurable):
                 (self.seq_len >= 8, f"seq_len must be at least 8, not {self.seq_len}"),
                 (self.batch_size > 0 and self.grad_accum > 0, "batch_size and grad_accum must be positive"),
                 (self.batch_ramp_steps >= 0, f"batch_ramp_steps must be >= 0, not {self.batch_ramp_steps}"),
-                (self.head_warmup_steps >= 0, f"head_warmup_steps must be >= 0, not {self.head_warmup_steps}"),
-                (
-                    math.isfinite(self.head_warmup_lr) and self.head_warmup_lr >= 0,
-                    f"head_warmup_lr must be a number >= 0, not {self.head_warmup_lr}",
-                ),
                 (
                     self.batch_ramp_steps == 0 or 0 < self.batch_size_start <= self.batch_size,
                     f"a batch ramp starts at 1 to batch_size ({self.batch_size}) instances, "

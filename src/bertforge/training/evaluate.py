@@ -125,10 +125,10 @@ def _data_split(data: list[str], tokenizer, directory: Path, scratch: Path) -> t
         if meta["tokenizer_fingerprint"] != fingerprint(tokenizer):
             raise UserError(f"{data_dir} was prepared with a different tokenizer than {directory}'s")
         return data_dir, "valid" if meta["splits"]["valid"]["documents"] else "train"
-    save_tokenizer(tokenizer, scratch)
+    save_tokenizer(tokenizer, scratch / "tokenizer")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one-document text is fine here
-        prepare(data, scratch, scratch / "data", valid_fraction=0.0, progress=False)
+        prepare(data, scratch / "tokenizer", scratch / "data", valid_fraction=0.0, progress=False)
     return scratch / "data", "train"
 
 

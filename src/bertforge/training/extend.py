@@ -20,13 +20,20 @@ from pathlib import Path
 
 from ..data.vocabulary import CorpusTexts
 from ..errors import UserError
-from ..fileio import check_output_dir
+from ..fileio import check_not_inputs, check_output_dir
 from ..formats.corpus import readable_files
 from ..formats.options import CorpusOptions
-from ..model.directory import PRETRAINING_KEY, is_model_dir, load_model_and_tokenizer, pretraining_info, save_model
+from ..model.directory import (
+    PRETRAINING_KEY,
+    is_model_dir,
+    load_model_and_tokenizer,
+    pretraining_info,
+    resolve_model_dir,
+    save_model,
+)
 from ..model.origin import read_origin
 from ..model.vocabulary import with_new_tokens
-from ..tokenizer import count_words, token_text, with_words, word_pieces
+from ..tokenizer import count_words, special_ids, special_tokens, token_text, with_words, word_pieces
 
 
 @dataclass
@@ -72,28 +79,28 @@ def extend_vocabulary(
     (words seen fewer than `min_frequency` times are left out)."""
     if add < 1:
         raise UserError(f"--add {add}: add at least one word")
-    readable_files(corpus)  # before anything is read or written
+    files = readable_files(corpus)  # before anything is read or written
     out = Path(out)
+    check_not_inputs({"--out": out}, {"MODEL": resolve_model_dir(model_path), "CORPUS": files})
     check_output_dir(out, overwrite, "a model directory", out.is_dir() and is_model_dir(out))
     directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
     counts = count_words(tokenizer, CorpusTexts(corpus, options or CorpusOptions()))
     if not counts:
         raise UserError(f"{', '.join(map(str, corpus))}: no words to count")
     before = {word: word_pieces(tokenizer, word) for word in counts}
+    specials = [text for text in special_tokens(tokenizer).values()]
     costs = [
         (count * (len(pieces) - 1), word)
         for word, pieces in before.items()
-        if len(pieces) > 1 and (count := counts[word]) >= min_frequency
-    ]
+        if len(pieces) > 1 and (count := counts[word]) >= min_frequency and not any(s in word for s in specials)
+    ]  # a word holding a special token's text ("cat<mask>dog") is never one token: the special one is cut out first
     chosen = [word for _, word in sorted(costs, key=lambda cost: (-cost[0], cost[1]))[:add]]
     if not chosen:
-        raise UserError(
-            f"no word seen {min_frequency} times or more is cut into several pieces: the tokenizer already has "
-            "this corpus's words"
-        )
+        raise UserError(_nothing_to_add(tokenizer, before, counts, min_frequency))
     extended, ids = with_words(tokenizer, chosen)
     after = {word: word_pieces(extended, word) for word in counts}
-    pieces = {i: [tokenizer.token_to_id(piece) for piece in before[word]] for word, i in zip(chosen, ids)}
+    unk = special_ids(tokenizer).unk  # a piece the vocabulary has no entry for (a character it lacks) is [UNK]
+    pieces = {i: [_id(tokenizer, piece, unk) for piece in before[word]] for word, i in zip(chosen, ids)}
     grown = with_new_tokens(model, pieces)
     info = pretraining_info(directory)
     facts = {"vocabulary_extended": {"from": str(directory.absolute()), "words": len(chosen)}}
@@ -109,4 +116,25 @@ def extend_vocabulary(
         out=out,
         new_head="mlm_head" in model.untrained_heads,
         origin=origin.describes,
+    )
+
+
+def _id(tokenizer, piece: str, unk: int) -> int:
+    found = tokenizer.token_to_id(piece)
+    return unk if found is None else found
+
+
+def _nothing_to_add(tokenizer, before: dict[str, list[str]], counts, min_frequency: int) -> str:
+    """Why no word was chosen: the words are whole already, or the tokenizer cannot spell them at all."""
+    unk = special_tokens(tokenizer)["unk"]
+    unknown = sum(counts[w] for w, pieces in before.items() if pieces == [unk])
+    if unknown * 2 > sum(counts.values()):
+        return (
+            f"{unknown:,} of the corpus's {sum(counts.values()):,} words are {unk} to this tokenizer (their characters "
+            "are not in its vocabulary: another script?); adding words cannot teach it characters: use a model "
+            "whose tokenizer covers the text"
+        )
+    return (
+        f"no word seen {min_frequency} times or more is cut into several pieces: the tokenizer already has this "
+        "corpus's words"
     )

@@ -18,7 +18,6 @@ checkpoint is no run: the same command starts it again.
 
 from __future__ import annotations
 
-import json
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from ..engine.checkpoint import (
     write_checksums,
 )
 from ..errors import UserError
-from ..fileio import atomic_directory, write_json
+from ..fileio import atomic_directory, read_json, write_json
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
 from ..model.directory import saved_parts, write_model_files
 from ..model.hf import from_hf_state_dict
@@ -117,10 +116,7 @@ def run_configs(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / "config.json"
     if not path.is_file() or not holds_progress(run_dir):
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path}: not valid JSON ({e})") from None
+    return read_json(path, "config")
 
 
 def holds_progress(run_dir: Path) -> bool:
@@ -168,7 +164,8 @@ def prepare_run_dir(run_dir: Path, configs: dict[str, Any], resume: bool, overwr
         for name in ("checkpoints", "model", "plots", METRICS, TENSORBOARD):
             target = run_dir / name
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
-    if resume:
+    if resume and saved is not None:  # its settings change when a checkpoint of the new ones is saved (Trainer.save)
         remove_stale_temporaries(run_dir)
+        return
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "config.json", configs)

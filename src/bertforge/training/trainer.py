@@ -46,7 +46,7 @@ from ..engine.runtime import (
     setup_distributed,
 )
 from ..errors import TrainingFailed, UserError
-from ..fileio import directory_lock
+from ..fileio import check_not_inputs, directory_lock, write_json
 from ..labels import IGNORE_INDEX
 from ..model.bert import encoder_has_pooler, set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
@@ -163,10 +163,7 @@ class Trainer:
             self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
         if cfg.init_from:
             self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
-        if start is not None and self.run_dir.resolve() in (start[0].resolve(), *start[0].resolve().parents):
-            raise UserError(
-                f"--out {self.run_dir} holds the --init-from model, which the run would replace: give another --out"
-            )
+        check_not_inputs({"--out": self.run_dir}, {"--data": self.data_dir, "--init-from": start and start[0]})
         # The model, and the starting weights in it, before anything is written: a start that cannot be read
         # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
         torch.manual_seed(cfg.seed)
@@ -368,6 +365,11 @@ class Trainer:
                     progress.show(self._log_window(self.optimizer.param_groups[0]["lr"]), cfg.pair_objective)
             except BaseException as error:
                 self._save_after_failure(error)
+                last = checkpoint_dirs(self.run_dir)
+                if isinstance(error, TrainingFailed) and self.log is not None and last:
+                    # the run is its last checkpoint: the failed steps' rows go with their weights (a run that
+                    # never saved keeps them, the one record of how it diverged, until it is started again)
+                    self.log.truncate(int(last[-1].name.split("_")[1]))
                 raise
             finally:
                 stop_workers(batches)
@@ -582,6 +584,9 @@ class Trainer:
                 self._card(),
                 self.origin,
             )
+            # The run's settings are those of its latest checkpoint: a resumed attempt that changed a setting
+            # (--lr) changes them only once it has saved a step, so one that fails before leaves them as they were.
+            write_json(self.run_dir / "config.json", self.configs)
         except OSError as e:
             self._save_failed = True
             raise UserError(

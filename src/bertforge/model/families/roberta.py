@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import UserError
 from ..config import ModelConfig
 from .bert import bert_style_config, bert_style_modules, bert_style_values
 from .family import Family, task_classes
@@ -30,6 +31,11 @@ def _roberta(model_type: str, body: str, prefix: str, pre_ln: bool = False) -> F
 
     def read(hf: dict[str, Any], source: str) -> dict[str, Any]:
         offset = (hf.get("pad_token_id") or 0) + 1
+        if hf.get("max_position_embeddings", 512) <= offset:
+            raise UserError(
+                f"{source}: max_position_embeddings {hf.get('max_position_embeddings', 512)} leaves no position: the "
+                f"table starts at pad_token_id + 1 = {offset}"
+            )
         return bert_style_values(hf, source, "pre" if pre_ln else "post", offset)
 
     def write(config: ModelConfig, architecture: str) -> dict[str, Any]:
