@@ -117,6 +117,7 @@ def drift_arm(model: Path, data: Path, out: Path, warmup: int, lr: str, texts: P
 
 def score(model: Path, data: Path, out: Path, seeds: int) -> dict | None:
     if not (out / "results.json").is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
         bertforge("score", model, "--tasks", f"ner={data / 'ner' / 'wnut17'}", "--seeds", seeds, *FINETUNE, "--out",
                   out, threads=2, log=out.with_suffix(".log"))  # fmt: skip
     return next(r for r in json.loads((out / "results.json").read_text()) if r["main"])

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, list[str]]] = [
      "optimizer, checkpoints, metrics log (no model)", ["data", "model", "engine"]),
     ("the figures: a run's curves, a model's views (matplotlib; no model code)", ["plots"]),
     ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
-    ("the answers a model gives", ["inference"]),
+    ("the answers a model gives; its export for serving", ["inference", "deploy"]),
     ("sweeps, downstream scores, replicates, the demo", ["studies"]),
     ("the command line", ["cli"]),
     ("python -m bertforge, and the package's lazy public names", ["__main__", "__init__"]),

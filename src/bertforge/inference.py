@@ -30,6 +30,7 @@ from .errors import UserError
 from .model.bert import BertForPreTraining
 from .model.directory import electra_generator, load_model_and_tokenizer, pretraining_info, resolve_model_dir
 from .model.heads import pool
+from .model.onnx import OnnxModel
 from .model.origin import Origin, read_origin
 from .model.sentence import POOLING_MODES
 from .tasks.classification import Classifier
@@ -107,6 +108,11 @@ class Bert:
         """Refuse to answer from a head the model does not have (it would be new random weights), saying why it
         has none: an ELECTRA discriminator's generator has it; a released encoder (BertModel, a sentence-embedding
         model) was saved without heads; a fine-tuned model kept only its task's; a masked LM never had a pair head."""
+        if isinstance(self.model, OnnxModel):
+            raise UserError(
+                f"{self.origin.directory} is an exported model, which serves embed, classify, tag and answer; "
+                f"{what} reads the PyTorch model it was exported from"
+            )
         if self.generator is not None:
             raise UserError(
                 f"{self.origin.describes} is an ELECTRA discriminator: it tells replaced tokens from original ones "

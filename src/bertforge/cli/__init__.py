@@ -23,7 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..errors import Interrupted, Stopped, TrainingFailed, UserError
-from . import data, downstream, inference, training
+from . import data, deploy, downstream, inference, training
 from .flags import check_paths
 
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     training.register(verbs)
     inference.register(verbs)
     downstream.register(verbs)
+    deploy.register(verbs)
     training.register_demo(verbs)
     return parser
 

@@ -187,7 +187,7 @@ def with_format(out: str, fmt: str | None) -> Path:
 # Every verb's paths by the flags' names: what it reads, and what it writes. One rule (fileio.check_not_inputs)
 # compares them before any verb runs, so a verb, old or new, that names its flags so is held to it.
 INPUT_FLAGS = ("model", "input", "train", "dev", "data", "corpus", "tokenizer", "init_from", "queries", "vectors",
-               "rerank", "context_file", "valid")  # fmt: skip
+               "rerank", "context_file", "valid", "check_data")  # fmt: skip
 OUTPUT_FLAGS = ("out", "plot", "filter_report")
 
 

@@ -93,6 +93,16 @@ def card_with_section(card: str, facts: dict[str, Any]) -> str:
 
 
 def _bertforge_section(facts: dict[str, Any]) -> tuple[str, list[str]]:
+    exported = facts.get("export")
+    if exported:
+        graph = f"`{exported['graph']}`, {exported['answers']}, {exported['precision']}"
+        lines = [
+            f"- exported to ONNX (bertforge export): {graph}; inputs {', '.join(exported['inputs'])}; outputs "
+            f"{', '.join(exported['outputs'])}",
+            f"- checked against the PyTorch model on {exported['texts']} texts: {exported['check']}",
+            "- serve it with ONNX Runtime alone, or with `bertforge embed`, `classify`, `tag` or `answer` here",
+        ]
+        return "Exported to ONNX with bertforge", lines
     if not facts.get("training"):
         extended = facts.get("vocabulary_extended") or {}
         words = f"{extended['words']:,} words" if extended else "words"

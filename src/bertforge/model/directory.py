@@ -52,6 +52,7 @@ from .hf import (
     their_name,
     to_hf_state_dict,
 )
+from .onnx import OnnxModel, is_exported
 from .schema import check_config
 from .sentence import SentencePipeline, write_pipeline
 
@@ -62,9 +63,9 @@ PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model wa
 
 
 def is_model_dir(path: Path) -> bool:
-    """A Hugging Face model directory: config.json and its weights."""
+    """A Hugging Face model directory: config.json and its weights, or its exported graph (model/onnx.py)."""
     return (path / "config.json").is_file() and (
-        (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file()
+        (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file() or is_exported(path)
     )
 
 
@@ -204,6 +205,8 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    if is_exported(directory) and weight_index(directory) is None:  # `bertforge export`'s: ONNX Runtime serves it
+        return OnnxModel(directory, cls, config, **model_kwargs)
     check_shapes(directory, config)
     index = weight_index(directory)
     weights = read_weights(directory, trust_pickle) if index is None else None  # a trusted pickle: read first

@@ -1,0 +1,51 @@
+"""Verbs that prepare a model for serving: `export`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .flags import add_verb, column_flags, output_flags, print_json
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    from ..deploy.export import export_model
+    from ..formats.corpus import read_texts
+
+    texts = read_texts(args.check_data, args.text_column)[0] if args.check_data else None
+    made = export_model(args.model, args.out, args.quantize, texts, args.overwrite, args.trust_pickle)
+    if args.json:
+        print_json({k: (str(v) if k == "out" else v) for k, v in vars(made).items()})
+    else:
+        print(made.summary(), file=sys.stderr)
+
+
+def register(verbs) -> None:
+    p = add_verb(
+        verbs,
+        "export",
+        cmd_export,
+        "export a model to ONNX for serving with ONNX Runtime, checked against PyTorch (optionally int8)",
+    )
+    p.add_argument("model", help="run directory or model directory: any head, family or variant bertforge reads")
+    p.add_argument("--format", choices=["onnx"], default="onnx", help="what to export to")
+    p.add_argument("--out", required=True, help="directory for the graph (onnx/model.onnx), config, tokenizer, card")
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="dynamic int8 quantisation (int8 weights; activations quantised as they come): faster on CPUs, its cost "
+        "said on --check-data",
+    )
+    p.add_argument(
+        "--check-data",
+        help="texts to check the export on (a line, a table row with --text-column, or a document's paragraph "
+        "each): the largest difference from PyTorch, and for int8 how often the answers agree",
+    )
+    column_flags(p, pair=False, file_flag="--check-data")
+    p.add_argument("--overwrite", action="store_true", help="replace the export already in --out")
+    p.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="read a model that has only pytorch_model.bin (tensors alone are unpickled): for sources you trust",
+    )
+    output_flags(p, quiet=False)

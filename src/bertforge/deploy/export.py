@@ -1,0 +1,352 @@
+"""`bertforge export`: a model directory as an ONNX graph that ONNX Runtime serves alone, checked against PyTorch.
+
+    bertforge export MODEL --out MODEL-onnx                          # fp32: the same answers, to 1e-3
+    bertforge export MODEL --out MODEL-int8 --quantize int8 --check-data texts.txt
+
+Every model bertforge reads is exported by its own modelling code (bert.py), whatever its family or variant (ALiBi,
+a gated feed-forward, rotary positions: what no other exporter has the code for), and every head: a masked LM's
+logits, a classifier's, a tagger's, a reader's start and end logits, a multiple-choice model's, or an encoder's
+hidden states (a sentence-embedding model's pooled, normalised vectors beside them, as its modules make them).
+Inputs and outputs are named as `transformers`' ONNX exports name them, batch and length dynamic.
+
+The export checks itself: the same texts (--check-data's, or a few of its own) through PyTorch and ONNX Runtime,
+the largest difference said, and a float graph further than TOLERANCE from PyTorch refused, nothing written. An
+int8 graph (dynamic quantisation: int8 weights, activations quantised as they come) is said by how often its
+answers agree with PyTorch's and how close its vectors lie. The directory keeps the config, tokenizer files, card
+and sentence-transformers modules, the graph at onnx/model.onnx.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.batching import TextBatcher, length_buckets
+from ..errors import UserError
+from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
+from ..model.bert import BertForPreTraining, BertForReplacedTokenDetection
+from ..model.card import CARD, card_with_section
+from ..model.config import ModelConfig
+from ..model.directory import (
+    check_vocab,
+    label_names,
+    load_model,
+    pretraining_heads,
+    read_config,
+    resolve_model_dir,
+)
+from ..model.families import family_of
+from ..model.heads import (
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSentenceEmbedding,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    pool,
+)
+from ..model.hf import OWN_MODEL_TYPE, config_from_hf
+from ..model.onnx import (
+    CHOICE,
+    ENCODER,
+    EXPORT_KEY,
+    GRAPH,
+    MASKED_LM,
+    SEQUENCE,
+    SPANS,
+    TOKENS,
+    is_exported,
+    onnx_runtime,
+    session,
+)
+from ..model.origin import Origin, read_origin
+from ..model.sentence import write_pipeline
+from ..model.unpadding import unpadding_mode
+from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
+
+OPSET = 17  # LayerNormalization as one op; every ONNX Runtime since 1.14 runs it
+TOLERANCE = 1e-3  # the largest difference a float graph may have from PyTorch, on any output
+QUANTIZATIONS = ("int8",)
+SAMPLE_TEXTS = [  # what the check reads without --check-data: lengths apart, so that batches are padded
+    "The cat sat on the mat.",
+    "She deposited the money in the bank by the river, then walked home along the water.",
+    "Paris is the capital of France.",
+    "A short one.",
+    "The old man shook his head slowly and said nothing for a long while, watching the boats come in.",
+    "Why?",
+]
+
+
+@dataclasses.dataclass
+class Export:
+    """What `export_model` wrote, and how its answers compare with PyTorch's."""
+
+    out: Path
+    answers: str  # the head's kind (model/onnx.py)
+    quantize: str | None
+    inputs: list[str]
+    outputs: list[str]
+    texts: int
+    max_difference: float
+    agreement: float | None = None  # int8: the share of answers (labels, tags, tokens, spans) PyTorch gives too
+    cosine: tuple[float, float] | None = None  # int8 encoder: median and least cosine of the vectors to PyTorch's
+    megabytes: float = 0.0
+
+    def summary(self) -> str:
+        check = f"largest difference from PyTorch {self.max_difference:.2e} over {self.texts} texts"
+        if self.quantize:
+            if self.agreement is not None:
+                check += f"; answers agree with PyTorch's on {self.agreement:.1%}"
+            if self.cosine is not None:
+                check += f"; vectors' cosine to PyTorch's: median {self.cosine[0]:.4f}, least {self.cosine[1]:.4f}"
+        precision = self.quantize or "fp32"
+        return f"exported a {self.answers} graph ({precision}, {self.megabytes:.1f} MB) to {self.out / GRAPH}: {check}"
+
+
+class Graph(nn.Module):
+    """What the exported graph computes: the model's own forward, its outputs named as `transformers`' ONNX exports
+    name them. An encoder's graph gives the sentence vectors beside the hidden states where the model has a
+    pooling of its own (a sentence-embedding model's, normalised as its modules say)."""
+
+    def __init__(self, model: nn.Module, answers: str, origin: Origin):
+        super().__init__()
+        self.model, self.answers = model, answers
+        sentence = origin.sentence
+        self.pooling = sentence.pooling if sentence is not None else None
+        self.normalize = sentence is not None and sentence.normalize
+
+    @property
+    def outputs(self) -> list[str]:
+        if self.answers == SPANS:
+            return ["start_logits", "end_logits"]
+        if self.answers == ENCODER:
+            return ["last_hidden_state"] + (["sentence_embedding"] if self.pooling else [])
+        return ["logits"]
+
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        if self.answers == MASKED_LM:
+            hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+            return self.model.mlm_head(hidden)  # (B, T, V)
+        if self.answers == ENCODER:
+            hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
+            if not self.pooling:
+                return hidden
+            vectors = pool(hidden, attention_mask, self.pooling)  # (B, D)
+            return hidden, nn.functional.normalize(vectors, dim=-1) if self.normalize else vectors
+        logits, _ = self.model(input_ids, token_type_ids, attention_mask)
+        return logits.unbind(-1) if self.answers == SPANS else logits  # QA: (B, T) start, (B, T) end
+
+
+def what_it_answers(directory: Path, raw: dict[str, Any], config: ModelConfig, origin: Origin):
+    """(the kind of graph, the class to load, its arguments) for a model directory, by the class it was saved as."""
+    theirs = origin.architecture.removeprefix("Bertforge") if raw.get("model_type") == OWN_MODEL_TYPE else ""
+    theirs = theirs or origin.architecture
+    ours = {k for k, v in family_of(config).architectures.items() if v == theirs}
+    if "BertForSequenceClassification" in ours:
+        labels = label_names(directory, raw, "classifier")
+        problem = raw.get("problem_type") or "single_label_classification"
+        return SEQUENCE, BertForSequenceClassification, {"num_labels": len(labels), "problem_type": problem}
+    if "BertForTokenClassification" in ours:
+        return TOKENS, BertForTokenClassification, {"num_labels": len(label_names(directory, raw, "tagger"))}
+    if "BertForQuestionAnswering" in ours:
+        return SPANS, BertForQuestionAnswering, {}
+    if "BertForMultipleChoice" in ours:
+        return CHOICE, BertForMultipleChoice, {}
+    if "BertForReplacedTokenDetection" in ours and theirs != family_of(config).architectures["BertModel"]:
+        return ENCODER, BertForReplacedTokenDetection, {}
+    if "mlm" in origin.heads and not origin.encoder_only:
+        return MASKED_LM, BertForPreTraining, {}
+    pooling = {"pooling": origin.sentence.pooling} if origin.sentence is not None else {}
+    return ENCODER, BertForSentenceEmbedding, pooling
+
+
+def export_model(
+    model_path: str | Path,
+    out: str | Path,
+    quantize: str | None = None,
+    check_texts: list[str] | None = None,
+    overwrite: bool = False,
+    trust_pickle: bool = False,
+) -> Export:
+    """Export the model in `model_path` to OUT (see the module's docstring); OUT is written whole or not at all."""
+    onnx_runtime()  # one line naming the extra, before any work
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise UserError(f"--quantize {quantize}: bertforge quantizes to {', '.join(QUANTIZATIONS)}")
+    directory, out = resolve_model_dir(model_path), Path(out)
+    check_not_inputs({"--out": out}, {"MODEL": directory})
+    check_output_dir(out, overwrite, "an exported model", out.is_dir() and is_exported(out))
+    if is_exported(directory):
+        raise UserError(f"{directory} is an exported model already; export the PyTorch model it came from")
+    raw = read_config(directory)
+    config = config_from_hf(raw, str(directory / "config.json"))
+    origin = read_origin(directory)
+    answers, cls, kwargs = what_it_answers(directory, raw, config, origin)
+    if answers == MASKED_LM and "mlm" not in pretraining_heads(directory, config):
+        raise UserError(f"{origin.describes} has no trained masked-LM head to export")
+    model = load_model(cls, directory, trust_pickle, keep_heads=answers != ENCODER, **kwargs).float().eval()
+    tokenizer = load_tokenizer(directory)
+    check_vocab(tokenizer, config.vocab_size, str(directory))
+    graph = Graph(model, answers, origin)
+    segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
+    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
+    batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
+    with atomic_directory(out) as tmp:
+        (tmp / GRAPH).parent.mkdir()
+        _export(graph, batches[0], inputs, tmp / GRAPH, answers)
+        if quantize:
+            _quantize(tmp / GRAPH)
+        report = _compare(graph, session(tmp / GRAPH), batches, inputs, answers, quantize)
+        if not quantize and report["max_difference"] > TOLERANCE:
+            raise UserError(
+                f"the exported graph differs from PyTorch by {report['max_difference']:.2e} (more than {TOLERANCE:g}): "
+                "nothing was written"
+            )
+        made = Export(out, answers, quantize, inputs, graph.outputs, len(check_texts or SAMPLE_TEXTS), **report)
+        made.megabytes = (tmp / GRAPH).stat().st_size / 1e6
+        _write_files(tmp, raw, tokenizer, config, origin, made)
+    return made
+
+
+def _batches(tokenizer, config: ModelConfig, texts: list[str], answers: str) -> list[dict[str, torch.Tensor]]:
+    """The check's texts as padded batches of 8 (the first traces the graph: it holds padding where texts differ
+    in length); a multiple-choice model reads each text as a question with two choices."""
+    if not texts:
+        raise UserError("--check-data holds no texts")
+    batcher = TextBatcher(tokenizer, max_input_length(tokenizer, config.max_position_embeddings))
+    if answers == CHOICE:
+        encoded = batcher.encode(texts * 2, list(reversed(texts)) + texts)  # (question, choice) pairs, 2 a question
+        batches = []
+        for start in range(0, len(texts), 4):
+            rows = [i for q in range(start, min(start + 4, len(texts))) for i in (q, q + len(texts))]
+            batch = batcher.batch(encoded, rows)
+            batches.append({k: v.view(-1, 2, v.shape[-1]) for k, v in batch.items()})  # (B, 2, T)
+        return batches
+    encoded = batcher.encode(texts)
+    order = [i for bucket in length_buckets(encoded, 8) for i in bucket]  # shortest first
+    mixed = [order[i::2] for i in range(2)] if len(order) > 1 else [order]  # short and long texts together
+    batches = [batcher.batch(encoded, rows[s : s + 8]) for rows in mixed for s in range(0, len(rows), 8)]
+    return batches + [batcher.batch(encoded, order[-1:])]  # and the longest alone: another batch size and length
+
+
+def _arguments(batch: dict[str, torch.Tensor], inputs: list[str]) -> tuple[torch.Tensor, ...]:
+    return tuple(batch[name] for name in inputs)
+
+
+def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], path: Path, answers: str) -> None:
+    """torch.onnx's tracing exporter, batch and length dynamic (and the number of choices). Padded batches run
+    padded here (unpadding packs by the data, which a graph cannot)."""
+    axes = {0: "batch_size", 1: "num_choices", 2: "sequence_length"} if answers == CHOICE else None
+    axes = axes or {0: "batch_size", 1: "sequence_length"}
+    dynamic = {name: axes for name in inputs}
+    for name in graph.outputs:
+        dynamic[name] = {0: "batch_size"} if name == "sentence_embedding" or answers in (SEQUENCE, CHOICE) else axes
+    if answers == CHOICE:
+        dynamic["logits"] = {0: "batch_size", 1: "num_choices"}
+    with torch.no_grad(), unpadding_mode("never"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python values it takes as constants
+        torch.onnx.export(
+            graph, _arguments(batch, inputs), str(path), input_names=inputs, output_names=graph.outputs,
+            dynamic_axes=dynamic, opset_version=OPSET, dynamo=False, do_constant_folding=True,
+        )  # fmt: skip
+    graph.eval()  # the exporter puts the training mode back as it found it: the module's own, set here
+
+
+def _quantize(path: Path) -> None:
+    """Dynamic int8 quantisation in place: int8 weights for every matrix product, activations quantised per batch
+    as they come (onnxruntime.quantization), which runs on VNNI's int8 dot products where the CPU has them."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(dir=path.parent) as scratch, _quiet_root_logger():
+        quantized = Path(scratch) / "model.onnx"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
+        quantized.replace(path)
+
+
+@contextlib.contextmanager
+def _quiet_root_logger():
+    """The quantizer's advice goes to the root logger as a warning for every export; a user is told the result."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def _compare(graph: Graph, ort_session, batches, inputs: list[str], answers: str, quantize) -> dict[str, Any]:
+    """The largest difference between the graph's outputs and PyTorch's, on real tokens; for an int8 graph also how
+    often their answers agree (a row's argmax: its label, a token's tag or prediction, a span's start and end) and
+    how close their vectors lie (cosine of the sentence vectors, or of the mean hidden state)."""
+    largest, agree, total, cosines = 0.0, 0, 0, []
+    for batch in batches:
+        with torch.no_grad(), unpadding_mode("never"):
+            expected = graph(*_arguments(batch, inputs))
+        expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+        got = [torch.from_numpy(a) for a in ort_session.run(None, {n: batch[n].numpy() for n in inputs})]
+        if not all(bool(torch.isfinite(g).all()) for g in got):
+            raise UserError("the exported graph answers values that are not numbers: nothing was written")
+        mask = batch["attention_mask"].bool()  # (B, T), or (B, C, T) for multiple choice
+        for name, ref, out in zip(graph.outputs, expected, got):
+            per_token = answers in (TOKENS, MASKED_LM, SPANS) or name == "last_hidden_state"
+            real = mask if per_token else torch.ones(ref.shape[:-1], dtype=torch.bool)  # the rows compared
+            largest = max(largest, float((ref - out).abs()[real].max()))
+            if name == "last_hidden_state":
+                vectors = [pool(h, batch["attention_mask"]) for h in (ref, out)]  # (B, H) mean of real tokens
+                cosines += nn.functional.cosine_similarity(*vectors, dim=-1).tolist()
+            elif name == "sentence_embedding":
+                cosines += nn.functional.cosine_similarity(ref, out, dim=-1).tolist()
+            elif answers == SPANS:  # where the span starts (ends): the argmax over the real tokens
+                hidden = ~mask
+                agree += int(
+                    (ref.masked_fill(hidden, -1e9).argmax(-1) == out.masked_fill(hidden, -1e9).argmax(-1)).sum()
+                )
+                total += len(ref)
+            else:
+                agree += int((ref.argmax(-1) == out.argmax(-1))[real].sum())
+                total += int(real.sum())
+    report: dict[str, Any] = {"max_difference": largest}
+    if quantize:
+        report["agreement"] = agree / total if total else None
+        report["cosine"] = (float(np.median(cosines)), float(min(cosines))) if cosines else None
+    return report
+
+
+def _write_files(tmp: Path, raw: dict[str, Any], tokenizer, config: ModelConfig, origin: Origin, made: Export) -> None:
+    """config.json (the model's, with what the export did), the tokenizer, the sentence-transformers modules and
+    the card, beside the graph: what ONNX Runtime needs to serve it, and the ecosystem to load it."""
+    facts = {
+        "format": "onnx",
+        "graph": GRAPH.as_posix(),
+        "opset": OPSET,
+        "answers": made.answers,
+        "precision": made.quantize or "fp32",
+        "inputs": made.inputs,
+        "outputs": made.outputs,
+        "texts": made.texts,
+        "max_difference": made.max_difference,
+        **({"agreement": made.agreement} if made.agreement is not None else {}),
+        **({"cosine": list(made.cosine)} if made.cosine is not None else {}),
+    }
+    write_json(tmp / "config.json", {**raw, EXPORT_KEY: facts})
+    save_tokenizer(tokenizer, tmp, config.max_position_embeddings, config.type_vocab_size > 1)
+    if origin.sentence is not None:
+        write_pipeline(
+            tmp, origin.sentence, config.hidden_size, max_input_length(tokenizer, config.max_position_embeddings)
+        )
+    check = made.summary().split(": ", 1)[1]
+    card = origin.card
+    if card is None and (origin.directory / CARD).is_file():  # bertforge's own: kept as it was written
+        card = read_bounded(origin.directory / CARD, "card").decode("utf-8", errors="replace")
+    card = card_with_section(card or f"# {origin.directory.name}\n", {"export": {**facts, "check": check}})
+    (tmp / CARD).write_text(card, encoding="utf-8")

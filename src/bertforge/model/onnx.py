@@ -1,0 +1,116 @@
+"""A model exported to ONNX (`bertforge export`), served by ONNX Runtime as the PyTorch model of its class is.
+
+    directory/onnx/model.onnx   the graph: input_ids, attention_mask (and token_type_ids where the model has
+                                segments) in; the head's outputs, named as `transformers`' ONNX exports name them
+    directory/config.json       the model's config, with what the export recorded under EXPORT_KEY
+
+`OnnxModel` answers the calls `classify`, `tag`, `answer` and `embed` make of a model (`model(input_ids,
+token_type_ids, attention_mask)` and `model.bert(...)`), and everything else a model is asked (its config, a
+classifier's `probabilities`) from the same class built on the meta device, which holds no weights. ONNX Runtime
+is an optional dependency (pip install 'bertforge[onnx]'): without it, one line names the extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import UserError
+from .bert import EncoderOutput
+
+GRAPH = Path("onnx") / "model.onnx"  # where sentence-transformers' ONNX backend and transformers.js look for it
+EXPORT_KEY = "bertforge_export"  # config.json: how the graph was exported (inputs, outputs, quantisation, check)
+MASKED_LM, SEQUENCE, TOKENS, SPANS, CHOICE, ENCODER = (
+    "masked-lm",
+    "sequence-classification",
+    "token-classification",
+    "question-answering",
+    "multiple-choice",
+    "feature-extraction",
+)  # fmt: skip  (what a graph answers: the kinds of optimum's ORTModel classes)
+
+
+def is_exported(directory: Path) -> bool:
+    """A directory `bertforge export` wrote: config.json and the graph, no PyTorch weights."""
+    return (directory / "config.json").is_file() and (directory / GRAPH).is_file()
+
+
+def onnx_runtime():
+    """The onnxruntime module, or one line naming the extra that installs it."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise UserError(
+            "an exported model is served by ONNX Runtime, which is not installed: pip install 'bertforge[onnx]'"
+        ) from None
+    return onnxruntime
+
+
+def session(path: Path, threads: int | None = None):
+    """An ONNX Runtime session of the graph at `path` on the CPU, with every graph optimisation."""
+    ort = onnx_runtime()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own types for a graph it cannot read
+        raise UserError(f"{path}: not a graph ONNX Runtime runs ({str(e).splitlines()[0][:200]})") from None
+
+
+class OnnxModel:
+    """An exported model in the place of the PyTorch model of `cls`: called as it is, answering from the graph."""
+
+    def __init__(self, directory: Path, cls, config, **model_kwargs):
+        with torch.device("meta"):  # the class's attributes and methods, without its weights
+            self.meta = cls(config, **model_kwargs)
+        self.session = session(directory / GRAPH)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.directory = directory
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("meta", "session"):  # not set yet (copy, pickle): no answer from the meta model either
+            raise AttributeError(name)
+        return getattr(self.meta, name)
+
+    def to(self, *args, **kwargs) -> OnnxModel:
+        return self  # ONNX Runtime runs it on the CPU
+
+    def eval(self) -> OnnxModel:
+        return self
+
+    def run(self, input_ids, token_type_ids=None, attention_mask=None) -> dict[str, torch.Tensor]:
+        """The graph's outputs by name, for a batch as the PyTorch model takes it."""
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        if feeds["attention_mask"] is None:
+            feeds["attention_mask"] = torch.ones_like(input_ids)
+        if feeds["token_type_ids"] is None:
+            feeds["token_type_ids"] = torch.zeros_like(input_ids)
+        arrays = {name: np.ascontiguousarray(feeds[name].cpu().numpy().astype(np.int64)) for name in self.input_names}
+        return {name: torch.from_numpy(out) for name, out in zip(self.output_names, self.session.run(None, arrays))}
+
+    def __call__(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
+        """(logits, None) as a task head returns them: QA's start and end logits stacked, (B, T, 2)."""
+        outputs = self.run(input_ids, token_type_ids, attention_mask)
+        if "start_logits" in outputs:
+            return torch.stack([outputs["start_logits"], outputs["end_logits"]], dim=-1), None
+        return outputs["logits"], None
+
+    @property
+    def bert(self):
+        """The encoder's answer, as BertModel gives it: the last layer's hidden states (the graph has no other)."""
+
+        def encode(input_ids, token_type_ids=None, attention_mask=None, output_hidden_states=False, **_):
+            if output_hidden_states:
+                raise UserError(f"{self.directory}: an exported model gives its last layer only (--layer -1)")
+            if "last_hidden_state" not in self.output_names:
+                raise UserError(f"{self.directory}: this exported graph answers {', '.join(self.output_names)}")
+            hidden = self.run(input_ids, token_type_ids, attention_mask)["last_hidden_state"]
+            return EncoderOutput(hidden, None)
+
+        return encode

@@ -1,0 +1,185 @@
+"""`bertforge export`: every family, variant and head exported to ONNX answers as the PyTorch model does, at batch
+sizes and lengths other than the one it was traced at; an exported directory serves `embed`, `classify`, `tag` and
+`answer` with the PyTorch model's answers; int8 says what it costs; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from bertforge import BertForPreTraining, ModelConfig, save_model
+from bertforge.errors import UserError
+from bertforge.model.heads import (
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSentenceEmbedding,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+)
+from bertforge.model.onnx import EXPORT_KEY, GRAPH
+
+from conftest import MODERN, bertforge, bertforge_ok, needs, one_line_error
+from released import DISCRIMINATORS, LAYOUTS, build
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+TEXTS = ["The cat sat on the mat.", "my friend painted the red house by the river bank today", "covid"]
+
+
+@pytest.fixture(autouse=True)
+def onnx_installed():
+    needs("onnxruntime")
+    needs("onnx")
+
+
+def export(model, out, *flags):
+    done = json.loads(bertforge_ok("export", model, "--out", out, "--json", *flags).stdout)
+    assert (out / GRAPH).is_file() and json.loads((out / "config.json").read_text())[EXPORT_KEY]["format"] == "onnx"
+    return done
+
+
+def randomised(model):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.normal_(0.0, 0.2)
+    return model.eval()
+
+
+@pytest.mark.parametrize("name", [*LAYOUTS, *DISCRIMINATORS])
+def test_every_family_exports_within_tolerance(tmp_path, name):
+    """Each released layout (a masked LM, or ELECTRA's discriminator as an encoder) exports, and its graph's
+    outputs are PyTorch's to 1e-3 on texts of other lengths and batch sizes than the traced one."""
+    needs("transformers")
+    model = build(name, tmp_path)
+    done = export(model, tmp_path / "onnx", *(["--trust-pickle"] if name == "bert_bin_only" else []))
+    assert done["answers"] == ("feature-extraction" if name in DISCRIMINATORS else "masked-lm")
+    assert done["max_difference"] < 1e-3
+
+
+VARIANTS = {
+    "pre-ln": {"norm_style": "pre"},
+    "sinusoidal": {"position_embedding": "sinusoidal"},
+    "alibi": {"attention_bias": "alibi"},
+    "glu": {"feed_forward": "glu"},
+    "rotary": {"position_embedding": "rotary"},
+    "rotary-glu": {"position_embedding": "rotary", "feed_forward": "glu"},
+    "modernbert-windows": {**MODERN, "local_attention": 8, "global_attention_every": 2},
+}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_exports_within_tolerance(tmp_path, wordpiece_tokenizer, variant):
+    """The variants no other exporter has the code for (ALiBi, a gated feed-forward, rotary positions in a BERT,
+    ModernBERT's sliding windows) export from bertforge's own modelling code."""
+    config = ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=2,
+                         intermediate_size=64, max_position_embeddings=64, **VARIANTS[variant])  # fmt: skip
+    save_model(randomised(BertForPreTraining(config)), tmp_path / "model", wordpiece_tokenizer)
+    done = export(tmp_path / "model", tmp_path / "onnx")
+    assert done["max_difference"] < 1e-3
+
+
+HEADS = {
+    "classification": (BertForSequenceClassification, {"num_labels": 3}, "sequence-classification"),
+    "regression": (BertForSequenceClassification, {"problem_type": "regression"}, "sequence-classification"),
+    "tagging": (BertForTokenClassification, {"num_labels": 4}, "token-classification"),
+    "qa": (BertForQuestionAnswering, {}, "question-answering"),
+    "choice": (BertForMultipleChoice, {}, "multiple-choice"),
+    "sentence": (BertForSentenceEmbedding, {}, "feature-extraction"),
+}
+
+
+def head_model(tmp_path, tokenizer, head, family_shape=None):
+    cls, kwargs, _ = HEADS[head]
+    shape = dict(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=64)
+    config = ModelConfig(vocab_size=tokenizer.get_vocab_size(), **{**shape, **(family_shape or {})})
+    labels = kwargs.get("num_labels", 1 if head == "regression" else 2)
+    extra = {"id2label": {str(i): f"L{i}" for i in range(labels)}, "label2id": {f"L{i}": i for i in range(labels)}}
+    if head == "regression":
+        extra["problem_type"] = "regression"
+    save_model(randomised(cls(config, **kwargs)), tmp_path / head, tokenizer, extra)
+    return tmp_path / head
+
+
+@pytest.mark.parametrize("shape", ["bert", "modernbert"])
+@pytest.mark.parametrize("head", HEADS)
+def test_every_head_exports_within_tolerance(tmp_path, wordpiece_tokenizer, head, shape):
+    model = head_model(tmp_path, wordpiece_tokenizer, head, MODERN if shape == "modernbert" else None)
+    done = export(model, tmp_path / "onnx")
+    assert done["answers"] == HEADS[head][2] and done["max_difference"] < 1e-3
+    if head == "sentence":
+        assert done["outputs"] == ["last_hidden_state", "sentence_embedding"]
+
+
+def test_an_exported_model_answers_as_the_pytorch_one(tmp_path, wordpiece_tokenizer):
+    """classify, tag, answer and embed on the exported directory: the PyTorch directory's answers, within the
+    export's tolerance."""
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    for head, verb in (("classification", "classify"), ("tagging", "tag"), ("sentence", "embed"), ("qa", "answer")):
+        model = head_model(tmp_path, wordpiece_tokenizer, head)
+        export(model, tmp_path / f"{head}-onnx")
+        if verb == "embed":
+            vectors = []
+            for directory in (model, tmp_path / f"{head}-onnx"):
+                out = tmp_path / f"{directory.name}.npy"
+                bertforge_ok("embed", directory, "--input", tmp_path / "texts.txt", "--out", out, "--precision", "fp32")
+                vectors.append(np.load(out))
+            np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-4)
+            continue
+        args = {
+            "classify": ["--input", tmp_path / "texts.txt", "--json"],
+            "tag": ["--input", tmp_path / "texts.txt", "--json"],
+            "answer": ["--question", "who sat?", "--context", TEXTS[1], "--json"],
+        }[verb]
+        ours = json.loads(bertforge_ok(verb, model, *args).stdout)
+        exported = json.loads(bertforge_ok(verb, tmp_path / f"{head}-onnx", *args).stdout)
+        assert _rounded(exported) == _rounded(ours)
+
+
+def _rounded(value):
+    """Answers with their scores to three places: what an export may change within its tolerance."""
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def test_an_int8_export_says_what_it_costs(tmp_path, wordpiece_tokenizer):
+    """--quantize int8: the graph is smaller, and the export says how often its answers agree with PyTorch's on
+    --check-data (a classifier's labels), and how close a sentence model's vectors lie."""
+    (tmp_path / "check.txt").write_text("\n".join(TEXTS * 4) + "\n")
+    classifier = head_model(tmp_path, wordpiece_tokenizer, "classification", {"hidden_size": 64})
+    fp32 = export(classifier, tmp_path / "fp32")
+    int8 = export(classifier, tmp_path / "int8", "--quantize", "int8", "--check-data", tmp_path / "check.txt")
+    assert int8["quantize"] == "int8" and int8["texts"] == 12 and 0.0 <= int8["agreement"] <= 1.0
+    assert int8["megabytes"] < fp32["megabytes"]
+    sentence = export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "s8", "--quantize", "int8")
+    assert -1.0 <= sentence["cosine"][1] <= sentence["cosine"][0] <= 1.0
+    bertforge_ok("classify", tmp_path / "int8", "the cat sat.")
+
+
+def test_export_refuses_in_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
+    """Over its own input, a second time without --overwrite, an export of an export, a verb an export does not
+    serve, and without ONNX Runtime installed: one line each."""
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification")
+    one_line_error(bertforge("export", model, "--out", model), "which this command reads")
+    export(model, tmp_path / "onnx")
+    one_line_error(bertforge("export", model, "--out", tmp_path / "onnx"), "--overwrite")
+    export(model, tmp_path / "onnx", "--overwrite")
+    one_line_error(bertforge("export", tmp_path / "onnx", "--out", tmp_path / "again"), "exported model already")
+    masked = tmp_path / "mlm"
+    config = ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2)
+    save_model(randomised(BertForPreTraining(config)), masked, wordpiece_tokenizer)
+    export(masked, tmp_path / "mlm-onnx")
+    one_line_error(bertforge("fill-mask", tmp_path / "mlm-onnx", "the [MASK] sat."), "exported model")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(UserError, match=r"pip install 'bertforge\[onnx\]'"):
+        from bertforge.deploy.export import export_model
+
+        export_model(model, tmp_path / "none")
+    assert not (tmp_path / "none").exists()
