@@ -389,3 +389,33 @@ def test_a_sentencepiece_model_without_its_converter_is_one_line_naming_it(older
     monkeypatch.setitem(sys.modules, "sentencepiece", None)  # as if not installed
     with pytest.raises(UserError, match=r"sentencepiece\.bpe\.model.*pip install 'bertforge\[sentencepiece\]'"):
         load_tokenizer(older["xlm_roberta_sentencepiece"])
+
+
+@pytest.mark.parametrize("name", [*HEADLESS, *OLDER_TOKENIZER_FILES])
+def test_every_downloaded_kind_prepares_fine_tunes_and_extends(downloaded, older, corpus, tmp_path, name):
+    """Each kind through the verbs a user runs on a download: prepare (no padding stored), fine-tuning for
+    classification and for tagging (each saved as its family's class, loaded by `transformers` with nothing
+    missing), and tokenizer extend."""
+    transformers = needs("transformers")
+    model = {**downloaded, **older}[name]
+    bertforge_ok("prepare", corpus, "--tokenizer", model, "--out", tmp_path / "data")
+    splits = json.loads((tmp_path / "data" / "meta.json").read_text())["splits"].values()
+    tokenizer = load_tokenizer(model)
+    own = sum(len(tokenizer.encode(line, add_special_tokens=False).ids) for line in corpus.read_text().splitlines())
+    assert sum(split["tokens"] for split in splits) == pytest.approx(own, rel=0.05)  # no rows of padding
+    rows = sentences(24, seed=9)
+    (tmp_path / "train.tsv").write_text("text\tlabel\n" + "".join(f"{s}\t{'cat' in s}\n" for s in rows))
+    tagged = ["\n".join(f"{w}\t{'B-x' if w == 'cat' else 'O'}" for w in s.rstrip(".").split()) for s in rows]
+    (tmp_path / "train.conll").write_text("\n\n".join(tagged) + "\n")
+    runs = {
+        "AutoModelForSequenceClassification": ["--task", "classification", "--train", tmp_path / "train.tsv",
+                                               "--text-column", "text", "--label-column", "label"],
+        "AutoModelForTokenClassification": ["--task", "token-classification", "--train", tmp_path / "train.conll",
+                                            "--dev", tmp_path / "train.conll"],
+    }  # fmt: skip
+    for auto, args in runs.items():
+        out = tmp_path / auto
+        bertforge_ok("finetune", model, *args, "--out", out, "--epochs", "1", "--precision", "fp32", "--quiet")
+        _, info = getattr(transformers, auto).from_pretrained(out / "model", output_loading_info=True)
+        assert not info["missing_keys"], info
+    bertforge_ok("tokenizer", "extend", model, corpus, "--add", "2", "--out", tmp_path / "extended")
