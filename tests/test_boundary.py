@@ -12,7 +12,7 @@ import time
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
@@ -355,7 +355,7 @@ def _mutate(spec, path, value):
         return value
     head, rest = path[0], path[1:]
     if isinstance(spec, dict) and spec:
-        key = list(spec)[head % len(spec)]
+        key = head if head in spec else list(spec)[hash(head) % len(spec)]  # a key by name, or by position
         changed = dict(spec)
         if value is None and not rest:
             del changed[key]
@@ -364,7 +364,8 @@ def _mutate(spec, path, value):
         return changed
     if isinstance(spec, list) and spec:
         changed = list(spec)
-        changed[head % len(spec)] = _mutate(spec[head % len(spec)], rest, value)
+        index = hash(head) % len(spec)
+        changed[index] = _mutate(spec[index], rest, value)
         return changed
     return value
 
@@ -384,6 +385,9 @@ def fuzz_model(tmp_path_factory, wordpiece_tokenizer):
 
 
 @settings(max_examples=60, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(file="config.json", path=["max_position_embeddings"], value=None, truncate=1)  # null: the family's default
+@example(file="config.json", path=["architectures"], value=5, truncate=1)
+@example(file="config.json", path=["bertforge_pretrain"], value="x", truncate=1)
 @given(
     file=st.sampled_from(["config.json", "tokenizer_config.json", "tokenizer.json", "model.safetensors"]),
     path=st.lists(st.integers(0, 50), min_size=1, max_size=4),
