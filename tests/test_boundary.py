@@ -321,7 +321,7 @@ def test_labels_of_one_example_each_are_said_as_such(workdir, tmp_path):
 
 
 def test_register_task_checks_what_the_command_line_checks(monkeypatch):
-    monkeypatch.setattr(registry, "TASKS", dict(registry.TASKS))
+    monkeypatch.setattr(registry, "TASKS", registry.TASKS.copy())
     task = lambda *args: None  # noqa: E731
     for args, facts, fragment in [
         ((5, task), {}, "lowercase letters"),
@@ -329,7 +329,7 @@ def test_register_task_checks_what_the_command_line_checks(monkeypatch):
         (("mine", "nomodule:Nope"), {}, "names no module"),
         (("mine", task), {"seq_len": "long"}, "seq_len is 'long'"),
         (("mine", task), {"colour": "red"}, "'colour' is not a fact"),
-        (("classification", task), {}, "built-in task"),
+        (("classification", task), {}, "a task named 'classification' is registered already"),
     ]:
         with pytest.raises(UserError, match=fragment):
             registry.register_task(*args, **facts)

@@ -49,7 +49,7 @@ RESULT_VERBS = [
     "score",
 ]
 # Older spellings that still work but are no longer listed.
-HIDDEN_ALIASES = ["--field", "--column", "--doc-field", "--max-seq-len", "--pairs", "--no-nsp", "--jsonl"]
+HIDDEN_ALIASES = ["--field", "--column", "--doc-field", "--max-seq-len", "--pairs", "--jsonl"]
 
 
 def verb_parsers() -> dict[str, argparse.ArgumentParser]:
@@ -138,7 +138,6 @@ def test_older_spellings_still_work():
         ).seq_len
         == 64
     )
-    assert parser.parse_args(["pretrain", "--data", "d", "--out", "o", "--no-nsp"]).pair_objective == "none"
     assert not hasattr(
         parser.parse_args(["pretrain", "--data", "d", "--out", "o"]), "pair_objective"
     )  # unset: the config decides

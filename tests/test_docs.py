@@ -141,4 +141,4 @@ def test_the_fine_tuning_guide_has_a_row_for_every_task_in_the_registry():
 
     page = (ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z-]+)`(?: \(default\))? \| (?!input)", page, re.M)
-    assert rows == [name for name, record in TASKS.items() if record.built_in]
+    assert rows == [record.name for record in TASKS.records() if record.built_in]

@@ -72,18 +72,18 @@ def test_cpu_attention_with_dropout_takes_the_explicit_form_with_this_mask():
     """In training on CPU, attention with dropout computes what the probabilities-returning form does, mask
     included: the fused kernel (which would draw torch's mask instead) is not used."""
     from bertforge import ModelConfig
-    from bertforge.model.bert import SelfAttention
+    from bertforge.model.bert import SelfAttention, View
 
     config = ModelConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=64)
     config.attention_dropout = 0.3
     attention = SelfAttention(config).train()
     x = torch.randn(2, 9, 32)
     torch.manual_seed(4)
-    fused_or_explicit, _ = attention(x, None)
+    fused_or_explicit, _ = attention(x, View(None))
     torch.manual_seed(4)
-    explicit, probs = attention(x, None, need_weights=True)
+    explicit, probs = attention(x, View(None), need_weights=True)
     assert probs is not None
     torch.testing.assert_close(fused_or_explicit, explicit, rtol=0, atol=0)
     torch.manual_seed(4)
     attention.eval()
-    assert not torch.allclose(attention(x, None)[0], explicit)  # dropout did act in training
+    assert not torch.allclose(attention(x, View(None))[0], explicit)  # dropout did act in training

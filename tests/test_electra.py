@@ -10,10 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from bertforge.errors import UserError
-from bertforge.model.bert import BertForReplacedTokenDetection
 from bertforge.model.config import ModelConfig
 from bertforge.model.directory import load_model, save_model
-from bertforge.model.electra import GENERATOR_DIR, ElectraForPreTraining, sample
+from bertforge.model.electra import GENERATOR_DIR, BertForReplacedTokenDetection, ElectraForPreTraining, sample
 from bertforge.model.heads import BertForSequenceClassification
 from bertforge.training.config import TrainConfig
 

@@ -430,7 +430,7 @@ class MentionsAnAnimal:
 
 
 def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one(pretrained, tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "TASKS", dict(registry.TASKS))  # the task is forgotten after the test
+    monkeypatch.setattr(registry, "TASKS", registry.TASKS.copy())  # the task is forgotten after the test
     bertforge_package.register_task("mentions-an-animal", MentionsAnAnimal)
     rng = random.Random(3)
     texts = [f"{rng.choice(ANIMALS + PEOPLE)} sat on {rng.choice(PLACES)}." for _ in range(48)]
@@ -442,5 +442,5 @@ def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one
     assert summary["best"]["dev_accuracy"] == 1.0
     answers = Classifier(out / "model").classify(["the dog sat on the mat.", "my friend sat on the mat."])
     assert [a["label"] for a in answers] == ["yes", "no"]
-    with pytest.raises(UserError, match="'classification' is a built-in task"):
+    with pytest.raises(UserError, match="'classification' is registered already"):
         bertforge_package.register_task("classification", MentionsAnAnimal)

@@ -275,9 +275,7 @@ def play_paragraphs(f, stats):
 def test_a_format_added_by_its_row_is_read_everywhere_a_corpus_is(tmp_path, monkeypatch):
     """The "add a format" walkthrough: one row registered, and a directory, a compressed file and an archive's
     member of that format are read, the help and the docs table list it, and row readers refuse it by name."""
-    monkeypatch.setattr(catalog, "FORMATS", list(catalog.FORMATS))  # the row is forgotten after the test
-    monkeypatch.setattr(catalog, "BY_NAME", dict(catalog.BY_NAME))
-    monkeypatch.setattr(catalog, "BY_SUFFIX", dict(catalog.BY_SUFFIX))
+    monkeypatch.setattr(catalog, "FORMATS", catalog.FORMATS.copy())  # the row is forgotten after the test
     play = catalog.Format(
         "play", (".play",), catalog.LAYOUT, "a play script", "an act per document, a speech per paragraph",
         text=True, read=play_paragraphs,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -234,12 +235,14 @@ REMOTE_VARIANTS = {
 
 
 def test_every_variant_transformers_lacks_is_raced_against_the_modeling_file():
-    """A position scheme or attention bias registered as not `native` is saved with assets/modeling_bertforge.py,
-    a second implementation: the registry leads here, and the case below runs it against ours."""
-    from bertforge.model.variants import ATTENTION_BIASES, POSITION_SCHEMES
+    """A position scheme, attention bias or feed-forward registered as not `native` is saved with
+    assets/modeling_bertforge.py, a second implementation: the registry leads here, and the case below runs it
+    against ours."""
+    from bertforge.model.variants import ATTENTION_BIASES, FEED_FORWARDS, POSITION_SCHEMES
 
     raced = {value for variant in REMOTE_VARIANTS.values() for value in variant.values()}
-    lacking = [name for name, v in {**POSITION_SCHEMES, **ATTENTION_BIASES}.items() if not v.native]
+    registries = (POSITION_SCHEMES, ATTENTION_BIASES, FEED_FORWARDS)
+    lacking = [v.name for registry in registries for v in registry.records() if not v.native]
     assert lacking and set(lacking) <= raced, "add it to REMOTE_VARIANTS, and compute it in modeling_bertforge.py"
 
 
@@ -338,14 +341,13 @@ def test_a_model_transformers_builds_from_the_config_alone_starts_as_the_family_
 
 
 def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
-    """It travels with the model to machines without bertforge, and repeats variants.alibi_bias, rotary_angles and
-    rotate, which must agree."""
+    """It travels with the model to machines without bertforge, and carries model/positions.py's functions as they
+    are written there, byte for byte: one source for the arithmetic both compute."""
     import ast
     import importlib.util
 
     from bertforge.fileio import asset_path
-    from bertforge.model.bert import rotary_angles, rotate
-    from bertforge.model.variants import alibi_bias
+    from bertforge.model import positions
 
     path = asset_path("modeling_bertforge.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -356,18 +358,19 @@ def test_the_modeling_file_for_transformers_needs_only_torch_and_transformers():
         node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
     assert imported == {"__future__", "inspect", "types", "torch", "transformers"}  # the standard library, and these
+
+    def functions(text: str) -> dict[str, str]:
+        module = ast.parse(text)
+        return {n.name: ast.get_source_segment(text, n) for n in module.body if isinstance(n, ast.FunctionDef)}
+
+    carried = functions(path.read_text(encoding="utf-8"))
+    for name in ("alibi_bias", "rotary_angles", "rotate"):
+        assert carried[name] == functions(Path(positions.__file__).read_text(encoding="utf-8"))[name], name
     spec = importlib.util.spec_from_file_location("modeling_bertforge", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for num_heads, seq_len in [(1, 1), (4, 9), (12, 128)]:
-        torch.testing.assert_close(
-            module.alibi_bias(num_heads, seq_len), alibi_bias(num_heads, seq_len), rtol=0, atol=0
-        )
-    for seq_len, head_size in [(1, 2), (9, 16), (128, 64)]:
-        cos, sin = rotary_angles(torch.arange(seq_len), head_size)
-        torch.testing.assert_close(module.rotary_angles(seq_len, head_size), (cos, sin), rtol=0, atol=0)
-        x = torch.randn(3, seq_len, head_size)
-        torch.testing.assert_close(module.rotate(x, cos, sin), rotate(x, cos, sin), rtol=0, atol=0)
+    spec.loader.exec_module(module)  # and it runs
+    cos, sin = module.rotary_angles(torch.arange(9), 16)
+    assert module.rotate(torch.randn(3, 9, 16), cos, sin).shape == (3, 9, 16)
 
 
 def head_config(norm_style: str, variant: str) -> ModelConfig:

@@ -20,7 +20,7 @@ PACKAGE = ROOT / "src" / "bertforge"
 
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: the user-error type, labels, tables, progress", ["errors", "labels", "display", "progress"]),
-    ("foundations: atomic writes and locks; typed, documented configs", ["fileio", "config"]),
+    ("foundations: atomic writes, locks; typed, documented configs; records by name", ["fileio", "config", "registry"]),
     ("foundations: tokenizers", ["tokenizer"]),
     ("reading documents from every input format (no torch)", ["formats"]),
     ("prepared data, instances and masking; the network and model directories; devices, precision, processes, "
@@ -211,7 +211,7 @@ def test_each_built_in_task_is_named_in_its_module_and_the_registry_only():
     finetune, score, the CLI and the model card ask the record."""
     from bertforge.tasks.registry import TASKS
 
-    built_in = [record for record in TASKS.values() if record.built_in]
+    built_in = [record for record in TASKS.records() if record.built_in]
     assert len(built_in) == 7
     for record in built_in:
         module = f"tasks/{record.make.partition(':')[0]}.py"

@@ -10,6 +10,7 @@ import bertforge.model.bert as bertforge_model
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.errors import UserError
 from bertforge.model.bert import IGNORE_INDEX, PreTrainingOutput, set_activation_checkpointing
+from bertforge.model.blocks import NoSegments
 
 from conftest import MODERN
 
@@ -320,7 +321,7 @@ def test_sinusoidal_positions_sit_at_the_token_embeddings_scale():
 
 def test_alibi_penalises_distance_per_head():
     """-m_h·|i-j| with slopes 1/2, 1/4, ...: symmetric, zero on the diagonal, steeper in earlier heads."""
-    from bertforge.model.variants import alibi_bias
+    from bertforge.model.positions import alibi_bias
 
     bias = alibi_bias(num_heads=3, seq_len=5)  # (nh, T, T)
     assert bias.shape == (3, 5, 5)
@@ -357,7 +358,7 @@ def test_alibi_attention_looks_near_and_skips_padding(explicit):
 def test_rotary_scores_depend_on_the_offset_alone_and_keep_lengths():
     """RoPE turns a query at t and a key at s so that their dot product depends on what they hold and on t - s:
     moving both by the same amount changes no score, and a turn keeps every vector's length."""
-    from bertforge.model.bert import rotary_angles, rotate
+    from bertforge.model.blocks import rotary_angles, rotate
 
     torch.manual_seed(0)
     q, k = torch.randn(2, 16)  # one query and one key, head size 16
@@ -391,19 +392,20 @@ def test_rotary_positions_tell_order_without_a_table_and_skip_padding(explicit):
     swapped = ids.clone()
     swapped[:, [3, 4]] = ids[:, [4, 3]]
 
-    def cls_changes() -> torch.Tensor:  # how much [CLS] moves when two words trade places
+    def cls_changes(model) -> torch.Tensor:  # how much [CLS] moves when two words trade places
         return (
             (model.bert(ids, types).sequence_output[:, 0] - model.bert(swapped, types).sequence_output[:, 0])
             .abs()
             .max()
         )
 
-    assert cls_changes() > 1e-2
-    # Without the turn (a scheme that does not rotate; the embeddings, built rotary, add no table), nothing tells
-    # positions apart: a bag of words.
-    model.config.position_embedding = "learned"
-    assert cls_changes() < 1e-5
-    model.config.position_embedding = "rotary"
+    assert cls_changes(model) > 1e-2
+    # The same weights without the turn (the learned scheme's attention, its table the rotary model's zeros):
+    # nothing tells positions apart, a bag of words.
+    unturned = BertForPreTraining(small_config(position_embedding="learned")).eval()
+    unturned.load_state_dict(model.state_dict())
+    set_explicit_attention(unturned, explicit)
+    assert cls_changes(unturned) < 1e-5
     mask = torch.ones_like(ids)
     mask[0, 8:] = 0
     padded = model.bert(ids, types, mask, output_attentions=explicit).sequence_output
@@ -509,13 +511,13 @@ def test_modernbert_settings_shape_the_model():
     model = BertForPreTraining(small_config(**MODERN, local_attention=4, global_attention_every=2))
     first, second = model.bert.layers
     assert isinstance(first.attention_norm, torch.nn.Identity) and isinstance(second.attention_norm, torch.nn.LayerNorm)
-    assert model.bert.embeddings.segment is None
+    assert isinstance(model.bert.embeddings.segment, NoSegments)
     assert all(not name.endswith(".bias") for name, _ in model.bert.named_parameters() if "pooler" not in name)
-    assert (first.is_global, second.is_global) == (True, False)
+    assert model.bert.sight.global_layers == [True, False]
     # A local layer's token does not see past local_attention / 2 tokens: one local layer alone.
     torch.manual_seed(0)
     local = BertForPreTraining(small_config(**MODERN, num_layers=1, local_attention=4, global_attention_every=2))
-    local.bert.layers[0].is_global = False
+    local.bert.sight.global_layers = [False]
     ids = torch.randint(5, 90, (1, 12))
     far = ids.clone()
     far[0, 6:] = torch.randint(5, 90, (6,))  # more than 2 positions away from tokens 0..3
@@ -530,11 +532,11 @@ def test_a_position_scheme_registered_from_outside_is_a_choice_the_encoder_and_t
     permutes its outputs (which a learned table prevents); and the export says transformers' BERT lacks it."""
     from bertforge.model.bert import BertModel
     from bertforge.model.hf import unloadable_parts
-    from bertforge.model.variants import POSITION_SCHEMES, PositionScheme, register_position_scheme
+    from bertforge.model.variants import POSITION_SCHEMES, PositionScheme
 
     with pytest.raises(UserError, match="position_embedding must be one of"):
         ModelConfig.preset("tiny", vocab_size=50, position_embedding="none")
-    register_position_scheme(PositionScheme("none", "no positions at all", added=False, native=False))
+    POSITION_SCHEMES.register(PositionScheme("none", "no positions at all", added=False, native=False))
     try:
         outputs = {}
         for scheme in ("none", "learned"):
@@ -552,4 +554,4 @@ def test_a_position_scheme_registered_from_outside_is_a_choice_the_encoder_and_t
         unpositioned = ModelConfig.preset("tiny", vocab_size=50, position_embedding="none")
         assert ("the none position encoding", "--position-embedding learned") in unloadable_parts(unpositioned)
     finally:
-        del POSITION_SCHEMES["none"]
+        POSITION_SCHEMES.unregister("none")

@@ -447,8 +447,9 @@ def test_resume_keeps_the_saved_configs_and_allows_new_dropout(workdir):
 def test_pretraining_without_a_pair_objective_reports_none(workdir):
     run = workdir / "mlm_only"
     bertforge_ok(
-        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "4", "--no-nsp", "--eval-every", "2"
-    )
+        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--max-steps", "4", "--pair-objective", "none",
+        "--eval-every", "2",
+    )  # fmt: skip
     assert json.loads((run / "config.json").read_text())["train"]["pair_objective"] == "none"
     assert not any("nsp_acc" in r for r in train_metrics(run) + train_metrics(run, "valid"))
     evaluation = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "data", "--json").stdout)
@@ -480,7 +481,7 @@ def test_a_sentence_order_model_answers_nsp_as_the_probability_of_the_written_or
 def test_a_mask_rate_schedule_lowers_the_masked_fraction_as_the_run_goes(workdir):
     run = workdir / "mask_schedule"
     bertforge_ok(
-        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--no-nsp", "--max-steps", "30",
+        "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--pair-objective", "none", "--max-steps", "30",
         "--log-every", "10", "--eval-every", "0", "--save-every", "0", "--mask-prob", "0.4", "--mask-prob-final", "0.1",
     )  # fmt: skip
     fractions = [r["masked_fraction"] for r in train_metrics(run)]
@@ -565,7 +566,7 @@ def test_a_gated_feed_forward_with_rotary_positions_trains_and_says_how_transfor
         "pretrain", "--data", workdir / "data", "--out", run, *TINY, "--feed-forward", "glu",
         "--position-embedding", "rotary", "--max-steps", "3", "--eval-every", "0", "--save-every", "0",
     )  # fmt: skip
-    assert "note: the gated feed-forward and the rotary position encoding have no transformers class" in done.stderr
+    assert "note: the glu feed-forward and the rotary position encoding have no transformers class" in done.stderr
     assert "train with --feed-forward mlp --position-embedding learned for a model plain transformers loads" in (
         done.stderr
     )

@@ -14,8 +14,8 @@ from safetensors.torch import load_file, save_file
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.data.masking import MaskingCollator, MaskingConfig
-from bertforge.model.bert import BertForReplacedTokenDetection
 from bertforge.model.directory import load_model_and_tokenizer
+from bertforge.model.electra import BertForReplacedTokenDetection
 from bertforge.model.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,

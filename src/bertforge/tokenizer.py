@@ -397,13 +397,9 @@ def _non_empty(texts: Iterable[str]) -> Iterator[str]:
 
 
 FAST_CLASS = "PreTrainedTokenizerFast"  # transformers' class that runs a tokenizer.json exactly as it is
+# A tokenizer model's kind: wordpiece, word (the kinds bertforge trains), bpe (byte-level as RoBERTa's, or
+# SentencePiece's) or unigram (SentencePiece's, as XLM-R's).
 MODEL_KINDS = {"WordPiece": "wordpiece", "WordLevel": "word", "BPE": "bpe", "Unigram": "unigram"}
-
-
-def tokenizer_kind(tokenizer) -> str:
-    """wordpiece, word (the kinds bertforge trains), bpe (byte-level as RoBERTa's, or SentencePiece's) or unigram
-    (SentencePiece's, as XLM-R's)."""
-    return MODEL_KINDS.get(json.loads(tokenizer.to_str())["model"]["type"], "other")
 
 
 def _settings(tokenizer: Tokenizer) -> dict:

@@ -40,26 +40,43 @@ from transformers import (
     RobertaPreLayerNormModel,
 )
 
+# alibi_bias, rotary_angles and rotate: bertforge.model.positions as written there, byte for byte (a test
+# compares them), so that this file and bertforge compute the same.
+
 
 def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """-m_h·|i - j| with slopes m_h = 1/2, 1/4, 1/8, ...: bertforge.model.variants.alibi_bias, which a test keeps
-    equal."""
+    """ALiBi's distance penalty, symmetric for an encoder: -m_h·|i - j|, with slopes m_h = 1/2, 1/4, 1/8, ...
+
+    Added to the attention scores, it makes each head prefer near keys from the
+    first step (head h mostly within about 2^(h+1) tokens) instead of having to
+    learn from the position table which positions are neighbours.
+    """
     slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
     position = torch.arange(seq_len, dtype=torch.float32, device=device)
     distance = (position[:, None] - position[None, :]).abs()  # (T, T)
-    return -slopes[:, None, None] * distance  # (nh, T, T)
+    return -slopes[:, None, None] * distance
 
 
-def rotary_angles(seq_len: int, head_size: int, device: torch.device | str | None = None):
-    """cos and sin of RoPE's angles, each (T, hs): bertforge.model.rotary_angles, which a test keeps equal."""
-    inv_freq = 10000.0 ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=device) / head_size)  # (hs/2,)
-    angles = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq[None, :]  # (T, hs/2)
-    angles = torch.cat([angles, angles], dim=-1)  # (T, hs)
+def rotary_angles(positions: torch.Tensor, head_size: int, base: float = 10000.0):
+    """RoPE's angles (Su et al. 2021): position t turns the pair of dims (i, i + hs/2) by t·θ_i, θ_i = base^(-2i/hs).
+
+    positions (T,) or (B, T) -> cos and sin, each (..., hs), every angle written twice (once for each dim of its
+    pair).
+    """
+    inv_freq = base ** -(torch.arange(0, head_size, 2, dtype=torch.float32, device=positions.device) / head_size)
+    angles = positions.float()[..., None] * inv_freq  # (..., hs/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (..., hs)
     return angles.cos(), angles.sin()
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x (..., hs), each pair (x_i, x_{i+hs/2}) turned by its position's angle: bertforge.model.rotate."""
+    """x (..., hs) with each pair (x_i, x_{i+hs/2}) turned by its position's angle (cos and sin broadcast to x): a
+    query at t and a key at s then score q·k by what they hold and by t - s alone, which makes position relative.
+
+    (x_i, x_{i+hs/2}) -> (x_i·cos - x_{i+hs/2}·sin, x_{i+hs/2}·cos + x_i·sin). The quarter turn (-x_{i+hs/2}, x_i)
+    is x rolled by hs/2 with the first half's sign flipped, folded into sin: two fewer passes over x than
+    slicing, negating and concatenating (elementwise bf16 work is slow on CPUs).
+    """
     half = x.shape[-1] // 2
     sign = torch.ones(x.shape[-1], dtype=sin.dtype, device=sin.device)
     sign[:half] = -1
@@ -104,7 +121,7 @@ def _bias_as_it_is(encoder, attention_mask, *args, **kwargs):
 
 class GatedDense(torch.nn.Linear):
     """A gated feed-forward's `intermediate.dense`: one matmul makes the gate and the value, and act(gate) * value
-    comes out (bertforge.model.FeedForward, which a test keeps equal)."""
+    comes out (bertforge.model.blocks.GatedFeedForward, which a test keeps equal)."""
 
     def __init__(self, in_features: int, inner: int, act):
         super().__init__(in_features, 2 * inner)
@@ -117,7 +134,7 @@ class GatedDense(torch.nn.Linear):
 
 class RotaryDense(torch.nn.Linear):
     """A layer's `query` or `key` with rotary positions: the projection (B, T, H), each head's slice turned by the
-    angle of its position 0..T-1 (bertforge.model.SelfAttention does the same to q and k)."""
+    angle of its position 0..T-1 (bertforge.model.blocks.RotarySelfAttention does the same to q and k)."""
 
     def __init__(self, size: int, num_heads: int):
         super().__init__(size, size)
@@ -127,7 +144,8 @@ class RotaryDense(torch.nn.Linear):
         projected = super().forward(hidden)  # (B, T, H)
         *batch, seq_len, size = projected.shape
         heads = projected.view(*batch, seq_len, self.num_heads, size // self.num_heads).transpose(-3, -2)
-        cos, sin = (a.to(heads.dtype) for a in rotary_angles(seq_len, size // self.num_heads, heads.device))
+        angles = rotary_angles(torch.arange(seq_len, device=heads.device), size // self.num_heads)
+        cos, sin = (a.to(heads.dtype) for a in angles)  # (T, hs) each
         return rotate(heads, cos, sin).transpose(-3, -2).reshape(projected.shape)  # (B, nh, T, hs) -> (B, T, H)
 
 

@@ -221,7 +221,7 @@ def _answer_file(answerer, questions: list, args: argparse.Namespace) -> None:
         print(", ".join(f"{name} {value:.2f}" for name, value in scores.items()) + f" over {len(results)} questions")
 
 
-def register(verbs) -> None:
+def _add_finetune(verbs) -> None:
     p = add_verb(
         verbs,
         "finetune",
@@ -235,7 +235,7 @@ def register(verbs) -> None:
         choices=list(TASKS),
         default=CLASSIFICATION.name,
         help="what to learn; the files' formats follow from it. "
-        + "; ".join(f"{record.name}: {record.summary}" for record in TASKS.values()),
+        + "; ".join(f"{record.name}: {record.summary}" for record in TASKS.records()),
     )
     p.add_argument(
         "--train",
@@ -318,6 +318,8 @@ def register(verbs) -> None:
     p.add_argument("--max-seq-len", dest="seq_len", type=int, default=HIDDEN, help=HIDDEN)  # older: --seq-len
     output_flags(p)
 
+
+def _add_classify(verbs) -> None:
     p = add_verb(verbs, "classify", cmd_classify, "label texts with a fine-tuned model")
     model_flags(p)
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to label (or --input)")
@@ -355,6 +357,8 @@ def register(verbs) -> None:
     )
     output_flags(p, quiet=False)
 
+
+def _add_score(verbs) -> None:
     p = add_verb(
         verbs, "score", cmd_score, "downstream evaluation: fine-tune on tasks over seeds, against from-scratch weights"
     )
@@ -382,6 +386,8 @@ def register(verbs) -> None:
     add_config_flags(p, FinetuneConfig, skip=("seed", "from_scratch", "tune_thresholds"), keep_defaults=True)
     output_flags(p)
 
+
+def _add_tag(verbs) -> None:
     p = add_verb(verbs, "tag", cmd_tag, "named entities (tags) in texts, from a token-classification model")
     model_flags(p)
     p.add_argument("text", nargs="?", help="the text")
@@ -398,12 +404,16 @@ def register(verbs) -> None:
     column_flags(p, pair=False)
     output_flags(p, quiet=False)
 
+
+def _add_choose(verbs) -> None:
     p = add_verb(verbs, "choose", cmd_choose, "pick the continuation that fits a context, with a multiple-choice model")
     model_flags(p)
     p.add_argument("--context", required=True, help="the context (SWAG: the first sentence)")
     p.add_argument("--choices", nargs="+", required=True, help="the candidate continuations, at least two")
     output_flags(p, quiet=False)
 
+
+def _add_answer(verbs) -> None:
     p = add_verb(verbs, "answer", cmd_answer, "answer a question from a context, with a question-answering model")
     model_flags(p)
     p.add_argument("--question", help="the question")
@@ -423,3 +433,12 @@ def register(verbs) -> None:
     p.add_argument("--seq-len", type=at_least(8), default=384, help="tokens per window over a long context")
     p.add_argument("--stride", type=at_least(0), default=128, help="context tokens that consecutive windows share")
     output_flags(p, quiet=False)
+
+
+def register(verbs) -> None:
+    _add_finetune(verbs)
+    _add_classify(verbs)
+    _add_score(verbs)
+    _add_tag(verbs)
+    _add_choose(verbs)
+    _add_answer(verbs)

@@ -212,7 +212,7 @@ def precision_flag(p: argparse.ArgumentParser, default: str = "fp32") -> None:
     )
 
 
-def register(verbs) -> None:
+def _add_fill_mask(verbs) -> None:
     p = add_verb(verbs, "fill-mask", cmd_fill_mask, "predict the tokens behind each [MASK]")
     model_flags(p)
     p.add_argument("text", help='text with one or more [MASK], e.g. "the cat sat on the [MASK]."')
@@ -223,6 +223,8 @@ def register(verbs) -> None:
     precision_flag(p)
     output_flags(p, quiet=False)
 
+
+def _add_pll(verbs) -> None:
     p = add_verb(
         verbs,
         "pll",
@@ -238,6 +240,8 @@ def register(verbs) -> None:
     precision_flag(p)
     output_flags(p, quiet=False)
 
+
+def _add_nsp(verbs) -> None:
     p = add_verb(
         verbs,
         "nsp",
@@ -253,6 +257,8 @@ def register(verbs) -> None:
     precision_flag(p)
     output_flags(p, quiet=False)
 
+
+def _add_plot_embeddings(verbs) -> None:
     p = add_verb(
         verbs,
         "plot-embeddings",
@@ -264,6 +270,8 @@ def register(verbs) -> None:
     pair_flags(p, positional=True)
     image_flags(p)
 
+
+def _add_neighbours(verbs) -> None:
     p = add_verb(
         verbs, "neighbours", cmd_neighbours, "the words nearest to each word in the model's token embedding table"
     )
@@ -272,6 +280,8 @@ def register(verbs) -> None:
     p.add_argument("--top-k", type=POSITIVE, default=10, help="neighbours per word")
     output_flags(p, quiet=False)
 
+
+def _add_plot_words(verbs) -> None:
     p = add_verb(
         verbs,
         "plot-words",
@@ -284,6 +294,8 @@ def register(verbs) -> None:
     )
     image_flags(p)
 
+
+def _add_attention(verbs) -> None:
     p = add_verb(verbs, "attention", cmd_attention, "attention heatmap of one head, or a grid of all heads of a layer")
     model_flags(p)
     p.add_argument("text", help="sentence A")
@@ -292,6 +304,8 @@ def register(verbs) -> None:
     p.add_argument("--head", type=at_least(0), help="one head; all heads of the layer when omitted")
     image_flags(p)
 
+
+def _add_embed(verbs) -> None:
     p = add_verb(verbs, "embed", cmd_embed, "sentence embeddings for each line (or row) of a file")
     model_flags(p)
     p.add_argument(
@@ -320,6 +334,8 @@ def register(verbs) -> None:
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
 
+
+def _add_search(verbs) -> None:
     p = add_verb(
         verbs,
         "search",
@@ -360,3 +376,15 @@ def register(verbs) -> None:
     whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
+
+
+def register(verbs) -> None:
+    _add_fill_mask(verbs)
+    _add_pll(verbs)
+    _add_nsp(verbs)
+    _add_plot_embeddings(verbs)
+    _add_neighbours(verbs)
+    _add_plot_words(verbs)
+    _add_attention(verbs)
+    _add_embed(verbs)
+    _add_search(verbs)

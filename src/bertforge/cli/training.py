@@ -10,7 +10,6 @@ from ..errors import UserError
 from ..model.config import PRESETS, ModelConfig
 from ..training.config import DEFAULT_RECIPE, RECIPES, TrainConfig, recipe_configs
 from .flags import (
-    HIDDEN,
     POSITIVE,
     add_config_flags,
     add_verb,
@@ -158,9 +157,6 @@ def run_flags(p: argparse.ArgumentParser) -> None:
     )
     add_config_flags(p, ModelConfig, shown_defaults=default_model)
     add_config_flags(p, TrainConfig, shown_defaults=default_train)
-    # --nsp / --no-nsp, from before there were pair objectives: --pair-objective nsp / none.
-    p.add_argument("--nsp", dest="pair_objective", action="store_const", const="nsp", default=HIDDEN, help=HIDDEN)
-    p.add_argument("--no-nsp", dest="pair_objective", action="store_const", const="none", default=HIDDEN, help=HIDDEN)
 
 
 def register(verbs) -> None:

@@ -33,7 +33,7 @@ from torch import nn
 from ..data.batching import TextBatcher, length_buckets
 from ..errors import UserError
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
-from ..model.bert import BertForPreTraining, BertForReplacedTokenDetection
+from ..model.bert import BertForPreTraining
 from ..model.card import CARD, card_with_section
 from ..model.config import ModelConfig
 from ..model.directory import (
@@ -44,6 +44,7 @@ from ..model.directory import (
     read_config,
     resolve_model_dir,
 )
+from ..model.electra import BertForReplacedTokenDetection
 from ..model.families import family_of
 from ..model.heads import (
     BertForMultipleChoice,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..display import markdown_table
 from ..errors import UserError
+from ..registry import Registry, resolve
 
 # How a format lays out its text, which decides how corpus.py reads it:
 LINES = "lines"  # a paragraph or sentence per line (or hard-wrapped prose): layouts.text_paragraphs
@@ -59,10 +60,7 @@ class Format:
     read: str | Callable[..., Iterator] = ""
 
     def reader(self) -> Callable[..., Iterator]:
-        if callable(self.read):
-            return self.read
-        module, _, function = self.read.partition(":")
-        return getattr(importlib.import_module(f".{module}", __package__), function)
+        return resolve(self.read if callable(self.read) else f".{self.read}", __package__)
 
     @property
     def has_rows(self) -> bool:
@@ -85,7 +83,7 @@ class Format:
         return self.text and self.shape != DOCUMENT
 
 
-FORMATS = [
+BUILT_IN = [
     Format(
         "txt",
         (".txt", ".text"),
@@ -207,24 +205,19 @@ FORMATS = [
         "the files inside, each read as a directory's would be",
     ),
 ]
-BY_NAME = {f.name: f for f in FORMATS}
-BY_SUFFIX = {suffix: f.name for f in FORMATS for suffix in f.suffixes}
 
 
-def register_format(fmt: Format) -> None:
-    """Add a row: every reader, the help and the table of docs/formats.md know the format from then on. A row that
-    would not read (a name or suffix taken, a reader that names nothing, a shape unknown) is refused now."""
-    if not isinstance(fmt, Format):
-        raise UserError(f"register_format: give a Format row, not {type(fmt).__name__}")
+def check_format(fmt: Format, formats: Registry) -> None:
+    """A row that would not read (a suffix taken, a reader that names nothing, a shape unknown) is refused when it
+    is registered."""
     if not isinstance(fmt.name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", fmt.name):
-        raise UserError(f"register_format: a format's name is lowercase letters, digits and dashes, not {fmt.name!r}")
-    if fmt.name in BY_NAME:
-        raise UserError(f"format {fmt.name!r}: a format of that name exists")
+        raise UserError(f"a format's name is lowercase letters, digits and dashes, not {fmt.name!r}")
     if not fmt.suffixes or not all(isinstance(s, str) and re.fullmatch(r"\.[a-z0-9]{1,10}", s) for s in fmt.suffixes):
         raise UserError(f"format {fmt.name!r}: its suffixes are like .txt, not {fmt.suffixes!r}")
-    taken = [s for s in fmt.suffixes if s in BY_SUFFIX]
-    if taken:
-        raise UserError(f"format {fmt.name!r}: {taken[0]} already names the {BY_SUFFIX[taken[0]]} format")
+    taken = {suffix: f.name for f in formats.records() for suffix in f.suffixes}
+    if any(s in taken for s in fmt.suffixes):
+        suffix = next(s for s in fmt.suffixes if s in taken)
+        raise UserError(f"format {fmt.name!r}: {suffix} already names the {taken[suffix]} format")
     if fmt.shape not in SHAPES:
         raise UserError(f"format {fmt.name!r}: shape {fmt.shape!r} is not one of {', '.join(SHAPES)}")
     if fmt.shape in (LAYOUT, DOCUMENT) and not fmt.read:
@@ -235,25 +228,38 @@ def register_format(fmt: Format) -> None:
             raise UserError(f"format {fmt.name!r}: {fmt.read!r} names no module of bertforge.formats")
     elif fmt.read and not callable(fmt.read):
         raise UserError(f"format {fmt.name!r}: its reader is a function or 'module:function', not {fmt.read!r}")
-    FORMATS.append(fmt)
-    BY_NAME[fmt.name] = fmt
-    BY_SUFFIX.update(dict.fromkeys(fmt.suffixes, fmt.name))
+
+
+FORMATS: Registry[Format] = Registry("format", Format, check_format)
+for built_in in BUILT_IN:
+    FORMATS.register(built_in)
+
+
+def register_format(fmt: Format) -> Format:
+    """Add a row: every reader, the help and the table of docs/formats.md know the format from then on. The same
+    as `FORMATS.register(fmt)`."""
+    return FORMATS.register(fmt)
 
 
 def format_named(name: str) -> Format:
-    return BY_NAME[name]
+    return FORMATS.get(name)
+
+
+def by_suffix() -> dict[str, str]:
+    """Each suffix and the name of the format it names."""
+    return {suffix: f.name for f in FORMATS.records() for suffix in f.suffixes}
 
 
 def suffixes() -> tuple[str, ...]:
     """The names the files of a corpus directory go by (without a compression suffix)."""
-    return tuple(BY_SUFFIX)
+    return tuple(by_suffix())
 
 
 def suffix_help() -> str:
     """The suffixes as the CLI's help lists them: the text files (which may be compressed) first."""
-    text = ", ".join(s for f in FORMATS if f.text for s in f.suffixes)
-    other = ", ".join(s for f in FORMATS if not f.text and f.shape != ARCHIVE for s in f.suffixes)
-    packed = ", ".join(BY_NAME["archive"].suffixes)
+    text = ", ".join(s for f in FORMATS.records() if f.text for s in f.suffixes)
+    other = ", ".join(s for f in FORMATS.records() if not f.text and f.shape != ARCHIVE for s in f.suffixes)
+    packed = ", ".join(FORMATS.get("archive").suffixes)
     return (
         f"text files or directories ({text}, each optionally .gz, .bz2, .xz, .zst; {other}; datasets.save_to_disk "
         f"directories), or archives of them ({packed}, .tar.gz, ...)"
@@ -269,6 +275,6 @@ def reference() -> str:
             "compressed": "yes" if f.text else "",
             "needs": f"`{f.needs}`" if f.needs else "",
         }
-        for f in FORMATS
+        for f in FORMATS.records()
     ]
     return markdown_table(rows, list(rows[0]))

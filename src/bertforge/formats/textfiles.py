@@ -227,7 +227,7 @@ def _uncompressed(name: str) -> str:
 
 def _named_format(name: str) -> str:
     """What an (uncompressed, lower-case) name says of its file's format; "txt" where it says nothing."""
-    return next((kind for suffix, kind in catalog.BY_SUFFIX.items() if name.endswith(suffix)), "txt")
+    return next((kind for suffix, kind in catalog.by_suffix().items() if name.endswith(suffix)), "txt")
 
 
 def zipped_file(path: Path) -> zipfile.ZipInfo | None:

@@ -151,7 +151,9 @@ def _title(architecture: str, facts: dict[str, Any]) -> str:
 
 def _architecture(config: ModelConfig, family: str, facts: dict[str, Any]) -> list[str]:
     activation = config.hidden_act.upper()
-    feed_forward = f"{'Ge' if activation == 'GELU' else activation}GLU" if config.feed_forward == "glu" else activation
+    feed_forward = (
+        f"{'Ge' if activation == 'GELU' else activation}GLU" if config.feed_forward_kind.gated else activation
+    )
     shape = (
         f"{config.num_layers} layers, width {config.hidden_size}, {config.num_heads} heads, feed-forward "
         f"{config.intermediate_size} ({feed_forward}), {config.norm_style}-LN, "

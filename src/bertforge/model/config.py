@@ -11,7 +11,17 @@ from typing import Any
 
 from ..config import Configurable, check_choices, documented, require
 from ..errors import UserError
-from .variants import ATTENTION_BIASES, POSITION_SCHEMES, AttentionBias, PositionScheme, choices_help
+from .variants import (
+    ATTENTION_BIASES,
+    FEED_FORWARDS,
+    NORM_STYLES,
+    POSITION_SCHEMES,
+    AttentionBias,
+    FeedForwardKind,
+    NormStyle,
+    PositionScheme,
+    choices_help,
+)
 
 # name: (num_layers, hidden_size, num_heads), as in Turc et al. 2019 ("Well-Read Students").
 PRESETS: dict[str, tuple[int, int, int]] = {
@@ -106,25 +116,14 @@ class ModelConfig(Configurable):
     attention_dropout: float = documented(0.1, "dropout on attention probabilities")
     layer_norm_eps: float = documented(1e-12, "LayerNorm epsilon")
     hidden_act: str = documented("gelu", "feed-forward activation", ("gelu", "relu"))
-    norm_style: str = documented(
-        "post",
-        "post: LayerNorm after each residual (BERT); pre: before each sub-layer, plus a "
-        "final LayerNorm (more stable at high learning rates)",
-        ("post", "pre"),
-    )
+    norm_style: str = documented("post", choices_help(NORM_STYLES), NORM_STYLES)
     position_embedding: str = documented(
         "learned",
         choices_help(POSITION_SCHEMES),
         POSITION_SCHEMES,  # the registry: a new scheme is a choice at once
     )
     attention_bias: str = documented("none", choices_help(ATTENTION_BIASES), ATTENTION_BIASES)
-    feed_forward: str = documented(
-        "mlp",
-        "mlp: down(act(up(x))) (BERT); glu: down(act(gate(x)) * up(x)), a gated linear unit (GEGLU with gelu; "
-        "Shazeer 2020, used by Cramming and ModernBERT), with 1.5x the weights at one intermediate_size: give "
-        "2/3 of it for the same compute. No transformers class has it: the directory carries its own code",
-        ("mlp", "glu"),
-    )
+    feed_forward: str = documented("mlp", choices_help(FEED_FORWARDS), FEED_FORWARDS)
     tie_word_embeddings: bool = documented(True, "share the MLM decoder weight with the token embedding")
     pad_token_id: int = documented(0, "id of [PAD]; its embedding row stays zero at init")
     initializer_range: float = documented(0.02, "std of the normal init of weights")
@@ -262,7 +261,7 @@ class ModelConfig(Configurable):
         E, H, inner = self.embedding_width, self.hidden_size, self.intermediate_size
         tables = (self.padded_vocab_size + self.max_position_embeddings + self.type_vocab_size) * E
         tables += E * H if E != H else 0
-        layer = 4 * H * H + (3 if self.feed_forward == "glu" else 2) * H * inner
+        layer = 4 * H * H + self.feed_forward_kind.matrices * H * inner
         head = H * E + (0 if self.tie_word_embeddings else self.padded_vocab_size * E)
         return tables + self.num_layers * layer + head
 
@@ -270,6 +269,16 @@ class ModelConfig(Configurable):
     def position_scheme(self) -> PositionScheme:
         """The object that says how positions reach the encoder (model/variants.py)."""
         return POSITION_SCHEMES[self.position_embedding]
+
+    @property
+    def feed_forward_kind(self) -> FeedForwardKind:
+        """The object that says what the feed-forward computes (model/variants.py)."""
+        return FEED_FORWARDS[self.feed_forward]
+
+    @property
+    def norm(self) -> NormStyle:
+        """The object that says where the LayerNorms sit (model/variants.py)."""
+        return NORM_STYLES[self.norm_style]
 
     @property
     def bias_variant(self) -> AttentionBias:

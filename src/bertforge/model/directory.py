@@ -35,10 +35,10 @@ from ..tokenizer import (
     save_tokenizer,
     special_ids,
 )
-from .bert import BertForPreTraining, encoder_has_pooler
+from .bert import BertForPreTraining
 from .card import CARD, card_with_section, model_card
 from .config import ModelConfig
-from .families import family_of
+from .families import encoder_has_pooler, family_of
 from .heads import BertForSentenceEmbedding
 from .hf import (
     HEAD_PREFIXES,

@@ -24,10 +24,46 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..labels import IGNORE_INDEX
-from .bert import BertForPreTraining, BertForReplacedTokenDetection, PreTrainingOutput
+from .bert import BertForPreTraining, BertModel, PreTrainingOutput, activation, init_weights
 from .config import ModelConfig
+from .families import encoder_has_pooler
 
 GENERATOR_DIR = "generator"  # inside the discriminator's model directory
+
+
+class ReplacedTokenHead(nn.Module):
+    """ELECTRA's discriminator head: dense -> activation -> one logit per token, > 0 meaning "replaced"."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config)
+        self.prediction = nn.Linear(config.hidden_size, 1)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.prediction(self.act(self.dense(hidden))).squeeze(-1)  # (B, T, H) -> (B, T)
+
+
+class BertForReplacedTokenDetection(nn.Module):
+    """ELECTRA's discriminator (Clark et al. 2020): the encoder, and for every token whether it was replaced.
+
+    The encoder is what fine-tuning keeps. Its pooler is not trained (no pair
+    objective), as in any MLM-only model; fine-tuning trains it with the classifier.
+    """
+
+    hf_architecture = "BertForReplacedTokenDetection"
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, pooler=encoder_has_pooler(config))
+        self.rtd_head = ReplacedTokenHead(config)
+        self.apply(lambda module: init_weights(module, config))
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, document_ids=None) -> torch.Tensor:
+        """Logits (B, T): > 0 where the token is judged replaced."""
+        encoded = self.bert(input_ids, token_type_ids, attention_mask, document_ids=document_ids)
+        return self.rtd_head(encoded.sequence_output)
 
 
 class ElectraForPreTraining(nn.Module):

@@ -13,9 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..labels import IGNORE_INDEX
-from .bert import BertModel, activation, encoder_has_pooler, init_weights
+from .bert import BertModel, activation, init_weights
 from .config import ModelConfig
 from .dropout import Dropout
+from .families import encoder_has_pooler
 
 
 class HeadTransform(nn.Module):

@@ -202,8 +202,8 @@ def unloadable_parts(config: ModelConfig) -> list[tuple[str, str]]:
     parts = []
     if not config.bias_variant.native:
         parts.append((f"the {config.attention_bias} attention bias", "--attention-bias none"))
-    if config.feed_forward != "mlp":
-        parts.append(("the gated feed-forward", "--feed-forward mlp"))
+    if not config.feed_forward_kind.native:
+        parts.append((f"the {config.feed_forward} feed-forward", "--feed-forward mlp"))
     if not config.position_scheme.native:
         parts.append((f"the {config.position_embedding} position encoding", "--position-embedding learned"))
     return parts

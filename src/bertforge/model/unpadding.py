@@ -30,7 +30,7 @@ import torch
 from ..config import UNPADDING_MODES as MODES
 
 # Packing costs a gather, a scatter and a (R, 1, T, T) mask; below a quarter of the rows saved it measured no
-# faster (benchmarks/README.md, "Unpadding").
+# faster (benchmarks/README.md, "What holds on every machine").
 AUTO_MIN_SAVING = 0.25
 _mode = "auto"
 
@@ -76,6 +76,21 @@ class Packing:
         packed = packed.index_copy(0, self.target, flat.index_select(0, self.source))
         return packed.view(self.rows, self.width, *padded.shape[2:])
 
+    def run(
+        self, encode, input_ids: torch.Tensor, token_type_ids: torch.Tensor, output_hidden_states: bool, pad_id: int
+    ):
+        """`encode` (BertModel.encode) on the packed rows, each sequence its own document: its last hidden states
+        (B, T, H) and, where asked for, every layer's, back in their padded places."""
+        x, hidden_states, _ = encode(
+            self.pack(input_ids, fill=pad_id),  # (R, T)
+            self.pack(token_type_ids),
+            None,  # the document ids keep every sequence (and the empty slots) to itself
+            self.document_ids,
+            output_hidden_states,
+            False,
+        )
+        return self.unpack(x), [self.unpack(h) for h in hidden_states] if hidden_states is not None else None
+
     def unpack(self, packed: torch.Tensor) -> torch.Tensor:
         """(R, T, ...) -> (B, T, ...): each real token back in its place, padding positions zero."""
         flat = packed.reshape(self.rows * self.width, *packed.shape[2:])
@@ -84,10 +99,14 @@ class Packing:
         return padded.view(self.batch, self.width, *packed.shape[2:])
 
 
-def plan_packing(attention_mask: torch.Tensor) -> Packing | None:
-    """The packing of a padded batch (attention_mask (B, T), 1 on real tokens), or None where the mode says to
-    keep the padded layout: "never", a batch without padding, or under "auto" one whose packing saves too little."""
-    if _mode == "never":
+def plan_packing(
+    attention_mask: torch.Tensor | None, document_ids: torch.Tensor | None = None, output_attentions: bool = False
+) -> Packing | None:
+    """The packing of a padded batch (attention_mask (B, T), 1 on real tokens), or None where it keeps its padded
+    layout: a batch with no mask, one packed already (`document_ids`), one whose attention probabilities are
+    asked for (they are per padded row), under "never", a batch without padding, or under "auto" one whose
+    packing saves too little."""
+    if _mode == "never" or attention_mask is None or document_ids is not None or output_attentions:
         return None
     B, T = attention_mask.shape
     lengths = attention_mask.sum(dim=1).tolist()  # the one read back from the device
@@ -113,3 +132,16 @@ def plan_packing(attention_mask: torch.Tensor) -> Packing | None:
     document_ids = torch.full((rows * T,), -1, dtype=torch.long, device=attention_mask.device)
     document_ids[target] = sequence
     return Packing(B, T, rows, source, target, document_ids.view(rows, T))
+
+
+def document_positions(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) document ids of a packed window -> (B, T) positions, from 0 at each document's first token."""
+    index = torch.arange(document_ids.shape[1], device=document_ids.device).expand_as(document_ids)  # (B, T)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]  # (B, T): where a document begins
+    return index - torch.where(starts, index, 0).cummax(dim=1).values  # (B, T)
+
+
+def document_mask(document_ids: torch.Tensor) -> torch.Tensor:
+    """(B, T) document ids -> (B, 1, T, T) bool: True where query and key are of one document."""
+    return (document_ids[:, :, None] == document_ids[:, None, :])[:, None]

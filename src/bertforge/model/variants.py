@@ -1,49 +1,25 @@
-"""The encoder's variants of where a token is: its position scheme and the bias its attention adds. Each is one
-object that everything else asks: the config (its name, its help and what it requires of the shape), the encoder
-(what table to add, whether queries and keys turn, what bias attention adds) and the export (whether a
-`transformers` class computes it, or the directory must carry modeling_bertforge.py). A new one is an object here
-and a line that registers it (docs/architecture.md walks through one).
+"""The encoder's variants: where a token's position enters, what attention adds to its scores, the feed-forward
+and the place of the LayerNorms. Each is a record in its registry that everything else asks: the config (its
+name, its help and what it requires of the shape), the model (the block it is built with, named "module:Class"
+and imported when a model is built: bert.py's for BERT's own choice, blocks.py's for the rest) and the export
+(whether a `transformers` class computes it, or the directory must carry modeling_bertforge.py). A new one is a
+record here and a line that registers it (docs/architecture.md walks through one).
 
 Torch is imported only where a variant computes something: the configs are read by verbs that never load it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..registry import Registry, resolve
+
 if TYPE_CHECKING:
     import torch
 
-
-def sinusoidal_table(num_positions: int, dim: int, rms: float) -> torch.Tensor:
-    """Fixed positions of "Attention Is All You Need": sin on even, cos on odd dims, scaled so that the entries'
-    root mean square is `rms` (the paper's unscaled table has 1/√2)."""
-    import torch
-
-    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
-    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (dim/2,)
-    table = torch.zeros(num_positions, dim)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq[: dim // 2])
-    return table * (rms * math.sqrt(2))  # (P, dim): each sin/cos pair has sin² + cos² = 1
-
-
-def alibi_bias(num_heads: int, seq_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """ALiBi's distance penalty, symmetric for an encoder: -m_h·|i - j|, with slopes m_h = 1/2, 1/4, 1/8, ...
-
-    Added to the attention scores, it makes each head prefer near keys from the
-    first step (head h mostly within about 2^(h+1) tokens) instead of having to
-    learn from the position table which positions are neighbours.
-    """
-    import torch
-
-    slopes = 2.0 ** -torch.arange(1, num_heads + 1, dtype=torch.float32, device=device)  # (nh,)
-    position = torch.arange(seq_len, dtype=torch.float32, device=device)
-    distance = (position[:, None] - position[None, :]).abs()  # (T, T)
-    return -slopes[:, None, None] * distance  # (nh, T, T)
+    from .config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -54,9 +30,11 @@ class PositionScheme:
     name: str
     help: str  # for --position-embedding, after the name
     added: bool = True  # its table is added to the token embeddings
-    fixed: Callable[[int, int, float], torch.Tensor] | None = None  # (positions, width, rms) -> the frozen table
+    # (positions, width, rms) -> the frozen table; the function or "module:name"
+    fixed: str | Callable[[int, int, float], torch.Tensor] | None = None
     rotary: bool = False  # attention turns queries and keys by their position's angle (the head size must be even)
     native: bool = True  # transformers' BERT computes it; else the saved directory carries its own code
+    attention: str = "bertforge.model.bert:SelfAttention"  # the attention block built for it
 
 
 @dataclass(frozen=True)
@@ -65,48 +43,92 @@ class AttentionBias:
 
     name: str
     help: str  # for --attention-bias, after the name
-    bias: Callable[..., torch.Tensor] | None = None  # (num_heads, seq_len, device) -> (nh, T, T)
+    # (num_heads, seq_len, device) -> (nh, T, T) added to the scores; the function or "module:name"
+    bias: str | Callable[..., torch.Tensor] | None = None
     native: bool = True  # transformers' BERT computes it (only "none" does)
     pair_caution: str | None = None  # said when a run with a pair objective (NSP, SOP) starts with it
 
 
-POSITION_SCHEMES: dict[str, PositionScheme] = {}
-ATTENTION_BIASES: dict[str, AttentionBias] = {}
+@dataclass(frozen=True)
+class FeedForwardKind:
+    """What each position's feed-forward computes."""
+
+    name: str
+    help: str  # for --feed-forward, after the name
+    block: str  # the module built for it, "module:Class"
+    gated: bool = False  # its up projection makes a gate and a value: 3 weight matrices of H × intermediate, not 2
+    native: bool = True  # transformers' BERT computes it
+
+    @property
+    def matrices(self) -> int:
+        """Weight matrices of H × intermediate_size in one layer's feed-forward."""
+        return 3 if self.gated else 2
 
 
-def register_position_scheme(scheme: PositionScheme) -> PositionScheme:
-    """Make `scheme` a choice of --position-embedding (ModelConfig's field) everywhere at once."""
-    if scheme.name in POSITION_SCHEMES:
-        raise ValueError(f"a position scheme named {scheme.name!r} exists")
-    POSITION_SCHEMES[scheme.name] = scheme
-    return scheme
+@dataclass(frozen=True)
+class NormStyle:
+    """Where each encoder layer's LayerNorms sit."""
+
+    name: str
+    help: str  # for --norm-style, after the name
+    layer: str  # the encoder layer built for it, "module:Class"
 
 
-def register_attention_bias(bias: AttentionBias) -> AttentionBias:
-    """Make `bias` a choice of --attention-bias (ModelConfig's field) everywhere at once."""
-    if bias.name in ATTENTION_BIASES:
-        raise ValueError(f"an attention bias named {bias.name!r} exists")
-    ATTENTION_BIASES[bias.name] = bias
-    return bias
+POSITION_SCHEMES: Registry[PositionScheme] = Registry("position scheme", PositionScheme)
+ATTENTION_BIASES: Registry[AttentionBias] = Registry("attention bias", AttentionBias)
+FEED_FORWARDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
+NORM_STYLES: Registry[NormStyle] = Registry("norm style", NormStyle)
 
 
-def choices_help(table: dict) -> str:
+@dataclass(frozen=True)
+class Blocks:
+    """The classes one model is built from, each called with the config: the paper's (bert.py) or a variant's
+    (blocks.py), chosen here once so that no forward path asks the config again."""
+
+    attention: Callable  # (config) -> a SelfAttention
+    feed_forward: Callable  # (config) -> a FeedForward
+    layer: Callable  # (config, blocks, index) -> an EncoderLayer, and its final_norm(config)
+    sight: Callable  # (config) -> what each layer's attention may see, per call: a bert.Sight
+    segments: Callable  # (config) -> the segment table
+    positions: Callable  # (config) -> the position table
+
+
+def blocks_of(config: ModelConfig) -> Blocks:
+    """The blocks `config` names, imported on first use."""
+    plain_sight = not config.position_scheme.rotary and config.bias_variant.bias is None and not config.local_attention
+    return Blocks(
+        attention=resolve(config.position_scheme.attention),
+        feed_forward=resolve(config.feed_forward_kind.block),
+        layer=resolve(config.norm.layer),
+        sight=resolve("bertforge.model.bert:Sight" if plain_sight else "bertforge.model.blocks:VariantSight"),
+        segments=resolve("bertforge.model.blocks:segment_table"),
+        positions=resolve("bertforge.model.blocks:position_table"),
+    )
+
+
+def is_gated(feed_forward: str | None) -> bool:
+    """Whether a feed-forward kind named in flags or a saved run is gated (an unknown name is not: the config
+    that takes it says so)."""
+    return feed_forward in FEED_FORWARDS and FEED_FORWARDS[feed_forward].gated
+
+
+def choices_help(table: Registry) -> str:
     """The help of a variant field: each choice by name, then what it does."""
-    return "; ".join(f"{variant.name}: {variant.help}" for variant in table.values())
+    return "; ".join(f"{variant.name}: {variant.help}" for variant in table.records())
 
 
-register_position_scheme(PositionScheme("learned", "a trained table (BERT)"))
-register_position_scheme(
+POSITION_SCHEMES.register(PositionScheme("learned", "a trained table (BERT)"))
+POSITION_SCHEMES.register(
     PositionScheme(
         "sinusoidal",
         "a fixed table, as in the Transformer paper, at the token embeddings' initial size",
         # At the token embeddings' scale: unscaled (entries of RMS 0.71 against 0.02) it drowned the tokens in the
         # sum that LayerNorm sees, and a budget run stayed at the unigram level for 800 steps. The paper balanced
         # the two by multiplying the token embeddings by √H instead.
-        fixed=sinusoidal_table,
+        fixed="bertforge.model.positions:sinusoidal_table",
     )
 )
-register_position_scheme(
+POSITION_SCHEMES.register(
     PositionScheme(
         "rotary",
         "RoPE (Su et al. 2021, as in ModernBERT): queries and keys turned by their position's angle, so attention "
@@ -114,10 +136,11 @@ register_position_scheme(
         added=False,
         rotary=True,
         native=False,
+        attention="bertforge.model.blocks:RotarySelfAttention",
     )
 )
-register_attention_bias(AttentionBias("none", "attention scores as they are (BERT)"))
-register_attention_bias(
+ATTENTION_BIASES.register(AttentionBias("none", "attention scores as they are (BERT)"))
+ATTENTION_BIASES.register(
     AttentionBias(
         "alibi",
         "a fixed penalty -m·|i-j| on attention scores that makes every head start out looking near (ALiBi, Press "
@@ -125,10 +148,30 @@ register_attention_bias(
         "little past a dozen tokens and its [CLS] cannot read a sentence pair: an NSP head stays at chance). The "
         "positions stay too, since the penalty cannot tell left from right. No transformers class has it: the model "
         "directory carries its own, loaded with trust_remote_code=True",
-        bias=alibi_bias,
+        bias="bertforge.model.positions:alibi_bias",
         native=False,
         pair_caution="ALiBi keeps each head near (slopes 1/2 to 1/2^num_heads), so [CLS] may not read the second "
         "text: the pair head stayed at chance with it on tiny (--position-embedding rotary --attention-bias none "
         "let it learn)",
+    )
+)
+FEED_FORWARDS.register(FeedForwardKind("mlp", "down(act(up(x))) (BERT)", "bertforge.model.bert:FeedForward"))
+FEED_FORWARDS.register(
+    FeedForwardKind(
+        "glu",
+        "down(act(gate(x)) * up(x)), a gated linear unit (GEGLU with gelu; Shazeer 2020, used by Cramming and "
+        "ModernBERT), with 1.5x the weights at one intermediate_size: give 2/3 of it for the same compute. No "
+        "transformers class has it: the directory carries its own code",
+        "bertforge.model.blocks:GatedFeedForward",
+        gated=True,
+        native=False,
+    )
+)
+NORM_STYLES.register(NormStyle("post", "LayerNorm after each residual (BERT)", "bertforge.model.bert:EncoderLayer"))
+NORM_STYLES.register(
+    NormStyle(
+        "pre",
+        "before each sub-layer, plus a final LayerNorm (more stable at high learning rates)",
+        "bertforge.model.blocks:PreNormEncoderLayer",
     )
 )

@@ -124,7 +124,8 @@ def parse_task(spec: str) -> TaskSpec:
         _check_tunable(spec, record, tune)
         train, dev = _find_split_files(Path(paths)) if "," not in paths else map(Path, paths.split(",", 1))
         return TaskSpec(name, record.name, _existing(train), _existing(dev), None, record.metric(None, tune), tune)
-    record = TASKS.get(values.get("task", CLASSIFICATION.name))
+    kind = values.get("task", CLASSIFICATION.name)
+    record = TASKS.get(kind) if kind in TASKS else None
     train, _, dev = paths.partition(",")
     if record is None or (record.dev_required and not dev):
         raise UserError(

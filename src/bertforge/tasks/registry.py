@@ -15,7 +15,6 @@ importing torch. That class answers three questions beside the Task protocol: `f
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.util
 import re
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import UserError
+from ..registry import Registry, resolve
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,11 +123,7 @@ class TaskRecord:
         return isinstance(self.make, str)
 
     def _task_class(self):
-        module, _, name = self.make.partition(":")
-        try:
-            return getattr(importlib.import_module(f".{module}", __package__), name)
-        except (ImportError, AttributeError, ValueError):
-            raise UserError(f"task {self.name!r}: {self.make!r} names no class of bertforge.tasks") from None
+        return resolve(f".{self.make}", __package__)
 
     def columns(self, names: ColumnNames) -> Any:
         """The columns this task reads, from what a user named; a task of your own gets the names themselves."""
@@ -157,9 +153,33 @@ class TaskRecord:
         return self._task_class().main_metric_for(self, columns, tuned)
 
 
-TASKS: dict[str, TaskRecord] = {}
 TASK_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what --task NAME accepts
 FACTS = ("summary", "seq_len", "dev_required", "thresholds", "label_names", "main_metric")
+
+
+def check_task(record: TaskRecord, tasks: Registry) -> None:
+    """A task record that would not work is refused when it is registered: its name as --task takes it, a maker
+    that is a function or names a module of bertforge.tasks, each fact of its type."""
+    name = record.name
+    if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
+        raise UserError(f"a task's name is lowercase letters, digits and dashes, not {name!r}")
+    make = record.make
+    if not (isinstance(make, str) or callable(make)):
+        raise UserError(f"task {name!r}: make is a function or class that reads the files, not {make!r}")
+    types = {f.name: f.type for f in dataclasses.fields(TaskRecord)}
+    for fact in FACTS:
+        kind = {"str": str, "int": int, "bool": bool}[types[fact]]
+        value = getattr(record, fact)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            wanted = {str: "a text", int: "a whole number", bool: "true or false"}[kind]
+            raise UserError(f"task {name!r}: {fact} is {value!r}, not {wanted}")
+    if isinstance(make, str):  # its module found now (not imported: --help lists tasks without torch)
+        module, _, cls = make.partition(":")
+        if not cls or not module.isidentifier() or importlib.util.find_spec(f"{__package__}.{module}") is None:
+            raise UserError(f"task {name!r}: {make!r} names no module of bertforge.tasks as 'module:Class'")
+
+
+TASKS: Registry[TaskRecord] = Registry("task", TaskRecord, check_task)
 
 
 def register_task(name: str, make: str | TaskMaker, **facts: Any) -> TaskRecord:
@@ -167,46 +187,27 @@ def register_task(name: str, make: str | TaskMaker, **facts: Any) -> TaskRecord:
     columns)` reads `train` and `dev` (any format you like) and returns a `Task`; `facts` are TaskRecord's fields
     (summary, seq_len, dev_required, thresholds, main_metric). The loop gives it what the built-in tasks get: a
     fresh head on the pre-trained encoder, warm-up and decay, mixed precision, dev scores every epoch, the best
-    epoch kept as a `transformers` directory, checkpoints and `resume`. The built-in tasks below are registered
-    here too, naming their class as "module:Class"."""
-    if not isinstance(name, str) or not TASK_NAME.fullmatch(name):
-        raise UserError(f"register_task: a task's name is lowercase letters, digits and dashes, not {name!r}")
-    if name in TASKS:
-        kind = "a built-in task" if TASKS[name].built_in else "registered already"
-        raise UserError(f"register_task: {name!r} is {kind}; give yours another name")
-    if not (isinstance(make, str) or callable(make)):
-        raise UserError(f"register_task({name!r}): make is a function or class that reads the files, not {make!r}")
-    fields = {f.name: f.type for f in dataclasses.fields(TaskRecord)}
-    for fact, value in facts.items():
-        kind = {"str": str, "int": int, "bool": bool}.get(fields.get(fact, ""))
-        if kind is None or fact in ("name", "make"):
-            raise UserError(f"register_task({name!r}): {fact!r} is not a fact of a task; they are {', '.join(FACTS)}")
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            wanted = {str: "a text", int: "a whole number", bool: "true or false"}[kind]
-            raise UserError(f"register_task({name!r}): {fact} is {value!r}, not {wanted}")
-    if isinstance(make, str):  # its module found now (not imported: --help lists tasks without torch)
-        module, _, cls = make.partition(":")
-        if not cls or not module.isidentifier() or importlib.util.find_spec(f"{__package__}.{module}") is None:
-            raise UserError(f"register_task({name!r}): {make!r} names no module of bertforge.tasks as 'module:Class'")
-    record = TaskRecord(name, make, **facts)
-    TASKS[name] = record
-    return record
+    epoch kept as a `transformers` directory, checkpoints and `resume`. The same as
+    `TASKS.register(TaskRecord(name, make, **facts))`; the built-in tasks below are registered so too, naming
+    their class as "module:Class"."""
+    unknown = [fact for fact in facts if fact not in FACTS]
+    if unknown:
+        raise UserError(f"task {name!r}: {unknown[0]!r} is not a fact of a task; they are {', '.join(FACTS)}")
+    return TASKS.register(TaskRecord(name, make, **facts))
 
 
 def task_record(name: str) -> TaskRecord:
-    if name not in TASKS:
-        raise UserError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}")
-    return TASKS[name]
+    return TASKS.get(name)
 
 
 def held_out_tasks() -> list[str]:
     """The tasks that hold dev out of the training file when given none."""
-    return [r.name for r in TASKS.values() if not r.dev_required]
+    return [r.name for r in TASKS.records() if not r.dev_required]
 
 
 def threshold_tasks() -> list[str]:
     """The tasks whose answers hang on a decision threshold that --tune-thresholds fits on dev."""
-    return [r.name for r in TASKS.values() if r.thresholds]
+    return [r.name for r in TASKS.records() if r.thresholds]
 
 
 # The built-in tasks, in the order --task lists them. The first three are sequence classification (one head,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import Configurable, check_choices, documented, parse_duration, require
 from ..errors import UserError
 from ..model.config import MODERNBERT_SHAPE, ModelConfig, preset_size
+from ..model.variants import is_gated
 
 if TYPE_CHECKING:
     from ..data.masking import MaskingConfig
@@ -287,8 +288,9 @@ def recipe_configs(
         recipe_model.pop("type_vocab_size", None)
         recipe_train.pop("document_mask", None)
     train = TrainConfig(**{**recipe_train, **train_values})
-    gated = model_values.get("feed_forward", recipe_model.get("feed_forward")) == "glu"
-    size = preset_size(preset or chosen.preset, gated)
+    size = preset_size(
+        preset or chosen.preset, is_gated(model_values.get("feed_forward", recipe_model.get("feed_forward")))
+    )
     trained_length = {"max_position_embeddings": train.seq_len}
     model = ModelConfig(**{**size, **recipe_model, **trained_length, **model_values})
     return model, train

@@ -16,7 +16,7 @@ from .config import TrainConfig
 def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: float) -> float:
     """Forward + backward FLOPs per input token of BertForPreTraining."""
     H, L, inner = config.hidden_size, config.num_layers, config.intermediate_size
-    ffn = (3 if config.feed_forward == "glu" else 2) * H * inner  # a gated unit's up makes gate and value
+    ffn = config.feed_forward_kind.matrices * H * inner  # a gated unit's up makes gate and value
     per_layer = 4 * H * H + ffn  # QKV, attention output, feed-forward (weights only)
     body = L * per_layer + H * H  # + pooler (on [CLS] only, a rounding error either way)
     head = (H * H + H * config.vocab_size) * mask_fraction  # transform + decoder, masked positions only

@@ -17,6 +17,7 @@ from typing import Any
 from ..data.directory import read_meta
 from ..errors import UserError
 from ..model.config import ModelConfig, preset_size
+from ..model.variants import is_gated
 from .config import DEFAULT_RECIPE, TrainConfig, recipe_configs
 from .continued import continued_configs
 from .rundir import run_configs
@@ -65,7 +66,7 @@ def plan_run(
         )
     if saved["train"].get("time_budget") and "max_steps" in train_values:
         raise UserError("--max-steps: this run's length is its --time-budget; give --time-budget to change it")
-    gated = model_values.get("feed_forward", saved["model"].get("feed_forward")) == "glu"
+    gated = is_gated(model_values.get("feed_forward", saved["model"].get("feed_forward")))
     size = preset_size(preset, gated) if preset else {}  # the size alone: the saved recipe's settings stay
     model = ModelConfig.from_dict({**saved["model"], **size, **model_values})
     return RunPlan(model, TrainConfig.from_dict({**saved["train"], **train_values}), started)

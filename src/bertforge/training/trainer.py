@@ -48,9 +48,10 @@ from ..engine.runtime import (
 from ..errors import TrainingFailed, UserError
 from ..fileio import check_not_inputs, directory_lock, write_json
 from ..labels import IGNORE_INDEX
-from ..model.bert import encoder_has_pooler, set_activation_checkpointing, use_fast_paths
+from ..model.bert import set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
 from ..model.directory import PRETRAINING_KEY, check_vocab, load_weights, pretraining_info, save_model
+from ..model.families import encoder_has_pooler
 from ..model.origin import Origin, read_origin
 from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer

@@ -7,7 +7,7 @@
     modernbert.py   ModernBERT (bertforge's `budget` recipe)
 
 A model read from a directory keeps its family (ModelConfig.family) and goes back out in it; a model bertforge
-builds takes the family of its shape (`family_of`). Adding a family is its module and one line in FAMILIES.
+builds takes the family of its shape (`family_of`). Adding a family is its module and `FAMILIES.register(record)`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import UserError
+from ...registry import Registry
 from ..config import MODERNBERT_SHAPE, ModelConfig
 from .bert import BERT, VARIANT_DEFAULTS
 from .distilbert import DISTILBERT
@@ -23,12 +24,20 @@ from .family import OUR_ARCHITECTURES, Family
 from .modernbert import MODERNBERT
 from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
 
-FAMILIES: dict[str, Family] = {
-    family.model_type: family
-    for family in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT)
-}
+FAMILIES: Registry[Family] = Registry("model family", Family, name_of=lambda family: family.model_type)
+for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT):
+    FAMILIES.register(built_in)
 
-__all__ = ["FAMILIES", "OUR_ARCHITECTURES", "VARIANT_DEFAULTS", "Family", "family_of", "family_named", "is_modernbert"]
+__all__ = [
+    "FAMILIES",
+    "OUR_ARCHITECTURES",
+    "VARIANT_DEFAULTS",
+    "Family",
+    "encoder_has_pooler",
+    "family_of",
+    "family_named",
+    "is_modernbert",
+]
 
 
 def is_modernbert(config: ModelConfig) -> bool:
@@ -51,4 +60,11 @@ def family_named(model_type: Any, source: str = "config.json") -> Family:
         raise UserError(
             f"{source}: model_type {model_type!r} is not one bertforge reads; it reads {', '.join(sorted(FAMILIES))}"
         )
-    return FAMILIES[model_type]
+    return FAMILIES.get(model_type)
+
+
+def encoder_has_pooler(config: ModelConfig) -> bool:
+    """Whether the family's bare encoder class has a pooler (BertModel and RobertaModel do; ELECTRA's, DistilBERT's
+    and ModernBERT's do not), so that a model saved as that class (a discriminator, a sentence encoder) has what
+    its class loads, and no more."""
+    return family_of(config).base_pooler and config.task_head != "transform"
