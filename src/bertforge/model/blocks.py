@@ -112,16 +112,17 @@ class VariantSight(Sight):
         if self.bias is not None:  # one bias for all layers, what is out of sight folded in
             bias = self.bias(self.num_heads, seq_len, device)[None]  # (1, nh, T, T)
             mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))  # (B, nh, T, T)
-        masks = {True: mask}
+        masks = {True: mask}  # by whether a layer is global
         if not all(self.global_layers):
             masks[False] = restrict(mask, sliding_window(seq_len, self.window, device))  # (B or 1, 1 or nh, T, T)
-        angles = {kind: None for kind in masks}
+        angles = dict.fromkeys(masks)
         if self.rotary:
             positions = positions if positions is not None else torch.arange(seq_len, device=device)
-            for kind in masks:
-                same = kind is False and self.bases[False] == self.bases[True]
-                angles[kind] = angles[True] if same else rotary_angles(positions, self.head_size, self.bases[kind])
-        return [View(masks[kind], angles[kind]) for kind in self.global_layers]
+            for is_global in masks:
+                same = not is_global and self.bases[False] == self.bases[True]
+                base = self.bases[is_global]
+                angles[is_global] = angles[True] if same else rotary_angles(positions, self.head_size, base)
+        return [View(masks[is_global], angles[is_global]) for is_global in self.global_layers]
 
 
 class OneSegment(nn.Embedding):

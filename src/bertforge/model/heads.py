@@ -13,15 +13,30 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..labels import IGNORE_INDEX
-from .bert import BertModel, activation, init_weights
+from .bert import BertModel, EncoderOutput, activation, init_weights
 from .config import ModelConfig
 from .dropout import Dropout
 from .families import encoder_has_pooler
 
 
+class PoolerReads(nn.Module):
+    """BERT's heads read the encoder as it is: a sequence by the pooler's tanh(dense([CLS])), tagging and QA by the
+    hidden states."""
+
+    reads_pooler = True
+
+    def sequence(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return encoded.pooled_output  # (B, H)
+
+    def tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden  # (B, T, H)
+
+
 class HeadTransform(nn.Module):
     """ModernBERT's task head before each classifier (task_head "transform"): dense -> activation -> LayerNorm,
-    on [CLS] for a sequence, on every token for tagging and QA. BERT's sequence heads read the pooler instead."""
+    on [CLS] for a sequence, on every token for tagging and QA."""
+
+    reads_pooler = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -32,26 +47,26 @@ class HeadTransform(nn.Module):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.norm(self.act(self.dense(hidden)))  # (..., H)
 
+    def sequence(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self(encoded.sequence_output[:, 0])  # (B, H)
 
-def sequence_summary(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
-    """(B, H): what a sequence head classifies. BERT: the pooler's tanh(dense([CLS])). ModernBERT: the head
-    transform of [CLS], or of the mean of the tokens (classifier_pooling "mean")."""
-    encoded = encoder(input_ids, token_type_ids, attention_mask)
-    if head is None:
-        return encoded.pooled_output  # (B, H)
-    if encoder.config.classifier_pooling == "mean":
-        return head(pool(encoded.sequence_output, attention_mask, ("mean",)))
-    return head(encoded.sequence_output[:, 0])
+    def tokens(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self(hidden)  # (B, T, H)
 
 
-def token_states(encoder: BertModel, head: HeadTransform | None, input_ids, token_type_ids, attention_mask):
-    """(B, T, H): what a token head (tagging, QA) classifies: the hidden states, transformed by ModernBERT's head."""
-    hidden = encoder(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
-    return head(hidden) if head is not None else hidden
+class MeanHeadTransform(HeadTransform):
+    """The head transform of the mean of a text's tokens (classifier_pooling "mean")."""
+
+    def sequence(self, encoded: EncoderOutput, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        return self(pool(encoded.sequence_output, attention_mask, ("mean",)))  # (B, H)
 
 
-def task_head(config: ModelConfig) -> HeadTransform | None:
-    return HeadTransform(config) if config.task_head == "transform" else None
+def task_head(config: ModelConfig) -> nn.Module:
+    """What a task's classifier reads the encoder through, chosen once: BERT's pooler, or ModernBERT's transform of
+    [CLS] or of the tokens' mean."""
+    if config.task_head != "transform":
+        return PoolerReads()
+    return MeanHeadTransform(config) if config.classifier_pooling == "mean" else HeadTransform(config)
 
 
 # The kinds of sequence classification, by the names `transformers` keeps in config.json's problem_type.
@@ -75,7 +90,7 @@ class BertForSequenceClassification(nn.Module):
         self.problem_type = problem_type
         self.num_labels = 1 if problem_type == REGRESSION else num_labels
         self.head = task_head(config)
-        self.bert = BertModel(config, pooler=self.head is None)
+        self.bert = BertModel(config, pooler=self.head.reads_pooler)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         self.apply(lambda module: init_weights(module, config))
@@ -83,7 +98,8 @@ class BertForSequenceClassification(nn.Module):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """labels: class ids (B,); for multi-label 0/1 per label (B, num_labels); for regression values (B,).
         Returns (logits (B, num_labels), loss or None)."""
-        pooled = sequence_summary(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, H)
+        encoded = self.bert(input_ids, token_type_ids, attention_mask)
+        pooled = self.head.sequence(encoded, attention_mask)  # (B, H)
         logits = self.classifier(self.dropout(pooled))  # (B, num_labels)
         if labels is None:
             return logits, None
@@ -111,7 +127,7 @@ class BertForMultipleChoice(nn.Module):
         super().__init__()
         self.config = config
         self.head = task_head(config)
-        self.bert = BertModel(config, pooler=self.head is None)
+        self.bert = BertModel(config, pooler=self.head.reads_pooler)
         self.dropout = Dropout(config.hidden_dropout)
         self.classifier = nn.Linear(config.hidden_size, 1)
         self.apply(lambda module: init_weights(module, config))
@@ -121,7 +137,7 @@ class BertForMultipleChoice(nn.Module):
         loss or None)."""
         choices = input_ids.shape[1]
         flat = [x.flatten(0, 1) if x is not None else None for x in (input_ids, token_type_ids, attention_mask)]
-        pooled = sequence_summary(self.bert, self.head, *flat)  # (B·C, H)
+        pooled = self.head.sequence(self.bert(*flat), flat[2])  # (B·C, H)
         logits = self.classifier(self.dropout(pooled)).view(-1, choices)  # (B, C)
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
@@ -211,7 +227,7 @@ class BertForTokenClassification(nn.Module):
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """labels (B, T): a tag id on each word's first piece, -100 elsewhere. Returns (logits (B, T, tags), loss)."""
-        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        hidden = self.head.tokens(self.bert(input_ids, token_type_ids, attention_mask).sequence_output)  # (B, T, H)
         logits = self.classifier(self.dropout(hidden))  # (B, T, num_labels)
         loss = None
         if labels is not None:
@@ -237,7 +253,7 @@ class BertForQuestionAnswering(nn.Module):
 
         Returns (logits (B, T, 2): start and end, loss or None); the loss averages the two cross-entropies, as BERT's.
         """
-        hidden = token_states(self.bert, self.head, input_ids, token_type_ids, attention_mask)  # (B, T, H)
+        hidden = self.head.tokens(self.bert(input_ids, token_type_ids, attention_mask).sequence_output)  # (B, T, H)
         logits = self.qa_outputs(hidden)  # (B, T, 2); span decoding keeps answers inside the context
         loss = None
         if labels is not None:
