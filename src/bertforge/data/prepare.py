@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -231,46 +232,21 @@ def _write_data(
     total_bytes = sum(split_sheet(p)[0].stat().st_size for p in files)
     unk_id, unk_tokens = special_ids(tokenizer).unk, 0
     bar = Progress(total_bytes, "prepare", unit="B", enabled=progress, unit_scale=True)
-    # fork where the platform has it: spawned workers would re-import the package, seconds each.
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    pool = context.Pool(workers, _init_worker, (tokenizer.to_str(), True)) if workers > 1 else None
-    if pool is None:
-        _init_worker(tokenizer.to_str())
-    finished = False
     try:
-        for name, paths in sources:
-            writer = writers[name]
-            jobs = _chunks(read_paragraphs(paths, options, stats, paragraph_filter), **settings)
-            for job, (ids, lengths, counts, dropped) in _tokenized(jobs, pool, window=2 * workers):
-                for p, verdict in dropped.items():
-                    report.drop(verdict, job.paragraphs[p])
-                unk_tokens += int(np.count_nonzero(ids == unk_id))
-                token_ends = np.cumsum(lengths)
-                sentence_ends = np.cumsum(counts)
-                for p, new_document in enumerate(job.new_document):
-                    if new_document:
-                        held_out.end_document(writer)
-                    first = sentence_ends[p] - counts[p]
-                    if counts[p]:
-                        start = token_ends[first] - lengths[first]
-                        paragraph_lengths = lengths[first : sentence_ends[p]]
-                        nonempty = paragraph_lengths[paragraph_lengths > 0]
-                        if len(nonempty):
-                            writer.add_sentences(ids[start : token_ends[sentence_ends[p] - 1]], nonempty)
-                bar.update(max(0, min(stats.bytes_read, total_bytes) - bar.n))
-            held_out.end_document(writer)
-        held_out.finish()
-        finished = True
+        with _tokenizing_workers(tokenizer, workers) as pool:
+            for name, paths in sources:
+                writer = writers[name]
+                jobs = _chunks(read_paragraphs(paths, options, stats, paragraph_filter), **settings)
+                for job, tokenized in _tokenized(jobs, pool, window=2 * workers):
+                    unk_tokens += _write_paragraphs(job, tokenized, writer, held_out, report, unk_id)
+                    bar.update(max(0, min(stats.bytes_read, total_bytes) - bar.n))
+                held_out.end_document(writer)
+            held_out.finish()
+    except BaseException:  # interrupted or failed: nothing half-written stays
+        for writer in writers.values():
+            writer.abandon()
+        raise
     finally:
-        if pool is not None:
-            if finished:
-                pool.close()
-            else:
-                pool.terminate()  # interrupted or failed: the workers' chunks are not wanted
-            pool.join()
-        if not finished:
-            for writer in writers.values():
-                writer.abandon()
         bar.close()
     counts = {name: writer.close() for name, writer in writers.items()}
     if filter_report:
@@ -294,6 +270,49 @@ def _write_data(
         filters=report.summary(),
         unk_tokens=unk_tokens,
     )
+
+
+@contextlib.contextmanager
+def _tokenizing_workers(tokenizer: Tokenizer, workers: int) -> Iterator[Any]:
+    """A pool of `workers` tokenizing processes (None for one: this process tokenizes), closed when the block
+    ends and terminated when it fails, its chunks no longer wanted."""
+    # fork where the platform has it: spawned workers would re-import the package, seconds each.
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    pool = context.Pool(workers, _init_worker, (tokenizer.to_str(), True)) if workers > 1 else None
+    if pool is None:
+        _init_worker(tokenizer.to_str())
+        yield None
+        return
+    try:
+        yield pool
+    except BaseException:
+        pool.terminate()
+        raise
+    else:
+        pool.close()
+    finally:
+        pool.join()
+
+
+def _write_paragraphs(job, tokenized, writer: SplitWriter, held_out: HeldOutSplit, report, unk_id: int) -> int:
+    """One tokenized chunk's paragraphs into `writer`, documents ending where the job says; what the filters
+    dropped into the report. Returns the chunk's [UNK] count."""
+    ids, lengths, counts, dropped = tokenized
+    for p, verdict in dropped.items():
+        report.drop(verdict, job.paragraphs[p])
+    token_ends = np.cumsum(lengths)
+    sentence_ends = np.cumsum(counts)
+    for p, new_document in enumerate(job.new_document):
+        if new_document:
+            held_out.end_document(writer)
+        first = sentence_ends[p] - counts[p]
+        if counts[p]:
+            start = token_ends[first] - lengths[first]
+            paragraph_lengths = lengths[first : sentence_ends[p]]
+            nonempty = paragraph_lengths[paragraph_lengths > 0]
+            if len(nonempty):
+                writer.add_sentences(ids[start : token_ends[sentence_ends[p] - 1]], nonempty)
+    return int(np.count_nonzero(ids == unk_id))
 
 
 class HeldOutSplit:
