@@ -149,21 +149,7 @@ class Trainer:
         resume = resume and run_configs(self.run_dir) is not None  # a run that never saved starts again
         start_from = cfg.init_from if not resume else ""  # a resumed run's checkpoint, not --init-from, holds it
         self.tokenizer, start = check_data(self.data_dir, model_config, cfg, start_from)
-        self.configs = {
-            "model": model_config.to_dict(),
-            "train": cfg.to_dict(),
-            "data": str(self.data_dir),
-            "tokenizer_fingerprint": fingerprint(self.tokenizer),
-            **({"recipe": recipe} if recipe else {}),
-        }
-        # Recorded in every saved model: evaluate and nsp need to know what the pair head learned.
-        self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
-        if cfg.document_mask:
-            self.extra_config[PRETRAINING_KEY]["document_mask"] = True
-        if recipe:
-            self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
-        if cfg.init_from:
-            self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
+        self._record(model_config, cfg, recipe)
         check_not_inputs({"--out": self.run_dir}, {"--data": self.data_dir, "--init-from": start and start[0]})
         # The model, and the starting weights in it, before anything is written: a start that cannot be read
         # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
@@ -213,6 +199,34 @@ class Trainer:
         if checkpoint is not None:
             self._restore(checkpoint)
 
+        self._build_steps(cfg)
+        self.last_eval: dict[str, Any] = {}
+        self._saving = False  # an error while saving must not trigger another save
+        self._save_failed = False  # a save that failed (a full disk) is not tried again on the way out
+        self._bad_streak = 0  # consecutive steps with a non-finite gradient
+        self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
+
+    def _record(self, model_config: ModelConfig, cfg: TrainConfig, recipe: str | None) -> None:
+        """What the run directory's config.json records, and what every saved model's config.json says of its
+        pre-training: evaluate and nsp need to know what the pair head learned."""
+        self.configs = {
+            "model": model_config.to_dict(),
+            "train": cfg.to_dict(),
+            "data": str(self.data_dir),
+            "tokenizer_fingerprint": fingerprint(self.tokenizer),
+            **({"recipe": recipe} if recipe else {}),
+        }
+        self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
+        if cfg.document_mask:
+            self.extra_config[PRETRAINING_KEY]["document_mask"] = True
+        if recipe:
+            self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
+        if cfg.init_from:
+            self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
+
+    def _build_steps(self, cfg: TrainConfig) -> None:
+        """What the steps read and run: the training instances, their masking, the held-out batches, the model as
+        each step calls it (wrapped for several processes or compiled), and the meter of its MFU."""
         self.train_data = pretraining_dataset(
             self.data_dir, "train", cfg.seq_len, cfg.pair_objective, cfg.seed, cfg.short_seq_prob
         )
@@ -220,15 +234,8 @@ class Trainer:
         self.collator = MaskingCollator(self.tokenizer, masking, seed=cfg.seed, document_ids=cfg.document_mask)
         self.eval_batches = self._eval_batches()
         self.step_model = self._wrap(self.model)
-        dtype = AUTOCAST_DTYPES.get(
-            self.precision.precision, torch.float32
-        )  # MFU against the peak of the precision in use
+        dtype = AUTOCAST_DTYPES.get(self.precision.precision, torch.float32)  # MFU against the precision in use
         self.peak = PeakMeter(self.device, dtype) if self.processes.is_main else None
-        self.last_eval: dict[str, Any] = {}
-        self._saving = False  # an error while saving must not trigger another save
-        self._save_failed = False  # a save that failed (a full disk) is not tried again on the way out
-        self._bad_streak = 0  # consecutive steps with a non-finite gradient
-        self._window_start = (time.perf_counter(), self.state.tokens_seen)  # (time, tokens) the log window began at
 
     def _keeps_pooler(self, model_config: ModelConfig) -> bool:
         """Whether the model holds a pooler it does not train: a released encoder's (BertModel's), kept as it was."""
