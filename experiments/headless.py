@@ -1,7 +1,7 @@
 """Continuing a sentence-embedding model's pre-training: how far its vectors drift, what a head warm-up changes,
 and what the domain's text buys on WNUT-17 (experiments/continued.md).
 
-    python experiments/headless.py --model MINILM --out headless --data ../shared/data --seeds 5
+    python experiments/headless.py --model MINILM --out headless --data ../shared/data --seeds 3
 
 MINILM is a released sentence-embedding model without a masked-LM head (all-MiniLM-L6-v2's directory: a BertModel
 with its pooler, mean pooling, Normalize). Its domain text is WNUT-17's training tweets, unlabelled (5% held out).
