@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, ready for the moment a GPU is lent (a session gets one by chance, for 15 minutes): one script,
+# The GPU check, ready for a GPU machine when one is available (for about 15 minutes): one script,
 # under 8 minutes on one H100, that writes one results file. benchmarks/README.md's GPU chapter records its figures.
 #
 #   bash benchmarks/gpu_check.sh            # on the GPU machine: $OUT/gpu_check/results.md (./gpu_check without $OUT)

@@ -249,7 +249,7 @@ def calibrate(arm: str, out: Path, data: dict[str, Path], base: str | None = Non
 
 def relative_cost(arm: str, base: str, out: Path, data: dict[str, Path], rounds: int = 3) -> dict:
     """The arm's seconds per step as `base`'s calibrated seconds times the ratio of the two arms' step costs,
-    measured alternating `rounds` times. A ratio holds from one session to the next on a machine type where a
+    measured alternating `rounds` times. A ratio holds from one day to the next on a machine type where a
     single speed drifts by more than the levers we compare, so an arm added later trains for the hour that
     `base`'s runs had (the same steps, where the lever does not change a step's cost)."""
     costs: dict[str, list[dict]] = {base: [], arm: []}
@@ -273,7 +273,7 @@ def run_dir(out: Path, arm: str, seed: int) -> Path:
 
 def calibration_path(out: Path, arm: str) -> Path:
     """out/calibration/ARM.json, beside the calibration's throwaway run: a run directory holds a run alone (pretrain
-    refuses one holding other files). Kept where earlier sessions wrote it, runs/ARM/calibration.json, if there."""
+    refuses one holding other files). Kept where earlier versions wrote it, runs/ARM/calibration.json, if there."""
     earlier = out / "runs" / arm / "calibration.json"
     return earlier if earlier.is_file() else out / "calibration" / f"{arm}.json"
 
@@ -522,7 +522,7 @@ def main() -> None:
         "--relative-to",
         metavar="BASE",
         help="calibrate each new arm as BASE's calibration (calibration/BASE.json, e.g. from an earlier "
-        "session) times the two arms' step-cost ratio, measured alternating three times: equal time to BASE's runs",
+        "day) times the two arms' step-cost ratio, measured alternating three times: equal time to BASE's runs",
     )
     parser.add_argument(
         "--report", action="store_true", help="only score finished runs and write the tables and figure"

@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.sh runs first time when a GPU is lent: on the CPU, `--smoke` runs every step at its
+"""benchmarks/gpu_check.sh runs first time on a GPU machine: on the CPU, `--smoke` runs every step at its
 smallest (the CUDA tests skip, the races run on the CPU) and writes the one results file the GPU run writes."""
 
 from __future__ import annotations

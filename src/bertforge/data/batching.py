@@ -19,7 +19,7 @@ from ..tokenizer import copy_tokenizer, special_ids
 Encoded = list[tuple[list[int], list[int]]]  # (token ids, segment ids) per text
 
 # Releases whose truncation stops tokenizing at the window's end, so `Encoding.overflowing` comes back short or empty:
-# on 0.23.2 a 30-sentence context gave 2 windows where 0.23.3 gives 8 (tests/test_tasks.py, on a lent GPU machine).
+# on 0.23.2 a 30-sentence context gave 2 windows where 0.23.3 gives 8 (tests/test_tasks.py, on an NVIDIA H100 machine).
 CUT_SHORT_OVERFLOW = ("0.23.1", "0.23.2")
 
 

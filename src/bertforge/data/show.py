@@ -1,6 +1,6 @@
 """`bertforge data show`: training instances exactly as the model receives them.
 
-Learners see BERT's inputs; tests and reviewers check statistics from the outside.
+Learners see BERT's inputs; tests check statistics from the outside.
 """
 
 from __future__ import annotations
