@@ -62,6 +62,7 @@ def onnx_profile(graph: Path, batches: list[dict]) -> tuple[float, dict[str, flo
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     plain = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
     options.enable_profiling = True
+    options.profile_file_prefix = str(graph.parent / "profile")  # beside the graph, in the scratch directory
     profiled = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
     for feeds in batches:  # warm-up, and the unprofiled time
         profiled.run(None, feeds)
@@ -71,7 +72,7 @@ def onnx_profile(graph: Path, batches: list[dict]) -> tuple[float, dict[str, flo
     seconds = time.perf_counter() - started
     for feeds in batches:
         profiled.run(None, feeds)
-    events = json.loads(Path(profiled.end_profiling()).read_text())
+    events = json.loads(Path(profiled.end_profiling()).read_text())  # deleted with the scratch directory
     kinds: dict[str, float] = collections.Counter()
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
