@@ -2,14 +2,15 @@
 
 The package is in layers, each a folder that imports only from the layers below it (docs/architecture.md):
 
-    errors, fileio, config, ...   foundations: the user-error type, atomic writes, typed configs, tokenizers
+    errors, fileio, config, ...   foundations: the user-error type, atomic writes, typed configs, the one
+                                  registry of records by name, tokenizers
     formats/                      reading documents from every input format (no torch)
     data/                         prepare, the data directory, pre-training instances, masking
     model/                        the network, its heads and variants, Hugging Face layouts, model directories
     engine/                       devices, precision, processes, optimizer, checkpoints, metrics log
     training/                     the pre-training loop, its configs and recipes, evaluation
     tasks/                        the fine-tuning loop and a module per task
-    inference, plots              the answers and the figures
+    inference, plots, deploy/     the answers, the figures, the export for serving
     studies/                      sweeps, downstream scores, replicates, the demo
     cli/                          the command line
 

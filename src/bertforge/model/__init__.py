@@ -3,14 +3,21 @@ feed-forward, ModernBERT's shape, ELECTRA), their Hugging Face layouts, and mode
 Imports nothing above it; parallelism, compilation and device placement are the loops'.
 
     config        ModelConfig and the named sizes
-    variants      position schemes and attention biases, one object each, in one registry
-    bert          the network, top to bottom, and its pre-training heads (MLM, NSP, ELECTRA's)
+    variants      position schemes, attention biases, feed-forward kinds, norm styles: a record each, in registries
+    bert          the paper's network, top to bottom, and its pre-training heads (MLM, NSP)
+    blocks        the variants' blocks, each a bert.py block with one thing changed, chosen when a model is built
+    positions     the position arithmetic the exported modeling file repeats byte for byte (torch alone)
     heads         the fine-tuning heads: sequence, multiple choice, sentence embedding, token, QA
     dropout       dropout with a cheaper CPU mask
     unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows
-    electra       ELECTRA's generator and discriminator
+    electra       ELECTRA's generator and discriminator, and the discriminator's head
     hf            our weights and configs to and from transformers' BERT, RoBERTa-PreLayerNorm and ModernBERT
     directory     model directories: saved whole, loaded checked, ours or transformers'
     sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
     origin        what a model read from a directory goes back out with: its class, modules and card
+    schema        what a model directory's config.json may hold, checked once when it is read
+    card          the model card (README.md) of every model directory
+    vocabulary    a model's vocabulary grown by whole words, new rows at the mean of their old pieces
+    onnx          an exported model, served by ONNX Runtime in the PyTorch model's place
+    families/     the transformers families bertforge reads and writes, a record each
 """
