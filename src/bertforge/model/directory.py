@@ -138,19 +138,21 @@ def weight_index(directory: Path) -> dict[str, tuple[tuple[int, ...], str]] | No
         return None
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {name: (tuple(f.get_slice(name).get_shape()), f.get_slice(name).get_dtype()) for name in f.keys()}
+            slices = {name: f.get_slice(name) for name in f.keys()}
+            return {name: (tuple(piece.get_shape()), piece.get_dtype()) for name, piece in slices.items()}
     except (SafetensorError, OSError, ValueError) as e:
         raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
 
 
-def read_weights(directory: Path, trust_pickle: bool = False, model=None) -> dict[str, torch.Tensor]:
+def read_weights(directory: Path, trust_pickle: bool = False, model=None, index=None) -> dict[str, torch.Tensor]:
     """model.safetensors; a pickle-only directory (pytorch_model.bin, as older hub repositories have) is refused
     unless the user trusts it, and even then only tensors are unpickled. Given the `model` they are for, the
-    safetensors header is checked against it before any tensor is read (`check_index`)."""
+    safetensors header (its `weight_index`, where read already) is checked against it before any tensor is read
+    (`check_index`)."""
     path = directory / "model.safetensors"
     if path.is_file():
         if model is not None:
-            check_index(directory, weight_index(directory), model)
+            check_index(directory, index if index is not None else weight_index(directory), model)
         try:
             return load_file(str(path))
         except (SafetensorError, OSError, ValueError) as e:
@@ -205,10 +207,10 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
     if not directory.is_dir():
         raise UserError(f"{directory}: no such model directory")
     config = config_from_hf(read_config(directory), str(directory / "config.json"))
-    if is_exported(directory) and weight_index(directory) is None:  # `bertforge export`'s: ONNX Runtime serves it
+    index = weight_index(directory)  # the safetensors header alone: None for a pickle or an export
+    if is_exported(directory) and index is None:  # `bertforge export`'s: ONNX Runtime serves it
         return OnnxModel(directory, cls, config, **model_kwargs)
     check_shapes(directory, config)
-    index = weight_index(directory)
     weights = read_weights(directory, trust_pickle) if index is None else None  # a trusted pickle: read first
     sizes = {name: shape for name, (shape, _) in index.items()} if index else {k: t.shape for k, t in weights.items()}
     check_parameters(directory, config, sum(math.prod(shape) for shape in sizes.values()))
@@ -217,7 +219,7 @@ def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_head
         model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in sizes)
         model_kwargs["pooler"] = holds_pooler(sizes, config)  # a released encoder's, kept to be saved again
     model = cls(config, **model_kwargs)
-    weights = weights if weights is not None else read_weights(directory, trust_pickle, model)
+    weights = weights if weights is not None else read_weights(directory, trust_pickle, model, index)
     check_finite(directory, weights)
     load_weights(model, directory, trust_pickle, keep_heads, weights=weights)
     return model.eval()

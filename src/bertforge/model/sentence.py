@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError
 from ..fileio import read_bounded, read_json, write_json
@@ -60,7 +59,7 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
     path = directory / MODULES
     if not path.is_file():
         return None
-    modules = _json(path)
+    modules = read_json(path, "config")
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise UserError(f"{path}: not a list of modules")
     pooling: tuple[str, ...] = ()
@@ -94,7 +93,7 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
 
 def _pooling_modes(path: Path) -> tuple[str, ...]:
     """A Pooling module's modes, from sentence-transformers v6's `pooling_mode` or the older flags."""
-    config = _json(path) if path.is_file() else {}
+    config = read_json(path, "config") if path.is_file() else {}
     if not isinstance(config, dict):
         raise UserError(f"{path}: not a JSON object")
     modes = config.get("pooling_mode")
@@ -109,7 +108,7 @@ def _pooling_modes(path: Path) -> tuple[str, ...]:
 
 def _max_seq_length(directory: Path) -> int | None:
     path = directory / "sentence_bert_config.json"
-    settings = _json(path) if path.is_file() else {}
+    settings = read_json(path, "config") if path.is_file() else {}
     value = settings.get("max_seq_length") if isinstance(settings, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -122,10 +121,6 @@ def _module_files(directory: Path, folder: str) -> dict[str, bytes]:
     if sum(path.stat().st_size for path in files) > MAX_MODULE_BYTES:  # sized before anything is read
         raise UserError(f"{directory / folder}: more than {MAX_MODULE_BYTES >> 20} MB of module files")
     return {path.relative_to(directory).as_posix(): path.read_bytes() for path in files}
-
-
-def _json(path: Path) -> Any:
-    return read_json(path, "config")
 
 
 def write_pipeline(directory: Path, pipeline: SentencePipeline | None, hidden_size: int, max_length: int) -> None:
