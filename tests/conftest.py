@@ -82,6 +82,17 @@ ANIMALS = ["the cat", "the dog", "a bird"]
 PEOPLE = ["my friend", "the teacher", "the child"]
 
 
+def randomised(model):
+    """Every trainable parameter random (biases and LayerNorms too), so that nothing matches by accident; a frozen
+    table (sinusoidal positions, rotary's zero slot) keeps its values. In eval mode."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.normal_(0.0, 0.2)
+    return model.eval()
+
+
 def make_documents(n_docs: int = 40, sentences: int = 8, seed: int = 0) -> list[list[str]]:
     """Documents of simple generated sentences: enough structure to learn, small enough to be fast."""
     rng = random.Random(seed)

@@ -25,6 +25,7 @@ from conftest import (
     needs,
     one_line_error,
     prepared_data,
+    randomised,
     resumed_twin,
     train_metrics,
 )
@@ -189,13 +190,7 @@ def test_the_discriminator_loads_in_transformers_as_its_encoder(norm_style, tmp_
     """Saved as BertModel (post-LN) or RobertaPreLayerNormModel (pre-LN): the same hidden states on a padded
     batch; the replaced-token head travels under ELECTRA's names and comes back in bertforge."""
     transformers = needs("transformers")
-    model = tiny_electra(norm_style=norm_style)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.normal_(0.0, 0.2)
-    ours = model.discriminator.eval()
+    ours = randomised(tiny_electra(norm_style=norm_style)).discriminator
     save_model(ours, tmp_path, None)
     theirs = transformers.AutoModel.from_pretrained(tmp_path).eval()
     input_ids, attention_mask, _ = masked_batch()

@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
 from bertforge.errors import UserError
@@ -22,7 +21,7 @@ from bertforge.model.heads import (
 )
 from bertforge.model.onnx import EXPORT_KEY, GRAPH
 
-from conftest import MODERN, bertforge, bertforge_ok, needs, one_line_error
+from conftest import MODERN, bertforge, bertforge_ok, needs, one_line_error, randomised
 from released import DISCRIMINATORS, LAYOUTS, build
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -39,15 +38,6 @@ def export(model, out, *flags):
     done = json.loads(bertforge_ok("export", model, "--out", out, "--json", *flags).stdout)
     assert (out / GRAPH).is_file() and json.loads((out / "config.json").read_text())[EXPORT_KEY]["format"] == "onnx"
     return done
-
-
-def randomised(model):
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.normal_(0.0, 0.2)
-    return model.eval()
 
 
 @pytest.mark.parametrize("name", [*LAYOUTS, *DISCRIMINATORS])

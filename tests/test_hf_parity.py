@@ -20,7 +20,7 @@ from bertforge.tokenizer import load_tokenizer, save_tokenizer
 from bertforge.training.continued import continued_configs
 from bertforge.training.trainer import Trainer
 
-from conftest import assert_fill_mask_is_the_pipeline, needs, prepared_data
+from conftest import assert_fill_mask_is_the_pipeline, needs, prepared_data, randomised
 
 HF_CONFIGS = [
     dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
@@ -170,16 +170,6 @@ VARIANTS = [
     {"position_embedding": "sinusoidal"},
     {"norm_style": "pre", "position_embedding": "sinusoidal"},
 ]
-
-
-def randomised(model):
-    """Every trainable parameter random (biases and LayerNorms too), so nothing matches by accident."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.normal_(0.0, 0.2)
-    return model.eval()
 
 
 def real_positions(ours_logits, their_logits, attention_mask):

@@ -27,6 +27,7 @@ from conftest import (
     needs,
     one_line_error,
     prepared_data,
+    randomised,
 )
 
 # Sliding windows of 8 tokens in two layers of three (ModernBERT's pattern), or every layer global with biases.
@@ -39,16 +40,6 @@ SHAPES = {
 def modern_config(vocab_size: int = 100, **overrides) -> ModelConfig:
     shape = dict(vocab_size=vocab_size, hidden_size=32, num_layers=3, num_heads=2, intermediate_size=48)
     return ModelConfig(**{**shape, **MODERN, **overrides})
-
-
-def randomised(model):
-    """Every trainable parameter random (biases and norms too), so nothing matches by accident."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.requires_grad:
-                p.normal_(0.0, 0.2)
-    return model.eval()
 
 
 def padded_batch(vocab: int, seed: int = 1):
