@@ -33,7 +33,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from .config import Key, check_keys
+from .config import Key, check_keys, strings
 from .errors import UserError, one_line
 from .fileio import check_size, read_bounded, read_json, write_json
 
@@ -792,7 +792,7 @@ TOKENIZER_CONFIG = {
     **dict.fromkeys(("do_lower_case", "tokenize_chinese_chars", "add_prefix_space"), Key((bool,), "true or false")),
     "strip_accents": Key((bool,), "true, false or null"),
     "tokenizer_class": Key((str,), "a class name", lambda v: 0 < len(v) <= 100),
-    "model_input_names": Key((list,), "a list of names", lambda v: len(v) <= 8 and all(isinstance(n, str) for n in v)),
+    "model_input_names": Key((list,), "a list of names", lambda v: len(v) <= 8 and strings(v)),
     "model_type": Key((str,), "a model type", lambda v: len(v) <= 100),
     **{f"{role}_token": Key((str, dict), "a token's text", _token) for role in (*ROLES, "bos", "eos")},
 }

@@ -29,7 +29,6 @@ from ..tokenizer import (
     TOKENIZER_FILES,
     has_tokenizer,
     hf_tokenizer_class,
-    highest_id,
     load_tokenizer,
     max_input_length,
     save_tokenizer,
@@ -427,12 +426,6 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
     trained with the model (its ids mean other words): both are refused. A table padded to a round size for
     speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted."""
     size = tokenizer.get_vocab_size()
-    top, token = highest_id(tokenizer)
-    if top >= vocab_size and size <= vocab_size:  # a gap in its ids (one moved to 5000) hides behind a size that fits
-        raise UserError(
-            f"{where}: the tokenizer gives {token!r} id {top:,}, past the model's {vocab_size:,}-row embedding "
-            "table; they were not trained together"
-        )
     if size > vocab_size or size <= vocab_size - VOCAB_PADDING:
         raise UserError(
             f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "
