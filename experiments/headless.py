@@ -28,6 +28,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from continued_arms import bertforge, task_text  # noqa: E402
 
+from bertforge.engine.checkpoint import checkpoint_dirs, checkpoint_step  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from common import machine_description  # noqa: E402
 
@@ -107,8 +109,8 @@ def drift_arm(model: Path, data: Path, out: Path, warmup: int, lr: str, texts: P
         folder = run / "checkpoints" / f"step_{step:06d}"
         cosine, rank = drift(base, vectors(folder, texts, out / f"{name}_{steps}.npy"))
         rows.append(f"| {warmup} | {steps} | {cosine:.3f} | {rank:.3f} | {accuracy.get(step, float('nan')):.3f} |")
-    for checkpoint in (run / "checkpoints").glob("step_*"):  # 90 MB each: the vectors are what is kept
-        if int(checkpoint.name.split("_")[1]) not in (warmup + s for s in ENCODER_STEPS):
+    for checkpoint in checkpoint_dirs(run):  # 90 MB each: the vectors are what is kept
+        if checkpoint_step(checkpoint) not in (warmup + s for s in ENCODER_STEPS):
             shutil.rmtree(checkpoint)
     if warmup:  # the encoder as released, read through its warmed-up head
         rows.append(f"| {warmup} | 0 | 1.000 | 1.000 | {accuracy.get(warmup, float('nan')):.3f} |")

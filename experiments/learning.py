@@ -52,7 +52,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # common.py: the machine line
-from bertforge.engine.checkpoint import checkpoint_dirs  # noqa: E402
+from bertforge.engine.checkpoint import checkpoint_dirs, checkpoint_step  # noqa: E402
 from bertforge.engine.metrics import read_metrics  # noqa: E402
 from bertforge.formats.corpus import read_paragraphs  # noqa: E402
 from bertforge.formats.text import split_sentences
@@ -398,7 +398,7 @@ def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str,
     seconds = calibration_of(out, arm)["seconds_per_step"]
     rows = []
     for checkpoint in checkpoint_dirs(run):
-        step = int(checkpoint.name.split("_")[1])
+        step = checkpoint_step(checkpoint)
         if (checkpoint / GENERATOR_DIR).is_dir():  # ELECTRA: only its generator fills in blanks
             checkpoint = checkpoint / GENERATOR_DIR
         evaluation = evaluate_model(checkpoint, [str(data)], max_batches=50, layout="none")

@@ -33,7 +33,12 @@ def checkpoint_dirs(run_dir: Path) -> list[Path]:
     if not directory.is_dir():
         return []
     found = [p for p in directory.iterdir() if p.is_dir() and STEP_DIR.match(p.name)]
-    return sorted(found, key=lambda p: int(STEP_DIR.match(p.name).group(1)))
+    return sorted(found, key=checkpoint_step)
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    """The step a checkpoint directory (step_NNNNNN) was saved at."""
+    return int(STEP_DIR.match(checkpoint.name).group(1))
 
 
 def remove_stale_temporaries(run_dir: Path) -> None:

@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 from ..data.directory import SPLITS, check_split, read_meta
 from ..data.instances import fixed_batches, pretraining_dataset
 from ..data.masking import MaskingCollator, MaskingConfig, packed_documents, thin_masks
-from ..engine.checkpoint import all_finite, checkpoint_dirs, intact_checkpoint
+from ..engine.checkpoint import all_finite, checkpoint_dirs, checkpoint_step, intact_checkpoint
 from ..engine.hardware import PeakMeter
 from ..engine.metrics import MetricsLog, read_metrics
 from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
@@ -377,7 +377,7 @@ class Trainer:
                 if isinstance(error, TrainingFailed) and self.log is not None and last:
                     # the run is its last checkpoint: the failed steps' rows go with their weights (a run that
                     # never saved keeps them, the one record of how it diverged, until it is started again)
-                    self.log.truncate(int(last[-1].name.split("_")[1]))
+                    self.log.truncate(checkpoint_step(last[-1]))
                 raise
             finally:
                 stop_workers(batches)
