@@ -77,7 +77,7 @@ def parse_grid(specs: list[str]) -> dict[str, list[Any]]:
             axes[name] = [_preset(v) if name == "preset" else parse_field(OWNER[name], name, v) for v in texts]
         except UserError as e:
             raise UserError(f"--grid {e}") from None
-        twice = next((v for i, v in enumerate(axes[name]) if v in axes[name][:i]), None)
+        twice = _first_repeat(axes[name])
         if twice is not None:
             raise UserError(f"--grid {name}: the value {twice!r} is given twice")
     if not axes:
@@ -103,6 +103,11 @@ def with_seeds(
     first = fixed.get("seed", 0)
     rest = {k: v for k, v in fixed.items() if k != "seed"}
     return {**axes, "seed": list(range(first, first + seeds))}, rest
+
+
+def _first_repeat(items: list[Any]) -> Any:
+    """The first item equal to one before it, None if none is (values may be unhashable: compared by ==)."""
+    return next((item for i, item in enumerate(items) if item in items[:i]), None)
 
 
 def grid_points(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -173,8 +178,8 @@ def run_sweep(
     check_not_inputs({"--out": out}, {"--data": data})
     points = grid_points(axes)
     names = [run_name(point) for point in points]
-    if len(set(names)) < len(names):
-        same = next(name for i, name in enumerate(names) if name in names[:i])
+    same = _first_repeat(names)
+    if same is not None:
         raise UserError(f"--grid: two grid points would share the run directory {same}; give values that differ")
     threads = max(1, (os.cpu_count() or 1) // parallel)
     pending = []
