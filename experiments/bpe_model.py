@@ -11,7 +11,7 @@ import sys
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from bertforge import BertForPreTraining, ModelConfig, save_model
-from bertforge.model.config import MODERNBERT_SHAPE
+from bertforge.families import MODERNBERT_SHAPE
 
 corpus, out = sys.argv[1], sys.argv[2]
 lines = [line for line in open(corpus, encoding="utf-8").read(20_000_000).split("\n") if line.strip()]

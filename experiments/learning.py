@@ -57,7 +57,7 @@ from bertforge.engine.metrics import read_metrics  # noqa: E402
 from bertforge.formats.corpus import read_paragraphs  # noqa: E402
 from bertforge.formats.text import split_sentences
 from bertforge.inference import load  # noqa: E402
-from bertforge.model.directory import pretraining_info  # noqa: E402
+from bertforge.model.directory import read_model_files  # noqa: E402
 from bertforge.model.electra import GENERATOR_DIR  # noqa: E402
 from bertforge.plots import save_figure, subplots  # noqa: E402
 from bertforge.studies.replicates import aligned, median_range  # noqa: E402
@@ -412,7 +412,7 @@ def score_run(arm: str, seed: int, out: Path, data: Path, cloze: list[tuple[str,
                 **cloze_scores(checkpoint, cloze),
             }
         )
-        pair = pretraining_info(checkpoint).get("pair_objective", "none")
+        pair = read_model_files(checkpoint).pretraining.get("pair_objective", "none")
         if pair != "none":  # the pair head, judged on held-out pairs laid out as it was trained
             rows[-1]["pair_acc"] = evaluate_model(checkpoint, [str(data)], max_batches=50)[f"{pair}_acc"]
         print(

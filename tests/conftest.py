@@ -28,7 +28,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 from bertforge import BertForPreTraining, ModelConfig
 from bertforge.engine.checkpoint import checkpoint_dirs
-from bertforge.model.config import MODERNBERT_SHAPE
+from bertforge.families import MODERNBERT_SHAPE
 from bertforge.model.directory import save_model
 from bertforge.tokenizer import train_tokenizer
 

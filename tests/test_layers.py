@@ -21,6 +21,7 @@ PACKAGE = ROOT / "src" / "bertforge"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: the user-error type, labels, tables, progress", ["errors", "labels", "display", "progress"]),
     ("foundations: atomic writes, locks; typed, documented configs; records by name", ["fileio", "config", "registry"]),
+    ("foundations: the Hugging Face model families, one record each (no torch)", ["families"]),
     ("foundations: tokenizers", ["tokenizer"]),
     ("reading documents from every input format (no torch)", ["formats"]),
     ("prepared data, instances and masking; the network and model directories; devices, precision, processes, "
@@ -128,7 +129,7 @@ def test_the_layering_test_can_fail(tmp_path):
     # Planted in a copy of the package: in the package itself, a test on another worker would meet the file.
     copy = shutil.copytree(PACKAGE, tmp_path / "bertforge", ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "training" / "planted.py").write_text("from ..tasks.finetune import finetune\n")  # the same layer
-    assert upward_imports(copy) == ["training.planted (layer 6) imports tasks.finetune (layer 6)"]
+    assert upward_imports(copy) == ["training.planted (layer 7) imports tasks.finetune (layer 7)"]
 
 
 def test_formats_and_prepare_never_import_torch():

@@ -7,9 +7,10 @@ import dataclasses
 
 import pytest
 
+from bertforge import families
 from bertforge.errors import UserError
 from bertforge.formats import catalog
-from bertforge.model import families, variants
+from bertforge.model import variants
 from bertforge.registry import Registry, resolve
 from bertforge.tasks import registry as tasks
 

@@ -4,6 +4,7 @@ The package is in layers, each a folder that imports only from the layers below 
 
     errors, fileio, config, ...   foundations: the user-error type, atomic writes, typed configs, the one
                                   registry of records by name, tokenizers
+    families/                     the Hugging Face model families, one record each: the home of their facts
     formats/                      reading documents from every input format (no torch)
     data/                         prepare, the data directory, pre-training instances, masking
     model/                        the network, its heads and variants, Hugging Face layouts, model directories

@@ -121,6 +121,9 @@ class Key:
     check: Callable[[Any], bool] | None = None
 
 
+FLAG = Key((bool,), "true or false")  # a switch, in every file's schema
+
+
 def check_keys(values: dict[str, Any], schema: dict[str, Key], source: str) -> None:
     """Every key of `schema` that `values` holds (and not as null) holds what it must: one line naming the file,
     the key and what it holds otherwise."""

@@ -79,8 +79,12 @@ def check_size(path: str | Path, kind: str) -> None:
 def read_json(path: str | Path, kind: str = "config") -> Any:
     """A JSON file another program wrote: bounded in size (`read_bounded`), in nesting (Python's parser stops at
     its recursion limit) and in the digits of a number; anything else wrong with it is one line naming the file."""
-    path = Path(path)
-    data = read_bounded(path, kind)
+    return parse_json(read_bounded(Path(path), kind), Path(path), kind)
+
+
+def parse_json(data: bytes, path: Path, kind: str = "config") -> Any:
+    """`read_json`'s parsing, of a file's bytes read already (`read_bounded`): for a file that is kept as it was
+    as well as read (a sentence-transformers module's), so that it is opened once."""
 
     def bounded_int(text: str) -> int:
         if len(text.lstrip("-")) > MAX_JSON_DIGITS:

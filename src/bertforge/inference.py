@@ -28,7 +28,7 @@ from .display import Record, markdown_table
 from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
 from .model.bert import BertForPreTraining
-from .model.directory import electra_generator, load_model_and_tokenizer, pretraining_info, resolve_model_dir
+from .model.directory import electra_generator, load_model_and_tokenizer, read_model_files
 from .model.heads import pool
 from .model.onnx import OnnxModel
 from .model.origin import Origin, read_origin
@@ -94,15 +94,13 @@ class Bert:
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
-        directory = resolve_model_dir(path)
-        info = pretraining_info(directory)
+        files = read_model_files(path)
+        info = files.pretraining
         discriminator = info.get("objective") == "electra"  # it embeds, and fills in nothing
-        directory, model, tokenizer = load_model_and_tokenizer(
-            path, trust_pickle=trust_pickle, keep_heads=not discriminator
-        )
-        generator = electra_generator(directory, info) if discriminator else None
+        _, model, tokenizer = load_model_and_tokenizer(files, trust_pickle=trust_pickle, keep_heads=not discriminator)
+        generator = electra_generator(files.directory, info) if discriminator else None
         pair = info.get("pair_objective", "nsp")
-        return cls(model, tokenizer, device, pair, precision, read_origin(directory), generator)
+        return cls(model, tokenizer, device, pair, precision, read_origin(files), generator)
 
     def _check_heads(self, what: str, head: str = "mlm") -> None:
         """Refuse to answer from a head the model does not have (it would be new random weights), saying why it

@@ -33,36 +33,14 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from .config import Key, check_keys, strings
+from .config import FLAG, Key, check_keys, strings
 from .errors import UserError, one_line
+from .families import BERT_SPECIALS, ROLES, tokenizer_specials
 from .fileio import check_size, read_bounded, read_json, write_json
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+PAD, UNK, CLS, SEP, MASK = (BERT_SPECIALS[role] for role in ROLES)  # the tokenizers bertforge trains carry BERT's
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # [PAD] is id 0
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
-ROLES = ("pad", "unk", "cls", "sep", "mask")
-BERT_SPECIALS = dict(zip(ROLES, SPECIAL_TOKENS))  # the tokenizers bertforge trains, and BERT's
-ROBERTA_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
-# The special tokens of `transformers`' tokenizer classes when a directory's files name none (roberta-base has no
-# tokenizer_config.json): by the class tokenizer_config.json names, else by the model type config.json names, as
-# AutoTokenizer picks the class.
-CLASS_SPECIALS = {
-    "Bert": BERT_SPECIALS,
-    "DistilBert": BERT_SPECIALS,
-    "Electra": BERT_SPECIALS,
-    "Roberta": ROBERTA_SPECIALS,
-    "XLMRoberta": ROBERTA_SPECIALS,
-    "Camembert": ROBERTA_SPECIALS,
-}
-MODEL_TYPE_TOKENIZERS = {
-    "bert": "Bert",
-    "distilbert": "DistilBert",
-    "electra": "Electra",
-    "roberta": "Roberta",
-    "roberta-prelayernorm": "Roberta",
-    "xlm-roberta": "XLMRoberta",
-    "camembert": "Camembert",
-}
 
 
 @dataclass(frozen=True)
@@ -479,8 +457,9 @@ def _as_released(tokenizer):
     return copy
 
 
-def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
-    """Load a directory's tokenizer with its special tokens found by their role (`special_roles`): tokenizer.json;
+def load_tokenizer(directory: str | Path, model_config: dict | None = None) -> LoadedTokenizer:
+    """Load a directory's tokenizer with its special tokens found by their role (`special_roles`; `model_config`:
+    the directory's config.json where the caller has read it, else read here for its model type): tokenizer.json;
     else the files released models still ship without one: a bare vocab.txt (BERT's WordPiece), vocab.json and
     merges.txt (RoBERTa's byte-level BPE), or a SentencePiece model (XLM-R's, converted by `transformers` where it
     is installed). A run directory's is its model's (run/model/), so `prepare --tokenizer RUN` reads text for
@@ -489,7 +468,9 @@ def load_tokenizer(directory: str | Path) -> LoadedTokenizer:
     if not has_tokenizer(directory) and has_tokenizer(directory / "model"):
         directory = directory / "model"
     hf_config = _read_json(directory / "tokenizer_config.json", "tokenizer_config")
-    specials = special_roles(directory, hf_config)
+    if model_config is None:
+        model_config = _read_json(directory / "config.json") or {}
+    specials = special_roles(directory, hf_config, model_config.get("model_type"))
     path, sentencepiece = directory / "tokenizer.json", _sentencepiece_file(directory)
     if path.is_file():
         check_size(path, "tokenizer")
@@ -611,15 +592,13 @@ def _check_roles(specials: dict[str, str], path: Path) -> None:
             )
 
 
-def special_roles(directory: Path, hf_config: dict | None) -> dict[str, str]:
+def special_roles(directory: Path, hf_config: dict | None, model_type: Any) -> dict[str, str]:
     """role -> token text for the tokenizer in `directory`, as `transformers` finds them: tokenizer_config.json's
     `pad_token`, `cls_token`, ..., overridden by special_tokens_map.json's; a role neither names is the default
-    of the tokenizer class tokenizer_config.json names, or that config.json's model type uses (roberta-base's
+    of the tokenizer class tokenizer_config.json names, or that the model type (config.json's) uses (roberta-base's
     `<s> </s> <mask>` has no tokenizer_config.json); with neither, BERT's."""
     named = {**(hf_config or {}), **(_read_json(directory / "special_tokens_map.json") or {})}
-    model_type = (_read_json(directory / "config.json") or {}).get("model_type")
-    class_name = str(named.get("tokenizer_class") or MODEL_TYPE_TOKENIZERS.get(model_type, "Bert"))
-    defaults = CLASS_SPECIALS.get(class_name.removesuffix("Fast").removesuffix("Tokenizer"), BERT_SPECIALS)
+    defaults = tokenizer_specials(named.get("tokenizer_class"), model_type)  # the family's (families/)
     specials = {}
     for role in ROLES:
         value = named.get(f"{role}_token")
@@ -789,7 +768,7 @@ def _token(value: Any) -> bool:
 # What bertforge reads of tokenizer_config.json and special_tokens_map.json (the model's config.json is schema.py's)
 TOKENIZER_CONFIG = {
     "model_max_length": Key((int, float), "a positive number", lambda v: v > 0),
-    **dict.fromkeys(("do_lower_case", "tokenize_chinese_chars", "add_prefix_space"), Key((bool,), "true or false")),
+    **dict.fromkeys(("do_lower_case", "tokenize_chinese_chars", "add_prefix_space"), FLAG),
     "strip_accents": Key((bool,), "true, false or null"),
     "tokenizer_class": Key((str,), "a class name", lambda v: 0 < len(v) <= 100),
     "model_input_names": Key((list,), "a list of names", lambda v: len(v) <= 8 and strings(v)),

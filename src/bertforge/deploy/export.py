@@ -32,6 +32,7 @@ from torch import nn
 
 from ..data.batching import TextBatcher, length_buckets
 from ..errors import UserError
+from ..families import family_of
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
 from ..model.bert import BertForPreTraining
 from ..model.card import CARD, card_with_section
@@ -40,12 +41,10 @@ from ..model.directory import (
     check_vocab,
     label_names,
     load_model,
-    pretraining_heads,
-    read_config,
+    read_model_files,
     resolve_model_dir,
 )
 from ..model.electra import BertForReplacedTokenDetection
-from ..model.families import family_of
 from ..model.heads import (
     BertForMultipleChoice,
     BertForQuestionAnswering,
@@ -54,7 +53,7 @@ from ..model.heads import (
     BertForTokenClassification,
     pool,
 )
-from ..model.hf import OWN_MODEL_TYPE, config_from_hf
+from ..model.hf import OWN_MODEL_TYPE
 from ..model.onnx import (
     CHOICE,
     ENCODER,
@@ -186,14 +185,13 @@ def export_model(
     check_output_dir(out, overwrite, "an exported model", out.is_dir() and is_exported(out))
     if is_exported(directory):
         raise UserError(f"{directory} is an exported model already; export the PyTorch model it came from")
-    raw = read_config(directory)
-    config = config_from_hf(raw, str(directory / "config.json"))
-    origin = read_origin(directory)
-    answers, cls, kwargs = what_it_answers(directory, raw, config, origin)
-    if answers == MASKED_LM and "mlm" not in pretraining_heads(directory, config):
+    files = read_model_files(directory)
+    config, origin = files.config, read_origin(files)
+    answers, cls, kwargs = what_it_answers(directory, files.raw, config, origin)
+    if answers == MASKED_LM and "mlm" not in files.heads:
         raise UserError(f"{origin.describes} has no trained masked-LM head to export")
-    model = load_model(cls, directory, trust_pickle, keep_heads=answers != ENCODER, **kwargs).float().eval()
-    tokenizer = load_tokenizer(directory)
+    model = load_model(cls, files, trust_pickle, keep_heads=answers != ENCODER, **kwargs).float().eval()
+    tokenizer = load_tokenizer(directory, files.raw)
     check_vocab(tokenizer, config.vocab_size, str(directory))
     graph = Graph(model, answers, origin)
     segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
@@ -212,7 +210,7 @@ def export_model(
             )
         made = Export(out, answers, quantize, inputs, graph.outputs, len(check_texts or SAMPLE_TEXTS), **report)
         made.megabytes = (tmp / GRAPH).stat().st_size / 1e6
-        _write_files(tmp, raw, tokenizer, config, origin, made)
+        _write_files(tmp, files.raw, tokenizer, config, origin, made)
     return made
 
 

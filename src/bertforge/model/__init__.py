@@ -11,7 +11,7 @@ Imports nothing above it; parallelism, compilation and device placement are the 
     dropout       dropout with a cheaper CPU mask
     unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows
     electra       ELECTRA's generator and discriminator, and the discriminator's head
-    hf            our weights and configs to and from transformers' BERT, RoBERTa-PreLayerNorm and ModernBERT
+    hf            our weights and configs as a transformers family's and back, through its record (families/)
     directory     model directories: saved whole, loaded checked, ours or transformers'
     sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
     origin        what a model read from a directory goes back out with: its class, modules and card
@@ -19,5 +19,4 @@ Imports nothing above it; parallelism, compilation and device placement are the 
     card          the model card (README.md) of every model directory
     vocabulary    a model's vocabulary grown by whole words, new rows at the mean of their old pieces
     onnx          an exported model, served by ONNX Runtime in the PyTorch model's place
-    families/     the transformers families bertforge reads and writes, a record each
 """

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..families import family_of
 from .config import ModelConfig
-from .families import family_of
-from .hf import needs_remote_code
+from .hf import transformers_support
 
 CARD = "README.md"
 
@@ -58,19 +58,26 @@ BERTFORGE_USE = {
 def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | None = None) -> str:
     """The card of a model of `config` saved as `architecture` (one of ours: BertForPreTraining, ...)."""
     facts = facts or {}
-    remote = needs_remote_code(config)
-    family = family_of(config).model_type if not remote else "bertforge"
+    support = transformers_support(config)
+    remote = support == "remote"
+    family = family_of(config)
+    tag = family.model_type if not remote else "bertforge"
     front = {
         "library_name": "transformers",
         "pipeline_tag": PIPELINE_TAGS.get(architecture, "feature-extraction"),
         "tags": list(
-            dict.fromkeys(["bertforge", family, *([f"recipe-{facts['recipe']}"] if facts.get("recipe") else [])])
+            dict.fromkeys(["bertforge", tag, *([f"recipe-{facts['recipe']}"] if facts.get("recipe") else [])])
         ),
     }
     if facts.get("language"):
         front["language"] = facts["language"]
     lines = ["---", *(f"{key}: {json.dumps(value)}" for key, value in front.items()), "---", ""]
-    lines += [f"# {_title(architecture, facts)}", "", *_architecture(config, family, facts), ""]
+    saved_as = {
+        "native": f"`transformers`' {family.title} ({family.hf_architecture(architecture)})",
+        "remote": f"{family.title} with its own `transformers` code (modeling_bertforge.py)",
+        "none": "bertforge's own (no `transformers` class computes it)",
+    }[support]
+    lines += [f"# {_title(architecture, facts)}", "", *_architecture(config, saved_as, facts), ""]
     for section in (_corpus(facts), _training(facts), _held_out(facts), _fine_tuning(facts)):
         if section:
             lines += [*section, ""]
@@ -149,7 +156,7 @@ def _title(architecture: str, facts: dict[str, Any]) -> str:
     return "A BERT pre-trained from scratch with bertforge"
 
 
-def _architecture(config: ModelConfig, family: str, facts: dict[str, Any]) -> list[str]:
+def _architecture(config: ModelConfig, saved_as: str, facts: dict[str, Any]) -> list[str]:
     activation = config.hidden_act.upper()
     feed_forward = (
         f"{'Ge' if activation == 'GELU' else activation}GLU" if config.feed_forward_kind.gated else activation
@@ -163,7 +170,7 @@ def _architecture(config: ModelConfig, family: str, facts: dict[str, Any]) -> li
     pair = facts.get("pair_objective")
     if pair and pair != "none":
         objectives += f" + {pair}"
-    lines = [f"- architecture: {shape}; saved as `transformers`' {family}"]
+    lines = [f"- architecture: {shape}; saved as {saved_as}"]
     if facts.get("recipe") and facts.get("task"):
         lines.append(f"- pre-trained with the `{facts['recipe']}` recipe")
     elif facts.get("recipe"):

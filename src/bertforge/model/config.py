@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import Configurable, check_choices, documented, require
 from ..errors import UserError
+from ..families import FAMILIES
 from .variants import (
     ATTENTION_BIASES,
     FEED_FORWARDS,
@@ -65,19 +66,6 @@ ARCHITECTURE_FIELDS = (
     "embedding_size",
     "pooler_activation",
 )
-
-
-# ModernBERT's shape (Warner et al. 2024), whatever its sizes, biases and windows: what `transformers`' own
-# ModernBERT classes compute, so a model of this shape is saved as one (hf.is_modernbert) and one read back has it.
-MODERNBERT_SHAPE = {
-    "norm_style": "pre",
-    "position_embedding": "rotary",
-    "attention_bias": "none",
-    "feed_forward": "glu",
-    "type_vocab_size": 0,
-    "first_attention_norm": False,
-    "task_head": "transform",
-}
 
 
 # The largest of each size a model directory may ask for: a config.json is input, and one asking for two billion
@@ -163,9 +151,9 @@ class ModelConfig(Configurable):
     )
     family: str = documented(
         "",
-        "the transformers model family the model is saved as (bert, roberta, xlm-roberta, camembert, distilbert, "
-        "electra, modernbert, roberta-prelayernorm): a model read from a directory keeps its own; empty: chosen "
-        "by its shape (bert; roberta-prelayernorm for pre-LN; modernbert for ModernBERT's)",
+        f"the transformers model family the model is saved as ({', '.join(FAMILIES)}): a model read from a "
+        "directory keeps its own; empty: chosen by its shape (bert; roberta-prelayernorm for pre-LN; modernbert for "
+        "ModernBERT's)",
     )
     embedding_size: int = documented(
         0,

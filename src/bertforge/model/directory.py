@@ -1,8 +1,9 @@
 """Model directories: a Hugging Face BERT directory (config.json, model.safetensors, tokenizer files, README.md).
 
     save_model(model, directory, tokenizer)   written atomically as a whole, with its model card
+    read_model_files(path)                    a run or model directory read once: config, family, weights' index
     load_model(cls, directory)                any such directory, ours or written by `transformers`
-    load_weights(model, directory)            its weights into a model built already (continued pre-training)
+    load_weights(model, files)                its weights into a model built already (continued pre-training)
     load_model_and_tokenizer(path)            a run or model directory, vocabularies checked against each other
 
 We never unpickle what a user hands us: weights are safetensors, and a
@@ -11,9 +12,12 @@ pickle-only directory is refused unless the user says they trust it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import warnings
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +27,12 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
 from ..errors import UserError, one_line
+from ..families import Family, encoder_has_pooler, family_of
 from ..fileio import asset_path, atomic_directory, read_json, write_json
 from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
+    LoadedTokenizer,
     has_tokenizer,
     hf_tokenizer_class,
     load_tokenizer,
@@ -37,7 +43,6 @@ from ..tokenizer import (
 from .bert import BertForPreTraining
 from .card import CARD, card_with_section, model_card
 from .config import ModelConfig
-from .families import encoder_has_pooler, family_of
 from .heads import BertForSentenceEmbedding
 from .hf import (
     HEAD_PREFIXES,
@@ -129,7 +134,10 @@ def label_names(directory: Path, config: dict[str, Any], what: str) -> list[str]
 WEIGHT_DTYPES = ("F16", "BF16", "F32", "F64")
 
 
-def weight_index(directory: Path) -> dict[str, tuple[tuple[int, ...], str]] | None:
+WeightIndex = dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype), from a safetensors header
+
+
+def weight_index(directory: Path) -> WeightIndex | None:
     """name -> (shape, dtype) of every tensor in model.safetensors, from its header alone (safetensors bounds the
     header and checks its offsets against the file); None for a pickle-only directory."""
     path = directory / "model.safetensors"
@@ -141,6 +149,78 @@ def weight_index(directory: Path) -> dict[str, tuple[tuple[int, ...], str]] | No
             return {name: (tuple(piece.get_shape()), piece.get_dtype()) for name, piece in slices.items()}
     except (SafetensorError, OSError, ValueError) as e:
         raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model directory read once, in one pass: config.json (checked by the schema) as its family reads it, and the
+    names, shapes and dtypes of its weights from the safetensors header, no tensor yet. What the directory holds
+    (its pre-training heads, its pooler, how it was pre-trained) is asked of this record, from the family's names
+    for those parts, so that loading a model and its tokenizer opens each file once."""
+
+    directory: Path
+    raw: dict[str, Any]  # config.json as written
+    config: ModelConfig  # as the model's family reads it
+    index: WeightIndex | None  # None: a pickle-only directory, or an export
+
+    @property
+    def family(self) -> Family:
+        return family_of(self.config)
+
+    @property
+    def architecture(self) -> str:
+        """The class config.json names, as its family names it ("" where it names none)."""
+        named = self.raw.get("architectures")
+        first = named[0] if isinstance(named, list) and named else ""
+        return first if isinstance(first, str) else ""
+
+    @cached_property
+    def heads(self) -> frozenset[str]:
+        """Which pre-training heads ("mlm", "nsp") the weights hold: a fine-tuned classifier kept neither, a released
+        encoder (BertModel) has neither, and a model loaded from it would answer from freshly initialised ones. The
+        masked LM by its decoder's bias, the next-sentence head by its own name, as the family names them."""
+        if self.index is None:
+            return frozenset(PRETRAINING_HEADS)  # a pickle the user trusted: loading it finds any head it lacks
+        markers = {"mlm": self.family.params["mlm_head.bias"], "nsp": self.family.modules.get("nsp_head")}
+        return frozenset(head for head, marker in markers.items() if marker and self._holds(marker))
+
+    @cached_property
+    def pooler(self) -> bool:
+        """Whether the weights hold the pooler of the family's bare encoder (BertModel's, RobertaModel's)."""
+        if self.index is None or not encoder_has_pooler(self.config):
+            return False
+        return self._holds(self.family.modules["bert.pooler"])
+
+    @cached_property
+    def pretraining(self) -> dict[str, Any]:
+        """What pre-training recorded about the model: its pair objective (nsp, sop or none), and for an ELECTRA
+        discriminator its objective ("electra") and where its generator is.
+
+        A directory from elsewhere says by its class, as its family names the classes that tell
+        (`Family.pretraining_classes`: BertForPreTraining had a next-sentence head, ElectraForPreTraining is a
+        discriminator, any other class MLM alone); without a class named, it has a next-sentence head exactly when
+        its weights hold one."""
+        recorded = self.raw.get(PRETRAINING_KEY)
+        if recorded is not None:
+            return recorded
+        if self.architecture:
+            return dict(self.family.pretraining_classes.get(self.architecture, {"pair_objective": "none"}))
+        return {"pair_objective": "nsp" if "nsp" in self.heads else "none"}
+
+    def _holds(self, part: str) -> bool:
+        """Whether the index holds the family's `part` (a parameter, or a module's weights): under the encoder's
+        prefix, or, in a bare encoder's own file (BertModel's), without it."""
+        body = self.family.body + "."
+        forms = (part, part.removeprefix(body)) if part.startswith(body) else (part,)
+        return any(name == form or name.startswith(form + ".") for name in self.index for form in forms)
+
+
+def read_model_files(path: str | Path) -> ModelFiles:
+    """A run or model directory (`resolve_model_dir`), read once: config.json through the schema and its family,
+    and the safetensors header (none of the tensors)."""
+    directory = resolve_model_dir(path)
+    raw = read_config(directory)
+    return ModelFiles(directory, raw, config_from_hf(raw, str(directory / "config.json")), weight_index(directory))
 
 
 def read_weights(directory: Path, trust_pickle: bool = False, model=None, index=None) -> dict[str, torch.Tensor]:
@@ -173,7 +253,7 @@ def read_weights(directory: Path, trust_pickle: bool = False, model=None, index=
     raise UserError(f"{directory}: no model.safetensors")
 
 
-def check_index(directory: Path, index: dict[str, tuple[tuple[int, ...], str]], model) -> None:
+def check_index(directory: Path, index: WeightIndex, model) -> None:
     """A safetensors header against the model its tensors are for, before one is read: every name one of the
     family's (an unknown tensor, however large, is refused unread), every weight stored as a float, and every
     shape the model's own. The names are mapped as the tensors will be (hf.from_hf_state_dict), on the meta device."""
@@ -198,60 +278,45 @@ def check_index(directory: Path, index: dict[str, tuple[tuple[int, ...], str]], 
             )
 
 
-def load_model(cls, directory: str | Path, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs):
-    """Build `cls` from a model directory, in eval mode (its weights as `load_weights` puts them). A pre-training
-    model gets a next-sentence head where the directory has one (BertForPreTraining's), none where it has not
-    (a masked LM's). Nothing it asks for is allocated before its size is checked against the file's."""
-    directory = Path(directory)
-    if not directory.is_dir():
+def load_model(
+    cls, directory: str | Path | ModelFiles, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs
+):
+    """Build `cls` from a model directory (its path, or its files read already: `read_model_files`), in eval mode
+    (its weights as `load_weights` puts them). A pre-training model gets a next-sentence head where the directory
+    has one (BertForPreTraining's), none where it has not (a masked LM's). Nothing it asks for is allocated before
+    its size is checked against the file's."""
+    if not isinstance(directory, ModelFiles) and not Path(directory).is_dir():
         raise UserError(f"{directory}: no such model directory")
-    config = config_from_hf(read_config(directory), str(directory / "config.json"))
-    index = weight_index(directory)  # the safetensors header alone: None for a pickle or an export
+    files = directory if isinstance(directory, ModelFiles) else read_model_files(directory)
+    directory, config, index = files.directory, files.config, files.index
     if is_exported(directory) and index is None:  # `bertforge export`'s: ONNX Runtime serves it
         return OnnxModel(directory, cls, config, **model_kwargs)
-    check_shapes(directory, config)
-    weights = read_weights(directory, trust_pickle) if index is None else None  # a trusted pickle: read first
-    sizes = {name: shape for name, (shape, _) in index.items()} if index else {k: t.shape for k, t in weights.items()}
-    check_parameters(directory, config, sum(math.prod(shape) for shape in sizes.values()))
+    check_shapes(files)
+    weights = None
+    if index is None:  # a trusted pickle: its tensors are read first, and their names and shapes are its index
+        weights = read_weights(directory, trust_pickle)
+        files = dataclasses.replace(files, index={k: (tuple(t.shape), "pickled") for k, t in weights.items()})
+    check_parameters(directory, config, sum(math.prod(shape) for shape, _ in files.index.values()))
     if cls is BertForPreTraining and keep_heads and "pair_head" not in model_kwargs:
-        marker = family_of(config).modules.get("nsp_head")
-        model_kwargs["pair_head"] = bool(marker) and any(name.endswith(marker + ".weight") for name in sizes)
-        model_kwargs["pooler"] = holds_pooler(sizes, config)  # a released encoder's, kept to be saved again
+        model_kwargs["pair_head"] = "nsp" in files.heads
+        model_kwargs["pooler"] = files.pooler  # a released encoder's, kept to be saved again
     model = cls(config, **model_kwargs)
     weights = weights if weights is not None else read_weights(directory, trust_pickle, model, index)
     check_finite(directory, weights)
-    load_weights(model, directory, trust_pickle, keep_heads, weights=weights)
+    load_weights(model, files, trust_pickle, keep_heads, weights=weights)
     return model.eval()
 
 
-def holds_pooler(names, config: ModelConfig) -> bool:
-    """Whether weights of these names hold the pooler of the family's bare encoder (BertModel's, RobertaModel's),
-    under the encoder's prefix or, in a bare encoder's own file, without it."""
-    if not encoder_has_pooler(config):
-        return False
-    pooler = family_of(config).modules["bert.pooler"] + ".weight"
-    bare = pooler.split(".", 1)[1]
-    return any(name == pooler or name == bare for name in names)
-
-
-def check_shapes(directory: Path, config: ModelConfig) -> None:
+def check_shapes(files: ModelFiles) -> None:
     """The token table's shape in the weights' index against config.json, before a model of that config is built:
     a config that disagrees with its weights is refused without allocating what it asks for."""
-    weights = directory / "model.safetensors"
-    if not weights.is_file():
-        return
-    table = family_of(config).modules["bert.embeddings.token"] + ".weight"
-    try:
-        with safe_open(str(weights), framework="pt") as f:
-            tables = [name for name in f.keys() if name == table or name == table.split(".", 1)[1]]
-            shape = tuple(f.get_slice(tables[0]).get_shape()) if tables else None
-    except (SafetensorError, OSError) as e:
-        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
-    if shape is not None and shape != (config.vocab_size, config.embedding_width):
+    config, table = files.config, files.family.modules["bert.embeddings.token"] + ".weight"
+    shapes = [shape for name, (shape, _) in (files.index or {}).items() if name in (table, table.split(".", 1)[1])]
+    if shapes and shapes[0] != (config.vocab_size, config.embedding_width):
         width = "embedding_size" if config.embedding_size else "hidden_size"
         raise UserError(
-            f"{directory}: weights do not match config.json (the token table is {shape[0]} x {shape[1]}; "
-            f"config.json says vocab_size {config.vocab_size}, {width} {config.embedding_width})"
+            f"{files.directory}: weights do not match config.json (the token table is {shapes[0][0]} x "
+            f"{shapes[0][1]}; config.json says vocab_size {config.vocab_size}, {width} {config.embedding_width})"
         )
 
 
@@ -275,13 +340,14 @@ def check_parameters(directory: Path, config: ModelConfig, held: int) -> None:
 
 def load_weights(
     model,
-    directory: Path,
+    files: ModelFiles,
     trust_pickle: bool = False,
     keep_heads: bool = True,
     longer_positions: bool = False,
     weights: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """A model directory's weights into `model`, whose architecture they must fit.
+    """A model directory's weights (its `files`, as read_model_files read them) into `model`, whose architecture they
+    must fit.
 
     Heads may differ between directory and model (a BertForMaskedLM directory has
     no NSP head; a pre-trained model has no classifier): missing ones start
@@ -292,7 +358,8 @@ def load_weights(
     their own start (BERT's second phase, on longer sequences, learned them so). `weights`: the directory's, if
     read already.
     """
-    weights = weights if weights is not None else read_weights(directory, trust_pickle, model)
+    directory = files.directory
+    weights = weights if weights is not None else read_weights(directory, trust_pickle, model, files.index)
     state, unknown = from_hf_state_dict(weights, model.config)
     own = model.state_dict()
     if longer_positions and POSITIONS in state and POSITIONS in own:
@@ -440,25 +507,30 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
 
 
 def load_model_and_tokenizer(
-    path: str | Path, cls=BertForPreTraining, trust_pickle: bool = False, keep_heads: bool = True, **model_kwargs
-):
-    """(directory, model, tokenizer) from a run or model directory; `keep_heads=False` as for `load_model`."""
-    directory = resolve_model_dir(path)
-    info = pretraining_info(directory) if cls is BertForPreTraining else {}
+    path: str | Path | ModelFiles,
+    cls=BertForPreTraining,
+    trust_pickle: bool = False,
+    keep_heads: bool = True,
+    **model_kwargs,
+) -> tuple[ModelFiles, Any, LoadedTokenizer]:
+    """(the directory's files, model, tokenizer) from a run or model directory (or its files read already), each
+    file read once; `keep_heads=False` as for `load_model`."""
+    files = path if isinstance(path, ModelFiles) else read_model_files(path)
+    info = files.pretraining if cls is BertForPreTraining else {}
     if info.get("objective") == "electra" and keep_heads:
         raise UserError(
-            f"{directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
-            f"masked-LM head; its generator fills in blanks: {electra_generator(directory, info)}"
+            f"{files.directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
+            f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"
         )
-    model = load_model(cls, directory, trust_pickle, keep_heads, **model_kwargs)
-    if not has_tokenizer(directory):
+    model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
+    if not has_tokenizer(files.directory):
         raise UserError(
-            f"{directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
+            f"{files.directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
             "save it with its tokenizer, or copy the tokenizer's files into the directory"
         )
-    tokenizer = load_tokenizer(directory)
-    check_vocab(tokenizer, model.config.vocab_size, str(directory))
-    return directory, model, tokenizer
+    tokenizer = load_tokenizer(files.directory, files.raw)
+    check_vocab(tokenizer, model.config.vocab_size, str(files.directory))
+    return files, model, tokenizer
 
 
 PRETRAINING_HEADS = ("mlm", "nsp")
@@ -471,60 +543,3 @@ def electra_generator(directory: Path, info: dict[str, Any]) -> str:
     if "generator" in info:
         return str(directory / info["generator"])
     return "the generator released with it (an ElectraForMaskedLM directory)"
-
-
-def weight_names(directory: Path) -> list[str] | None:
-    """The names in a directory's model.safetensors, from its index alone; None for a pickle-only directory."""
-    weights = directory / "model.safetensors"
-    if not weights.is_file():
-        return None
-    try:
-        with safe_open(str(weights), framework="pt") as f:
-            return list(f.keys())
-    except (SafetensorError, OSError) as e:
-        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
-
-
-def pretraining_heads(directory: Path, config: ModelConfig) -> set[str]:
-    """Which pre-training heads ("mlm", "nsp") the directory's weights hold: a fine-tuned classifier kept neither,
-    a released encoder (BertModel) has neither, and a model loaded from it would answer from freshly initialised
-    ones. Read from the file's index alone: the masked LM by its decoder's bias, the next-sentence head by its own
-    name."""
-    names = weight_names(directory)
-    if names is None:
-        return set(PRETRAINING_HEADS)  # a pickle the user trusted: loading it finds any head it lacks
-    family = family_of(config)
-    markers = {"mlm": family.params["mlm_head.bias"], "nsp": family.modules.get("nsp_head")}
-    return {
-        head
-        for head, marker in markers.items()
-        if marker and any(name == marker or name.startswith(marker + ".") for name in names)
-    }
-
-
-def pretraining_info(directory: Path) -> dict[str, Any]:
-    """What pre-training recorded about the model: its pair objective (nsp, sop or none), and for an ELECTRA
-    discriminator its objective ("electra") and where its generator is.
-
-    A directory from elsewhere says by its class: `transformers`' BertForPreTraining has an NSP head, a masked LM
-    (BertForMaskedLM, RobertaForMaskedLM, ...) none, and ElectraForPreTraining is a discriminator; without a
-    class named, it has an NSP head exactly when its weights hold one.
-    """
-    config = read_config(directory)
-    info = config.get(PRETRAINING_KEY)
-    if info is not None:
-        return info
-    architecture = (config.get("architectures") or [None])[0]
-    if architecture == "ElectraForPreTraining":
-        return {"objective": "electra", "pair_objective": "none"}
-    if isinstance(architecture, str):
-        return {"pair_objective": "nsp" if architecture == "BertForPreTraining" else "none"}
-    weights = directory / "model.safetensors"
-    if not weights.is_file():
-        return {"pair_objective": "nsp"}
-    try:
-        with safe_open(str(weights), framework="pt") as f:
-            has_head = any(name.startswith("cls.seq_relationship.") for name in f.keys())
-    except (SafetensorError, OSError) as e:
-        raise UserError(f"{weights}: corrupted or truncated safetensors file ({e})") from None
-    return {"pair_objective": "nsp" if has_head else "none"}

@@ -23,10 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..families import encoder_has_pooler
 from ..labels import IGNORE_INDEX
 from .bert import BertForPreTraining, BertModel, PreTrainingOutput, activation, init_weights
 from .config import ModelConfig
-from .families import encoder_has_pooler
 
 GENERATOR_DIR = "generator"  # inside the discriminator's model directory
 

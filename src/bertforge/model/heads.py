@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..families import encoder_has_pooler
 from ..labels import IGNORE_INDEX
 from .bert import BertModel, EncoderOutput, activation, init_weights
 from .config import ModelConfig
 from .dropout import Dropout
-from .families import encoder_has_pooler
 
 
 class PoolerReads(nn.Module):

@@ -31,9 +31,8 @@ from typing import Any
 import torch
 
 from ..errors import UserError
+from ..families import VARIANT_DEFAULTS, Family, family_computes, family_named, family_of
 from .config import ModelConfig
-from .families import BERT, VARIANT_DEFAULTS, Family, family_named, family_of, is_modernbert
-from .families.roberta import ROBERTA_PRE_LN
 
 HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "rtd_head.", "classifier.", "qa_outputs.", "head.", "bert.pooler.")
 VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
@@ -188,7 +187,7 @@ def transformers_support(config: ModelConfig) -> str:
     """How `transformers` computes this model: "native" (one of its classes: its own family's, or BERT,
     RoBERTa-PreLayerNorm or ModernBERT), "remote" (the BERT or RoBERTa class with our modeling_bertforge.py,
     trust_remote_code=True), or "none" (bertforge alone)."""
-    if _family_computes(config):
+    if family_computes(config):
         return "native"
     if config.type_vocab_size == 0 or any(getattr(config, k) != v for k, v in VARIANT_DEFAULTS.items()):
         return "none"
@@ -197,7 +196,7 @@ def transformers_support(config: ModelConfig) -> str:
 
 def unloadable_parts(config: ModelConfig) -> list[tuple[str, str]]:
     """(what no `transformers` class computes, the flag that trains a model without it), for each such part."""
-    if _family_computes(config):
+    if family_computes(config):
         return []
     parts = []
     if not config.bias_variant.native:
@@ -207,11 +206,6 @@ def unloadable_parts(config: ModelConfig) -> list[tuple[str, str]]:
     if not config.position_scheme.native:
         parts.append((f"the {config.position_embedding} position encoding", "--position-embedding learned"))
     return parts
-
-
-def _family_computes(config: ModelConfig) -> bool:
-    """A ModernBERT, or a model read from a family other than BERT's: its family's class computes it."""
-    return is_modernbert(config) or family_of(config) not in (BERT, ROBERTA_PRE_LN)
 
 
 def needs_remote_code(config: ModelConfig) -> bool:

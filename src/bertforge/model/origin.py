@@ -8,7 +8,7 @@ keeps what the directory had beyond the weights bertforge trains:
     pipeline;
   - its model card, with a section added on what bertforge did.
 
-    origin = read_origin(directory)
+    origin = read_origin(read_model_files(directory))
     save_model(model, out, tokenizer, extra, facts, origin=origin)
 """
 
@@ -19,9 +19,7 @@ from pathlib import Path
 
 from ..fileio import FILE_LIMITS, read_bounded
 from .card import CARD
-from .directory import holds_pooler, pretraining_heads, read_config, weight_names
-from .families import family_of
-from .hf import config_from_hf
+from .directory import ModelFiles
 from .sentence import SentencePipeline, read_pipeline
 
 FINETUNE_KEY = "bertforge_finetune"  # config.json's record of a fine-tuning (tasks/finetune.py writes it)
@@ -46,26 +44,26 @@ class Origin:
         return f"{self.directory} ({self.architecture})" if self.architecture else str(self.directory)
 
 
-def read_origin(directory: Path) -> Origin:
-    """What `directory` (a model directory) holds beyond its encoder's weights."""
-    raw = read_config(directory)
-    config = config_from_hf(raw, str(directory / "config.json"))
-    family = family_of(config)
-    architectures = raw.get("architectures")
-    architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
-    architecture = architecture if isinstance(architecture, str) else ""
-    heads = frozenset(pretraining_heads(directory, config))
-    names = weight_names(directory)
-    pooler = names is not None and holds_pooler(names, config)
-    base = family.architectures.get("BertModel")
-    encoder_only = architecture == base or (not architecture and "mlm" not in heads)
-    card_path = directory / CARD
+def read_origin(files: ModelFiles) -> Origin:
+    """What a model directory (its files as `read_model_files` read them) holds beyond its encoder's weights: the
+    card and the sentence-transformers modules are read here, the rest is the files' record."""
+    base = files.family.architectures.get("BertModel")
+    encoder_only = files.architecture == base or (not files.architecture and "mlm" not in files.heads)
+    card_path = files.directory / CARD
     card = None
     if card_path.is_file() and card_path.stat().st_size <= FILE_LIMITS["card"]:  # a longer one is not carried
         card = read_bounded(card_path, "card").decode("utf-8", errors="replace")
         card = None if _written_by_bertforge(card) else card  # ours is written afresh from the facts
-    fine_tuned = FINETUNE_KEY in raw
-    return Origin(directory, architecture, encoder_only, heads, pooler, fine_tuned, card, read_pipeline(directory))
+    return Origin(
+        files.directory,
+        files.architecture,
+        encoder_only,
+        files.heads,
+        files.pooler,
+        FINETUNE_KEY in files.raw,
+        card,
+        read_pipeline(files.directory),
+    )
 
 
 def _written_by_bertforge(card: str) -> bool:

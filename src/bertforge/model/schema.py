@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import Key, check_keys, strings
+from ..config import FLAG, Key, check_keys, strings
 from ..errors import UserError
 
 # Types, and the ranges no setting of any model leaves; how large a model may be is ModelConfig's to say.
@@ -19,7 +19,6 @@ INDEX = Key((int,), "a whole number, 0 or more", lambda v: 0 <= v < MAX_ID)
 RATE = Key((int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1)
 POSITIVE = Key((int, float), "a positive number", lambda v: 0 < v < 1e30)
 NAME = Key((str,), "a name", lambda v: 0 < len(v) <= 200)
-FLAG = Key((bool,), "true or false")
 TABLE = Key((dict,), "a JSON object")
 
 CONFIG: dict[str, Key] = {

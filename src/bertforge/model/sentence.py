@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
-from ..fileio import read_bounded, read_json, write_json
+from ..fileio import parse_json, read_bounded, write_json
 
 MODULES = "modules.json"
 SETTINGS_FILES = ("sentence_bert_config.json", "config_sentence_transformers.json")
@@ -59,12 +59,12 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
     path = directory / MODULES
     if not path.is_file():
         return None
-    modules = read_json(path, "config")
+    files = {MODULES: read_bounded(path, "config")}  # every file, read once: parsed, and carried back out as it was
+    modules = parse_json(files[MODULES], path)
     if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
         raise UserError(f"{path}: not a list of modules")
     pooling: tuple[str, ...] = ()
     normalize, others = False, []
-    files = {MODULES: read_bounded(path, "config")}
     for number, module in enumerate(modules):
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         folder = module.get("path", "")
@@ -74,13 +74,14 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
             if folder:
                 raise UserError(f"{path}: the encoder is in {folder}/, not in the model directory itself")
             continue
+        files.update(_module_files(directory, folder))
         if kind == "Pooling":
-            pooling = _pooling_modes(directory / folder / "config.json")
+            settings = (Path(folder) / "config.json").as_posix()
+            pooling = _pooling_modes(files.get(settings), directory / settings)
         elif kind == "Normalize":
             normalize = True
         else:
             others.append(kind or f"module {number}")
-        files.update(_module_files(directory, folder))
     for name in SETTINGS_FILES:
         if (directory / name).is_file():
             files[name] = read_bounded(directory / name, "config")
@@ -88,12 +89,14 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
         raise UserError(f"{directory}: its sentence-transformers modules hold more than {MAX_MODULE_BYTES >> 20} MB")
     if not pooling:
         raise UserError(f"{path}: no Pooling module; bertforge embeds with one")
-    return SentencePipeline(pooling, normalize, _max_seq_length(directory), tuple(others), files)
+    max_seq_length = _max_seq_length(files.get(SETTINGS_FILES[0]), directory / SETTINGS_FILES[0])
+    return SentencePipeline(pooling, normalize, max_seq_length, tuple(others), files)
 
 
-def _pooling_modes(path: Path) -> tuple[str, ...]:
-    """A Pooling module's modes, from sentence-transformers v6's `pooling_mode` or the older flags."""
-    config = read_json(path, "config") if path.is_file() else {}
+def _pooling_modes(data: bytes | None, path: Path) -> tuple[str, ...]:
+    """A Pooling module's modes (its config.json's bytes, None where it has none), from sentence-transformers v6's
+    `pooling_mode` or the older flags."""
+    config = parse_json(data, path) if data is not None else {}
     if not isinstance(config, dict):
         raise UserError(f"{path}: not a JSON object")
     modes = config.get("pooling_mode")
@@ -106,9 +109,9 @@ def _pooling_modes(path: Path) -> tuple[str, ...]:
     return modes
 
 
-def _max_seq_length(directory: Path) -> int | None:
-    path = directory / "sentence_bert_config.json"
-    settings = read_json(path, "config") if path.is_file() else {}
+def _max_seq_length(data: bytes | None, path: Path) -> int | None:
+    """sentence_bert_config.json's `max_seq_length` (its bytes, None where there is no such file)."""
+    settings = parse_json(data, path) if data is not None else {}
     value = settings.get("max_seq_length") if isinstance(settings, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

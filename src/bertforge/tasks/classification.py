@@ -42,7 +42,7 @@ from ..fileio import write_answers
 from ..formats.catalog import format_named
 from ..formats.corpus import read_documents
 from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
-from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from ..tokenizer import max_input_length
 from . import registry
@@ -355,8 +355,8 @@ class Classifier:
     label names."""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
-        directory = resolve_model_dir(path)
-        config = read_config(directory)
+        files = read_model_files(path)
+        directory, config = files.directory, files.raw
         self.labels = label_names(directory, config, "classification")
         self.problem_type = config.get("problem_type") or SINGLE_LABEL
         if self.problem_type not in TARGETS:
@@ -364,7 +364,7 @@ class Classifier:
         self.thresholds = _label_thresholds(config.get("label_thresholds"), self.labels, directory)
         kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
         _, self.model, tokenizer = load_model_and_tokenizer(
-            directory, BertForSequenceClassification, trust_pickle, **kwargs
+            files, BertForSequenceClassification, trust_pickle, **kwargs
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)

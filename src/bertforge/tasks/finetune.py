@@ -31,9 +31,8 @@ from ..engine.runtime import MixedPrecision, StopSignals, resolve_device, resolv
 from ..errors import Stopped, TrainingFailed, UserError
 from ..fileio import check_not_inputs, directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
-from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_config, resolve_model_dir, save_model
+from ..model.directory import PRETRAINING_KEY, check_vocab, load_model, read_model_files, save_model
 from ..model.heads import BertForSentenceEmbedding
-from ..model.hf import config_from_hf
 from ..model.origin import FINETUNE_KEY, Origin, read_origin
 from ..model.unpadding import unpadding_mode
 from ..progress import Progress, say
@@ -93,14 +92,14 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
         raise UserError(f"{out} holds {held}; pass {action}--overwrite to start over, or give another --out")
     if resume and finished:
         return json.loads((out / "summary.json").read_text(encoding="utf-8"))  # nothing left to do
-    directory = resolve_model_dir(model_path)
+    files = read_model_files(model_path)
+    directory, config = files.directory, files.config
     check_not_inputs({"--out": out}, {"MODEL": directory, "--train": train, "--dev": dev})
-    tokenizer = load_tokenizer(directory)
-    config = config_from_hf(read_config(directory), str(directory / "config.json"))
+    tokenizer = load_tokenizer(directory, files.raw)
     record = task_record(kind)
     seq_len = min(cfg.seq_len or record.seq_len, max_input_length(tokenizer, config.max_position_embeddings))
     task = record.build(tokenizer, train, dev, seq_len, cfg, columns)
-    origin = read_origin(directory)  # its sentence-transformers modules go back out with the fine-tuned model
+    origin = read_origin(files)  # its sentence-transformers modules go back out with the fine-tuned model
     kwargs = task.model_kwargs()
     if task.model_class is BertForSentenceEmbedding and origin.sentence is not None:
         kwargs["pooling"] = origin.sentence.pooling  # a sentence-embedding model learns with its own pooling
@@ -109,7 +108,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     model = (
         task.model_class(config, **kwargs)
         if cfg.from_scratch
-        else load_model(task.model_class, directory, cfg.trust_pickle, keep_heads=False, **kwargs)
+        else load_model(task.model_class, files, cfg.trust_pickle, keep_heads=False, **kwargs)
     )
     check_vocab(tokenizer, model.config.vocab_size, str(directory))
     if cfg.dropout is not None:
@@ -119,7 +118,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     model.to(device)
     use_fast_paths(model, device, precision.precision)
     set_activation_checkpointing(model, cfg.activation_checkpointing)
-    pretrained = read_config(directory).get(PRETRAINING_KEY) or {}  # the base's recipe, on the card too
+    pretrained = files.raw.get(PRETRAINING_KEY) or {}  # the base's recipe, on the card too
     card = {"recipe": pretrained.get("recipe"), "task": kind, "base_model": str(model_path)}
     card["task_summary"] = record.summary  # what the task learns, in the record's words
     card["labels"] = task.summary().get("labels")

@@ -26,7 +26,7 @@ from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_bucke
 from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..formats.textfiles import read_rows
-from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import load_model_and_tokenizer, read_model_files
 from ..model.heads import BertForMultipleChoice
 from ..tokenizer import max_input_length
 from .registry import MULTIPLE_CHOICE, ColumnNames, MissingColumns
@@ -180,14 +180,13 @@ class Chooser:
     """A fine-tuned multiple-choice model with its tokenizer: which continuation fits the context?"""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
-        directory = resolve_model_dir(path)
-        architectures = read_config(directory).get("architectures") or ["none"]
-        if not architectures[0].endswith("ForMultipleChoice"):  # else its scoring head would be random
+        files = read_model_files(path)
+        if not files.architecture.endswith("ForMultipleChoice"):  # else its scoring head would be random
             raise UserError(
-                f"{directory}: not a multiple-choice model ({architectures[0]}); make one with "
+                f"{files.directory}: not a multiple-choice model ({files.architecture or 'none'}); make one with "
                 f"`bertforge finetune MODEL --task {MULTIPLE_CHOICE.name} ...`"
             )
-        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForMultipleChoice, trust_pickle)
+        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForMultipleChoice, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
         self.batcher = ChoiceBatcher(tokenizer, max_input_length(tokenizer, self.model.config.max_position_embeddings))

@@ -43,7 +43,7 @@ from ..data.batching import windowing_tokenizer, windows
 from ..engine.runtime import MixedPrecision, release_freed_memory, resolve_device
 from ..errors import UserError
 from ..formats.textfiles import format_of, read_rows
-from ..model.directory import load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import load_model_and_tokenizer, read_model_files
 from ..model.heads import BertForQuestionAnswering
 from ..tokenizer import max_input_length, special_ids
 from .cuts import best_cut
@@ -476,14 +476,14 @@ class Answerer:
     def __init__(
         self, path: str | Path, device: str = "cpu", trust_pickle: bool = False, seq_len: int = 384, stride: int = 128
     ):
-        directory = resolve_model_dir(path)
-        config = read_config(directory)
+        files = read_model_files(path)
+        directory, config = files.directory, files.raw
         self.allow_no_answer = bool(config.get(NO_ANSWER_KEY, False))
         threshold = config.get(NULL_THRESHOLD_KEY, PIPELINE_NULL_THRESHOLD)
         if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
             raise UserError(f"{directory / 'config.json'}: {NULL_THRESHOLD_KEY} is {threshold!r}, not a number")
         self.null_threshold = float(threshold) if self.allow_no_answer else None
-        _, self.model, tokenizer = load_model_and_tokenizer(directory, BertForQuestionAnswering, trust_pickle)
+        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForQuestionAnswering, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
         self.tokenizer = windowing_tokenizer(

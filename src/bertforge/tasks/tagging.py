@@ -42,7 +42,7 @@ from ..fileio import write_answers
 from ..formats.catalog import format_named
 from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
 from ..labels import IGNORE_INDEX
-from ..model.directory import label_names, load_model_and_tokenizer, read_config, resolve_model_dir
+from ..model.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..model.heads import BertForTokenClassification
 from ..tokenizer import max_input_length, special_ids
 from .registry import ColumnNames
@@ -430,11 +430,10 @@ class Tagger:
     per word (part of speech), every word with its first piece's tag."""
 
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
-        directory = resolve_model_dir(path)
-        config = read_config(directory)
-        self.tags = label_names(directory, config, "tagging")
+        files = read_model_files(path)
+        self.tags = label_names(files.directory, files.raw, "tagging")
         _, self.model, self.tokenizer = load_model_and_tokenizer(
-            directory, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
+            files, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()

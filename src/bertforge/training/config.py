@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Configurable, check_choices, documented, parse_duration, require
 from ..errors import UserError
-from ..model.config import MODERNBERT_SHAPE, ModelConfig, preset_size
+from ..families import MODERNBERT_SHAPE, titles
+from ..model.config import ModelConfig, preset_size
 from ..model.variants import is_gated
 
 if TYPE_CHECKING:
@@ -23,10 +24,9 @@ class TrainConfig(Configurable):
 
     init_from: str = documented(
         "",
-        "a model or run directory to continue pre-training (e.g. on your domain's text): ours, or a downloaded BERT, "
-        "RoBERTa, XLM-RoBERTa, CamemBERT, DistilBERT, ELECTRA generator or ModernBERT. Its architecture, weights, "
-        "dropout and heads are the start, the run saves it in its own family, and the data must be prepared with its "
-        "tokenizer",
+        "a model or run directory to continue pre-training (e.g. on your domain's text): ours, or a downloaded "
+        f"{titles()} (an ELECTRA's generator). Its architecture, weights, dropout and heads are the start, the "
+        "run saves it in its own family, and the data must be prepared with its tokenizer",
     )
     head_warmup_steps: int = documented(
         100,

@@ -19,27 +19,24 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
-from ..model.directory import electra_generator, pretraining_info, read_config, resolve_model_dir
-from ..model.hf import config_from_hf
+from ..model.directory import ModelFiles, electra_generator, read_model_files
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, recipe_configs
 from .rundir import architecture_changes
 
 
-def starting_config(init_from: str | Path) -> tuple[Path, ModelConfig]:
-    """(model directory, its config) of a run or model directory."""
+def starting_files(init_from: str | Path) -> ModelFiles:
+    """The files of the run or model directory a run starts from, read once."""
     try:
-        directory = resolve_model_dir(init_from)
-        info = pretraining_info(directory)
-        config = config_from_hf(read_config(directory), str(directory / "config.json"))
+        files = read_model_files(init_from)
     except UserError as e:  # name the flag at fault in whatever was found wrong
         raise UserError(f"--init-from {e}") from None
-    if info.get("objective") == "electra":
+    if files.pretraining.get("objective") == "electra":
         raise UserError(
-            f"--init-from {init_from}: an ELECTRA discriminator has no masked-LM head to continue from; "
-            f"start from its generator ({electra_generator(directory, info)}), or fine-tune the discriminator"
+            f"--init-from {init_from}: an ELECTRA discriminator has no masked-LM head to continue from; start from "
+            f"its generator ({electra_generator(files.directory, files.pretraining)}), or fine-tune the discriminator"
         )
-    return directory, config
+    return files
 
 
 def continued_configs(
@@ -48,7 +45,8 @@ def continued_configs(
     """The starting model's architecture and dropout (or the given dropout); the recipe's training settings with
     the given ones on top, MLM alone for a start without a pair head. A given architecture setting must agree with
     the starting model."""
-    directory, start = starting_config(init_from)
+    files = starting_files(init_from)
+    start = files.config
     for name, value in model_values.items():
         if name in ARCHITECTURE_FIELDS and value != getattr(start, name):
             raise UserError(
@@ -56,7 +54,7 @@ def continued_configs(
                 f"({name} {getattr(start, name)}); leave the flag out"
             )
     how_to_train = {name: value for name, value in model_values.items() if name not in ARCHITECTURE_FIELDS}
-    if start.type_vocab_size < 2 or pretraining_info(directory).get("pair_objective", "none") == "none":
+    if start.type_vocab_size < 2 or files.pretraining.get("pair_objective", "none") == "none":
         # No segments to tell apart (RoBERTa, DistilBERT, ModernBERT) or no pair head (a masked LM): MLM alone,
         # whatever the recipe's pair objective, and the model is saved as the masked LM it was.
         train_values = {"pair_objective": "none", **train_values}
@@ -69,11 +67,12 @@ def continued_configs(
     return ModelConfig(**values), train
 
 
-def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> tuple[Path, ModelConfig]:
-    """The starting model's directory and config, after checking that the run's architecture (its position table
-    may be longer) and tokenizer are its own."""
-    directory, start = starting_config(init_from)
-    if fingerprint(load_tokenizer(directory)) != fingerprint(data_tokenizer):
+def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Tokenizer) -> ModelFiles:
+    """The starting model's files, after checking that the run's architecture (its position table may be longer)
+    and tokenizer are its own."""
+    files = starting_files(init_from)
+    directory, start = files.directory, files.config
+    if fingerprint(load_tokenizer(directory, files.raw)) != fingerprint(data_tokenizer):
         raise UserError(
             f"--init-from {init_from}: the data was prepared with another tokenizer than this model's; "
             f"prepare your text with the model's: bertforge prepare TEXT --tokenizer {directory} --out DATA"
@@ -85,4 +84,4 @@ def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Token
             f"--init-from {init_from}: a continued run keeps the starting model's architecture, "
             f"this one changes {'; '.join(changes)}"
         )
-    return directory, start
+    return files

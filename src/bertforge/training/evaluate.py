@@ -26,7 +26,7 @@ from ..display import Record
 from ..engine.runtime import MixedPrecision, resolve_device, resolve_precision
 from ..errors import UserError
 from ..labels import IGNORE_INDEX
-from ..model.directory import load_model_and_tokenizer, pretraining_info, resolve_model_dir
+from ..model.directory import load_model_and_tokenizer, resolve_model_dir
 from ..model.origin import read_origin
 from ..tokenizer import fingerprint, max_input_length, save_tokenizer
 from .metrics import evaluate_batches
@@ -69,28 +69,29 @@ def evaluate_models(
     max_batches = max_batches or own.get("eval_batches", 50)
     data_seed, mask_seed = (seed, seed) if seed is not None else own.get("seeds", (EVAL_SEED, EVAL_SEED))
     loaded = [load_model_and_tokenizer(path, trust_pickle=trust_pickle) for path in model_paths]
-    for model_dir, model, _ in loaded:
+    for files, model, _ in loaded:
         if "mlm_head" in model.untrained_heads:  # its score would be a random head's, not the model's
-            origin = read_origin(model_dir)
+            origin = read_origin(files)
             advice = (
-                f"`bertforge pretrain --init-from {model_dir}` trains one (the encoder frozen at first), whose "
+                f"`bertforge pretrain --init-from {files.directory}` trains one (the encoder frozen at first), whose "
                 "first held-out score is the encoder's as it was"
                 if origin.encoder_only
                 else "evaluate the pre-trained model it was fine-tuned from"
             )
             raise UserError(f"{origin.describes} has no masked-LM head to evaluate: {advice}")
-    directory, _, tokenizer = loaded[0]
+    first, _, tokenizer = loaded[0]
+    directory = first.directory
     for other, _, other_tokenizer in loaded[1:]:
         if fingerprint(other_tokenizer) != fingerprint(tokenizer):
             raise UserError(
-                f"{other} has another tokenizer than {directory}: the same text is other tokens to it, so the two "
-                "cannot be scored on the same instances; evaluate each alone"
+                f"{other.directory} has another tokenizer than {directory}: the same text is other tokens to it, so "
+                "the two cannot be scored on the same instances; evaluate each alone"
             )
     device = resolve_device(device)
     seq_len = min(
         seq_len, *(max_input_length(tokenizer, model.config.max_position_embeddings) for _, model, _ in loaded)
     )
-    info = pretraining_info(directory)
+    info = first.pretraining
     pair_objective = layout or info.get("pair_objective", "nsp")
     if document_mask is None:
         document_mask = bool(info.get("document_mask"))

@@ -27,8 +27,7 @@ from ..model.directory import (
     PRETRAINING_KEY,
     is_model_dir,
     load_model_and_tokenizer,
-    pretraining_info,
-    resolve_model_dir,
+    read_model_files,
     save_model,
 )
 from ..model.origin import read_origin
@@ -81,9 +80,10 @@ def extend_vocabulary(
         raise UserError(f"--add {add}: add at least one word")
     files = readable_files(corpus)  # before anything is read or written
     out = Path(out)
-    check_not_inputs({"--out": out}, {"MODEL": resolve_model_dir(model_path), "CORPUS": files})
+    model_files = read_model_files(model_path)
+    check_not_inputs({"--out": out}, {"MODEL": model_files.directory, "CORPUS": files})
     check_output_dir(out, overwrite, "a model directory", out.is_dir() and is_model_dir(out))
-    directory, model, tokenizer = load_model_and_tokenizer(model_path, trust_pickle=trust_pickle)
+    _, model, tokenizer = load_model_and_tokenizer(model_files, trust_pickle=trust_pickle)
     counts = count_words(tokenizer, CorpusTexts(corpus, options or CorpusOptions()))
     if not counts:
         raise UserError(f"{', '.join(map(str, corpus))}: no words to count")
@@ -102,10 +102,9 @@ def extend_vocabulary(
     unk = special_ids(tokenizer).unk  # a piece the vocabulary has no entry for (a character it lacks) is [UNK]
     pieces = {i: [_id(tokenizer, piece, unk) for piece in before[word]] for word, i in zip(chosen, ids)}
     grown = with_new_tokens(model, pieces)
-    info = pretraining_info(directory)
-    facts = {"vocabulary_extended": {"from": str(directory.absolute()), "words": len(chosen)}}
-    origin = read_origin(directory)
-    save_model(grown, out, extended, {PRETRAINING_KEY: {**info, **facts}}, facts, origin)
+    facts = {"vocabulary_extended": {"from": str(model_files.directory.absolute()), "words": len(chosen)}}
+    origin = read_origin(model_files)
+    save_model(grown, out, extended, {PRETRAINING_KEY: {**model_files.pretraining, **facts}}, facts, origin)
     new = set(chosen)
     return Extension(
         added=[(token_text(extended, i), counts[w], len(before[w])) for w, i in zip(chosen, ids)],

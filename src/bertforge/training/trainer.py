@@ -46,12 +46,12 @@ from ..engine.runtime import (
     setup_distributed,
 )
 from ..errors import TrainingFailed, UserError
+from ..families import encoder_has_pooler
 from ..fileio import check_not_inputs, directory_lock, write_json
 from ..labels import IGNORE_INDEX
 from ..model.bert import set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
-from ..model.directory import PRETRAINING_KEY, check_vocab, load_weights, pretraining_info, save_model
-from ..model.families import encoder_has_pooler
+from ..model.directory import PRETRAINING_KEY, ModelFiles, check_vocab, load_weights, read_model_files, save_model
 from ..model.origin import Origin, read_origin
 from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer
@@ -77,9 +77,9 @@ from .rundir import (
 
 def check_data(
     data_dir: Path, model_config: ModelConfig, cfg: TrainConfig, init_from: str = ""
-) -> tuple[Tokenizer, tuple[Path, ModelConfig] | None]:
-    """The data directory's tokenizer and the directory and config of the model to start from (None: new weights),
-    after checking that data, starting model, model and settings fit together."""
+) -> tuple[Tokenizer, ModelFiles | None]:
+    """The data directory's tokenizer and the files of the model to start from (None: new weights), after checking
+    that data, starting model, model and settings fit together."""
     meta = read_meta(data_dir)
     tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
     if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
@@ -150,16 +150,16 @@ class Trainer:
         start_from = cfg.init_from if not resume else ""  # a resumed run's checkpoint, not --init-from, holds it
         self.tokenizer, start = check_data(self.data_dir, model_config, cfg, start_from)
         self._record(model_config, cfg, recipe)
-        check_not_inputs({"--out": self.run_dir}, {"--data": self.data_dir, "--init-from": start and start[0]})
+        check_not_inputs({"--out": self.run_dir}, {"--data": self.data_dir, "--init-from": start and start.directory})
         # The model, and the starting weights in it, before anything is written: a start that cannot be read
         # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
         torch.manual_seed(cfg.seed)
         self.origin: Origin | None = None  # the directory a continued run started from: what it goes back out with
         self.head_warmup = 0  # steps a new masked-LM head trains alone, the encoder frozen
         if start is not None:
-            self.origin = read_origin(start[0])
+            self.origin = read_origin(start)
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
-            load_weights(self.model, start[0], cfg.trust_pickle, longer_positions=True)
+            load_weights(self.model, start, cfg.trust_pickle, longer_positions=True)
             self.head_warmup = cfg.head_warmup_steps if "mlm_head" in self.model.untrained_heads else 0
         check_run_dir(self.run_dir, self.configs, resume, overwrite)
         self._lock()
@@ -168,8 +168,9 @@ class Trainer:
             raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
         if start is None:  # a new model, or a resumed run's: a continued run's checkpoint is its origin, as saved
             if checkpoint is not None and cfg.init_from:
-                self.origin = read_origin(checkpoint)
-                self.head_warmup = pretraining_info(checkpoint).get("head_warmup", 0)
+                saved = read_model_files(checkpoint)
+                self.origin = read_origin(saved)
+                self.head_warmup = saved.pretraining.get("head_warmup", 0)
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
         self.model.untrained_heads = frozenset()  # every head of a pre-training model trains in the run
         if self.head_warmup:
@@ -182,8 +183,8 @@ class Trainer:
         self.log = MetricsLog(self.run_dir / METRICS, tensorboard_dir) if self.processes.is_main else None
 
         if start is not None:
-            self._say(f"starting from the weights of {start[0]}")
-            self._describe_start(*start, model_config, cfg)
+            self._say(f"starting from the weights of {start.directory}")
+            self._describe_start(start, model_config, cfg)
         caution = model_config.bias_variant.pair_caution
         if caution and cfg.pair_objective != "none" and not resume:
             self._say(caution)
@@ -242,7 +243,7 @@ class Trainer:
         origin = self.origin
         return origin is not None and origin.encoder_only and origin.pooler and encoder_has_pooler(model_config)
 
-    def _describe_start(self, start_dir: Path, start_config: ModelConfig, model_config: ModelConfig, cfg) -> None:
+    def _describe_start(self, start: ModelFiles, model_config: ModelConfig, cfg) -> None:
         """What a continued run does with its starting model beyond taking its weights."""
         if self.head_warmup:
             self._say(
@@ -254,12 +255,12 @@ class Trainer:
             kept = " and its pooler" if self.model.bert.pooler is not None else ""
             modules = " and its sentence-transformers modules" if self.origin.sentence is not None else ""
             self._say(f"the model is saved as {self.origin.architecture or 'an encoder'} again{kept}{modules}")
-        if cfg.pair_objective == "none" and pretraining_info(start_dir).get("pair_objective", "none") != "none":
+        if cfg.pair_objective == "none" and start.pretraining.get("pair_objective", "none") != "none":
             self._say(
                 "this run trains the masked LM alone: the model is saved without the starting model's "
                 "next-sentence head and pooler, as a masked LM (--pair-objective nsp trains them on)"
             )
-        known = start_config.max_position_embeddings
+        known = start.config.max_position_embeddings
         if known < model_config.max_position_embeddings:
             self._say(
                 f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "

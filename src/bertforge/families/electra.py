@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ..config import ModelConfig
-from .bert import bert_style_config, bert_style_modules, bert_style_values
-from .family import Family, task_classes
+from ..errors import UserError
+from .bert import BERT_SPECIALS, bert_style_config, bert_style_modules, bert_style_values
+from .family import Family, ModelConfig, task_classes
 
 
 def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
@@ -29,6 +28,9 @@ def _write(config: ModelConfig, architecture: str) -> dict[str, Any]:
 
 ELECTRA = Family(
     model_type="electra",
+    title="ELECTRA",
+    tokenizer_class="Electra",
+    specials=BERT_SPECIALS,
     body="electra",
     modules={
         **bert_style_modules("electra"),
@@ -44,6 +46,7 @@ ELECTRA = Family(
     params={"mlm_head.bias": "generator_lm_head.bias", "mlm_head.decoder_weight": "generator_lm_head.weight"},
     architectures={**task_classes("Electra"), "BertForReplacedTokenDetection": "ElectraForPreTraining"},
     config_class="ElectraConfig",
+    pretraining_classes={"ElectraForPreTraining": {"objective": "electra", "pair_objective": "none"}},
     read_config=_read,
     write_config=_write,
     base_pooler=False,

@@ -1,11 +1,14 @@
 """The `transformers` model families bertforge reads and writes, one module each, each one `Family` record:
 
+    family.py       what a record holds: names, weight names, config keys, classes, tokenizer, special tokens
     bert.py         BERT: BertForPreTraining, BertForMaskedLM, BertModel, ...; the keys BERT-built families share
     roberta.py      RoBERTa, XLM-RoBERTa, CamemBERT, and RoBERTa-PreLayerNorm (bertforge's pre-LN BERTs)
     distilbert.py   DistilBERT
     electra.py      ELECTRA: the generator (a masked LM) and the discriminator (replaced-token detection)
     modernbert.py   ModernBERT (bertforge's `budget` recipe)
 
+A record is data and torch-free, so every layer reads the same one: the tokenizer loader its special tokens,
+model/hf.py its weight names and config keys, the model card its names, the command line's help its titles.
 A model read from a directory keeps its family (ModelConfig.family) and goes back out in it; a model bertforge
 builds takes the family of its shape (`family_of`). Adding a family is its module and `FAMILIES.register(record)`.
 """
@@ -14,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ...registry import Registry
-from ..config import MODERNBERT_SHAPE, ModelConfig
-from .bert import BERT, VARIANT_DEFAULTS
+from ..errors import UserError
+from ..registry import Registry
+from .bert import BERT, BERT_SPECIALS, VARIANT_DEFAULTS
 from .distilbert import DISTILBERT
 from .electra import ELECTRA
-from .family import OUR_ARCHITECTURES, Family
-from .modernbert import MODERNBERT
+from .family import OUR_ARCHITECTURES, ROLES, Family, ModelConfig
+from .modernbert import MODERNBERT, MODERNBERT_SHAPE
 from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
 
 FAMILIES: Registry[Family] = Registry("model family", Family, name_of=lambda family: family.model_type)
@@ -29,14 +31,20 @@ for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBE
     FAMILIES.register(built_in)
 
 __all__ = [
+    "BERT_SPECIALS",
     "FAMILIES",
+    "MODERNBERT_SHAPE",
     "OUR_ARCHITECTURES",
+    "ROLES",
     "VARIANT_DEFAULTS",
     "Family",
     "encoder_has_pooler",
     "family_of",
+    "family_computes",
     "family_named",
     "is_modernbert",
+    "titles",
+    "tokenizer_specials",
 ]
 
 
@@ -55,6 +63,13 @@ def family_of(config: ModelConfig) -> Family:
     return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
 
 
+def family_computes(config: ModelConfig) -> bool:
+    """Whether the family's own `transformers` class computes the model, whatever its variant settings: a
+    ModernBERT, or one read from a family other than the two bertforge's own BERTs are saved in (BERT's and
+    RoBERTa-PreLayerNorm's, whose classes compute the paper's settings only)."""
+    return is_modernbert(config) or family_of(config) not in (BERT, ROBERTA_PRE_LN)
+
+
 def family_named(model_type: Any, source: str = "config.json") -> Family:
     if model_type not in FAMILIES:
         raise UserError(
@@ -68,3 +83,20 @@ def encoder_has_pooler(config: ModelConfig) -> bool:
     and ModernBERT's do not), so that a model saved as that class (a discriminator, a sentence encoder) has what
     its class loads, and no more."""
     return family_of(config).base_pooler and config.task_head != "transform"
+
+
+def tokenizer_specials(tokenizer_class: Any, model_type: Any) -> dict[str, str]:
+    """The special tokens `transformers` gives a tokenizer whose files name none (roberta-base has no
+    tokenizer_config.json): those of the family whose tokenizer class tokenizer_config.json names
+    ("RobertaTokenizerFast"), else of the family config.json's model type names, as AutoTokenizer picks the class;
+    BERT's where neither is known."""
+    if isinstance(tokenizer_class, str) and tokenizer_class:
+        kind = tokenizer_class.removesuffix("Fast").removesuffix("Tokenizer")
+        return next((f.specials for f in FAMILIES.records() if f.tokenizer_class == kind), BERT_SPECIALS)
+    return FAMILIES.get(model_type).specials if model_type in FAMILIES else BERT_SPECIALS
+
+
+def titles() -> str:
+    """The families as people write them, for help and messages: "BERT, RoBERTa, ... or ModernBERT"."""
+    names = [f.title for f in FAMILIES.records()]
+    return ", ".join(names[:-1]) + " or " + names[-1]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ..config import ModelConfig
+from ..errors import UserError
 from .bert import bert_style_config, bert_style_modules, bert_style_values
-from .family import Family, task_classes
+from .family import Family, ModelConfig, task_classes
+
+ROBERTA_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
 
 
-def _roberta(model_type: str, body: str, prefix: str, pre_ln: bool = False) -> Family:
+def _roberta(model_type: str, title: str, body: str, prefix: str, tokenizer: str, pre_ln: bool = False) -> Family:
     modules = {
         **bert_style_modules(body),
         "mlm_head.transform": "lm_head.dense",
@@ -43,6 +44,9 @@ def _roberta(model_type: str, body: str, prefix: str, pre_ln: bool = False) -> F
 
     return Family(
         model_type=model_type,
+        title=title,
+        tokenizer_class=tokenizer,
+        specials=ROBERTA_SPECIALS,
         body=body,
         modules=modules,
         # RobertaClassificationHead: dense + tanh on <s> (our pooler), then out_proj (our classifier).
@@ -69,7 +73,14 @@ def _roberta(model_type: str, body: str, prefix: str, pre_ln: bool = False) -> F
     )
 
 
-ROBERTA = _roberta("roberta", "roberta", "Roberta")
-XLM_ROBERTA = _roberta("xlm-roberta", "roberta", "XLMRoberta")
-CAMEMBERT = _roberta("camembert", "roberta", "Camembert")
-ROBERTA_PRE_LN = _roberta("roberta-prelayernorm", "roberta_prelayernorm", "RobertaPreLayerNorm", pre_ln=True)
+ROBERTA = _roberta("roberta", "RoBERTa", "roberta", "Roberta", "Roberta")
+XLM_ROBERTA = _roberta("xlm-roberta", "XLM-RoBERTa", "roberta", "XLMRoberta", "XLMRoberta")
+CAMEMBERT = _roberta("camembert", "CamemBERT", "roberta", "Camembert", "Camembert")
+ROBERTA_PRE_LN = _roberta(
+    "roberta-prelayernorm",
+    "RoBERTa-PreLayerNorm",
+    "roberta_prelayernorm",
+    "RobertaPreLayerNorm",
+    "Roberta",
+    pre_ln=True,
+)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ..config import ModelConfig
-from .family import Family, require_keys, task_classes
+from ..errors import UserError
+from .family import Family, ModelConfig, require_keys, task_classes
+
+# BERT's special tokens, which the tokenizers bertforge trains carry too ([PAD] id 0 in those).
+BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
 
@@ -108,6 +110,9 @@ def bert_style_modules(body: str) -> dict[str, str]:
 
 BERT = Family(
     model_type="bert",
+    title="BERT",
+    tokenizer_class="Bert",
+    specials=BERT_SPECIALS,
     body="bert",
     modules={
         **bert_style_modules("bert"),
@@ -123,6 +128,7 @@ BERT = Family(
         "BertForReplacedTokenDetection": "BertModel",
     },
     config_class="BertConfig",
+    pretraining_classes={"BertForPreTraining": {"pair_objective": "nsp"}},
     auto_classes={
         "AutoModel": "BertModel",
         "AutoModelForPreTraining": "BertForPreTraining",

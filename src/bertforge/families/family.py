@@ -1,6 +1,8 @@
-"""What a `transformers` model family is to bertforge: its names for our modules and parameters, its config.json
-keys both ways, its classes, and where its special tokens' ids go. One record per family (`Family`), each in the
-module of its family; `hf.py` maps state dicts and configs through whichever record a model's family names."""
+"""What a `transformers` model family is to bertforge, all in one record (`Family`), each in the module of its
+family: its names as people and `transformers` write them, its names for our modules and parameters, its config.json
+keys both ways, its classes, its tokenizer's class and special tokens, and where their ids go. model/hf.py maps state
+dicts and configs through whichever record a model's family names; the tokenizer loader, the model card and the
+command line's help read the same record."""
 
 from __future__ import annotations
 
@@ -8,8 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
-from ..config import ModelConfig
+from ..errors import UserError
+
+# model/config.py's ModelConfig, whose fields the families read by name. The families sit below the model layer
+# (the tokenizer loader, below it too, reads their special tokens), so they name the type without importing it.
+ModelConfig = Any
+
+# The roles special tokens play, as tokenizer_config.json names them (`pad_token`, `cls_token`, ...).
+ROLES = ("pad", "unk", "cls", "sep", "mask")
 
 # Our classes' names for what they are, as a model reports it (`hf_architecture`): each family names its own.
 OUR_ARCHITECTURES = (
@@ -36,6 +44,9 @@ class Family:
     """
 
     model_type: str
+    title: str  # as people write it: "RoBERTa", "XLM-RoBERTa"
+    tokenizer_class: str  # its `transformers` tokenizer class, less "Tokenizer" and "Fast": "Roberta"
+    specials: dict[str, str]  # role (ROLES) -> the token its tokenizer class plays it with, where files name none
     body: str  # the encoder's prefix in the family's task classes: "bert", "roberta", "distilbert", "model", ...
     modules: dict[str, str]
     params: dict[str, str]
@@ -53,6 +64,9 @@ class Family:
     positions_after_pad: bool = False  # RoBERTa's position table starts pad_token_id + 1 rows in
     base_pooler: bool = True  # the family's bare encoder class (BertModel, RobertaModel) has a pooler
     special_token_ids: dict[str, str] = field(default_factory=lambda: {"pad_token_id": "pad"})  # key -> role
+    # The family's classes that tell how a model saved as one was pre-trained (model/directory.py `Pretraining`):
+    # BertForPreTraining had a next-sentence head, ElectraForPreTraining is a discriminator. Any other: MLM alone.
+    pretraining_classes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def position_offset(self, config: ModelConfig) -> int:
         """Rows of their position table before our position 0."""

@@ -9,9 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ..config import MODERNBERT_SHAPE, ModelConfig
-from .family import Family, require_keys, task_classes
+from ..errors import UserError
+from .bert import BERT_SPECIALS
+from .family import Family, ModelConfig, require_keys, task_classes
+
+# ModernBERT's shape (Warner et al. 2024), whatever its sizes, biases and windows: what `transformers`' own
+# ModernBERT classes compute, so a model of this shape is saved as one (`is_modernbert`) and one read back has it.
+MODERNBERT_SHAPE = {
+    "norm_style": "pre",
+    "position_embedding": "rotary",
+    "attention_bias": "none",
+    "feed_forward": "glu",
+    "type_vocab_size": 0,
+    "first_attention_norm": False,
+    "task_head": "transform",
+}
 
 # Our special tokens' ids ([PAD] [UNK] [CLS] [SEP] [MASK]): what a model saved without a tokenizer says.
 CLS_ID, SEP_ID = 2, 3
@@ -125,6 +137,9 @@ def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
 
 MODERNBERT = Family(
     model_type="modernbert",
+    title="ModernBERT",
+    tokenizer_class="PreTrained",  # PreTrainedTokenizerFast: its files name every special token
+    specials=BERT_SPECIALS,
     body="model",
     modules={
         "bert.embeddings.token": "model.embeddings.tok_embeddings",

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import UserError
-from ..config import ModelConfig
-from .family import Family, require_keys, task_classes
+from ..errors import UserError
+from .bert import BERT_SPECIALS
+from .family import Family, ModelConfig, require_keys, task_classes
 
 LAYER = "distilbert.transformer.layer.{i}"
 
@@ -60,6 +60,9 @@ def _write(config: ModelConfig, architecture: str) -> dict[str, Any]:
 
 DISTILBERT = Family(
     model_type="distilbert",
+    title="DistilBERT",
+    tokenizer_class="DistilBert",
+    specials=BERT_SPECIALS,
     body="distilbert",
     modules={
         "bert.embeddings.token": "distilbert.embeddings.word_embeddings",
