@@ -60,6 +60,7 @@ def onnx_profile(graph: Path, batches: list[dict]) -> tuple[float, dict[str, flo
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.set_denormal_as_zero", "1")  # as model/onnx.py's sessions
     plain = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
     options.enable_profiling = True
     options.profile_file_prefix = str(graph.parent / "profile")  # beside the graph, in the scratch directory

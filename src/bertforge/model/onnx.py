@@ -50,10 +50,13 @@ def onnx_runtime():
 
 
 def session(path: Path, threads: int | None = None):
-    """An ONNX Runtime session of the graph at `path` on the CPU, with every graph optimisation."""
+    """An ONNX Runtime session of the graph at `path` on the CPU, with every graph optimisation, and subnormal floats
+    taken as zero: a padded batch's attention makes some (a batch of 32 with padding ran 1.3x slower than the same
+    shapes unpadded, its matrix products and softmax on the slow path for them; benchmarks/README.md)."""
     ort = onnx_runtime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.set_denormal_as_zero", "1")
     if threads:
         options.intra_op_num_threads = threads
     try:
