@@ -1,12 +1,14 @@
 """Where a batch of sentence embeddings spends its time: bertforge's PyTorch path (torch.profiler) against its fp32
 ONNX export (ONNX Runtime's own profiler), the same model and the same padded batches, by kind of operation.
 
-    python benchmarks/profile_serve.py --batches 20
+    python benchmarks/profile_serve.py --batches 20             # sorted by length, as `embed` batches
+    python benchmarks/profile_serve.py --batches 20 --arrival   # in the order they come: more padding
 
 The model is bench_serve.py's bertforge-saved one (MiniLM's size: 6 layers, width 384, random weights) with its
 tokenizer; the batches are 32 of SST-2 dev's sentences each, sorted by length and padded to their longest, as
-`embed` makes them. Every batch runs once unprofiled first (ONNX Runtime plans its memory, oneDNN builds its
-kernels), then once profiled.
+`embed` makes them (or, with --arrival, as they come). Every batch runs once unprofiled first (ONNX Runtime plans
+its memory, oneDNN builds its kernels), then once profiled. ONNX Runtime runs twice: as model/onnx.py's sessions
+do, subnormal floats taken as zero, and with its default, keeping them.
 """
 
 from __future__ import annotations
@@ -40,8 +42,13 @@ def kind_of(name: str) -> str:
     return next((kind for kind, names in KINDS.items() if name in names), "other")
 
 
-def padded_batches(tokenizer, sentences: list[str], size: int, count: int) -> list[dict[str, np.ndarray]]:
-    encodings = sorted(tokenizer.encode_batch(sentences), key=lambda e: len(e.ids))
+def padded_batches(
+    tokenizer, sentences: list[str], size: int, count: int, arrival: bool = False
+) -> list[dict[str, np.ndarray]]:
+    """`count` batches of `size`, each padded to its longest: sorted by length first (as `embed` sorts what it is
+    given), or, with `arrival`, in the order the sentences come (as a server batches requests)."""
+    encodings = tokenizer.encode_batch(sentences)
+    encodings = encodings if arrival else sorted(encodings, key=lambda e: len(e.ids))
     starts = range(0, len(encodings) - size + 1, size)
     batches = []
     for start in [starts[i * len(starts) // count] for i in range(min(count, len(starts)))]:  # short to long
@@ -55,12 +62,15 @@ def padded_batches(tokenizer, sentences: list[str], size: int, count: int) -> li
     return batches
 
 
-def onnx_profile(graph: Path, batches: list[dict]) -> tuple[float, dict[str, float]]:
+def onnx_profile(graph: Path, batches: list[dict], zero_subnormals: bool = True) -> tuple[float, dict[str, float]]:
+    """(seconds for the batches, seconds by kind of op) of the graph in a session as model/onnx.py makes one, or,
+    without `zero_subnormals`, one that keeps subnormal floats (ONNX Runtime's default)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.set_denormal_as_zero", "1")  # as model/onnx.py's sessions
+    if zero_subnormals:
+        options.add_session_config_entry("session.set_denormal_as_zero", "1")
     plain = ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
     options.enable_profiling = True
     options.profile_file_prefix = str(graph.parent / "profile")  # beside the graph, in the scratch directory
@@ -103,6 +113,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/data", help="for SST-2 dev's sentences and Gutenberg's text")
     parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument(
+        "--arrival", action="store_true", help="batch the sentences in the order they come, not sorted by length"
+    )
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(machine_description(), flush=True)
@@ -118,13 +131,18 @@ def main() -> None:
         model_dir = bertforge_model(Path(scratch), tokenizer)
         export_model(model_dir, Path(scratch) / "onnx")
         model = load_model(BertForSentenceEmbedding, model_dir)
-        batches = padded_batches(tokenizer, sentences, 32, args.batches)
+        batches = padded_batches(tokenizer, sentences, 32, args.batches, args.arrival)
         onnx_seconds, onnx_kinds = onnx_profile(Path(scratch) / "onnx" / GRAPH, batches)
+        kept_seconds, kept_kinds = onnx_profile(Path(scratch) / "onnx" / GRAPH, batches, zero_subnormals=False)
         torch_seconds, torch_kinds = torch_profile(model, batches)
-    print(f"{len(batches)} batches of 32: PyTorch {torch_seconds:.2f} s, ONNX Runtime fp32 {onnx_seconds:.2f} s")
-    print("| kind | PyTorch s | ONNX Runtime s |\n|---|---:|---:|")
+    print(
+        f"{len(batches)} batches of 32: PyTorch {torch_seconds:.2f} s, ONNX Runtime fp32 {onnx_seconds:.2f} s "
+        f"({kept_seconds:.2f} s keeping subnormal floats)"
+    )
+    print("| kind | PyTorch s | ONNX Runtime s | ONNX Runtime, subnormals kept, s |\n|---|---:|---:|---:|")
     for kind in [*KINDS, "other"]:
-        print(f"| {kind} | {torch_kinds.get(kind, 0):.2f} | {onnx_kinds.get(kind, 0):.2f} |")
+        seconds = (torch_kinds.get(kind, 0), onnx_kinds.get(kind, 0), kept_kinds.get(kind, 0))
+        print(f"| {kind} | " + " | ".join(f"{s:.2f}" for s in seconds) + " |")
 
 
 if __name__ == "__main__":

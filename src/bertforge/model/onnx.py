@@ -51,8 +51,8 @@ def onnx_runtime():
 
 def session(path: Path, threads: int | None = None):
     """An ONNX Runtime session of the graph at `path` on the CPU, with every graph optimisation, and subnormal floats
-    taken as zero: a padded batch's attention makes some (a batch of 32 with padding ran 1.3x slower than the same
-    shapes unpadded, its matrix products and softmax on the slow path for them; benchmarks/README.md)."""
+    taken as zero: ONNX Runtime's softmax gives a padded batch's masked positions subnormals instead of zeros, on
+    the CPU's slow path (5x the softmax's time: benchmarks/README.md)."""
     ort = onnx_runtime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
