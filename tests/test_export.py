@@ -130,6 +130,25 @@ def test_an_exported_model_answers_as_the_pytorch_one(tmp_path, wordpiece_tokeni
         assert _rounded(exported) == _rounded(ours)
 
 
+def test_the_serving_session_takes_subnormal_floats_as_zero(tmp_path, wordpiece_tokenizer):
+    """ONNX Runtime's softmax leaves a padded batch's masked positions subnormal, on the CPU's slow path
+    (benchmarks/README.md): the session serving an export flushes them, and a text padded in a batch still gets
+    the hidden states it gets alone."""
+    import torch
+
+    from bertforge.model.directory import load_model
+
+    export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
+    served = load_model(BertForSentenceEmbedding, tmp_path / "onnx")
+    assert served.session.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
+    short, long = (wordpiece_tokenizer.encode(text).ids for text in (TEXTS[2], TEXTS[1]))
+    ids = torch.tensor([short + [0] * (len(long) - len(short)), long])
+    mask = torch.tensor([[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)])
+    padded = served.run(ids, None, mask)["last_hidden_state"][0, : len(short)]
+    alone = served.run(torch.tensor([short]), None, torch.ones(1, len(short), dtype=torch.long))["last_hidden_state"]
+    np.testing.assert_allclose(padded.numpy(), alone[0].numpy(), atol=1e-5)
+
+
 def _rounded(value):
     """Answers with their scores to three places: what an export may change within its tolerance."""
     if isinstance(value, dict):
