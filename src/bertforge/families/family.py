@@ -64,7 +64,7 @@ class Family:
     positions_after_pad: bool = False  # RoBERTa's position table starts pad_token_id + 1 rows in
     base_pooler: bool = True  # the family's bare encoder class (BertModel, RobertaModel) has a pooler
     special_token_ids: dict[str, str] = field(default_factory=lambda: {"pad_token_id": "pad"})  # key -> role
-    # The family's classes that tell how a model saved as one was pre-trained (model/directory.py `Pretraining`):
+    # The family's classes that tell how a model saved as one was pre-trained (model/directory.py, `ModelFiles`):
     # BertForPreTraining had a next-sentence head, ElectraForPreTraining is a discriminator. Any other: MLM alone.
     pretraining_classes: dict[str, dict[str, str]] = field(default_factory=dict)
 

@@ -207,11 +207,15 @@ class ModelFiles:
             return dict(self.family.pretraining_classes.get(self.architecture, {"pair_objective": "none"}))
         return {"pair_objective": "nsp" if "nsp" in self.heads else "none"}
 
-    def _holds(self, part: str) -> bool:
-        """Whether the index holds the family's `part` (a parameter, or a module's weights): under the encoder's
+    def stored_as(self, part: str) -> tuple[str, ...]:
+        """The names the family's `part` (a parameter, or a module) may have in the file: under the encoder's
         prefix, or, in a bare encoder's own file (BertModel's), without it."""
         body = self.family.body + "."
-        forms = (part, part.removeprefix(body)) if part.startswith(body) else (part,)
+        return (part, part.removeprefix(body)) if part.startswith(body) else (part,)
+
+    def _holds(self, part: str) -> bool:
+        """Whether the index holds the family's `part`, or weights of it where it is a module."""
+        forms = self.stored_as(part)
         return any(name == form or name.startswith(form + ".") for name in self.index for form in forms)
 
 
@@ -311,7 +315,7 @@ def check_shapes(files: ModelFiles) -> None:
     """The token table's shape in the weights' index against config.json, before a model of that config is built:
     a config that disagrees with its weights is refused without allocating what it asks for."""
     config, table = files.config, files.family.modules["bert.embeddings.token"] + ".weight"
-    shapes = [shape for name, (shape, _) in (files.index or {}).items() if name in (table, table.split(".", 1)[1])]
+    shapes = [files.index[name][0] for name in files.stored_as(table) if name in (files.index or {})]
     if shapes and shapes[0] != (config.vocab_size, config.embedding_width):
         width = "embedding_size" if config.embedding_size else "hidden_size"
         raise UserError(
