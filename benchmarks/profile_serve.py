@@ -7,8 +7,8 @@ ONNX export (ONNX Runtime's own profiler), the same model and the same padded ba
 The model is bench_serve.py's bertforge-saved one (MiniLM's size: 6 layers, width 384, random weights) with its
 tokenizer; the batches are 32 of SST-2 dev's sentences each, sorted by length and padded to their longest, as
 `embed` makes them (or, with --arrival, as they come). Every batch runs once unprofiled first (ONNX Runtime plans
-its memory, oneDNN builds its kernels), then once profiled. ONNX Runtime runs twice: as model/onnx.py's sessions
-do, subnormal floats taken as zero, and with its default, keeping them.
+its memory, oneDNN builds its kernels), then once profiled. ONNX Runtime runs the graph twice: set up as
+model/onnx.py sets it up, subnormal floats taken as zero, and with its default, keeping them.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def padded_batches(
 
 
 def onnx_profile(graph: Path, batches: list[dict], zero_subnormals: bool = True) -> tuple[float, dict[str, float]]:
-    """(seconds for the batches, seconds by kind of op) of the graph in a session as model/onnx.py makes one, or,
-    without `zero_subnormals`, one that keeps subnormal floats (ONNX Runtime's default)."""
+    """(seconds for the batches, seconds by kind of op) of the graph run as model/onnx.py runs it, or, without
+    `zero_subnormals`, keeping subnormal floats (ONNX Runtime's default)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
