@@ -39,9 +39,9 @@ from bench_train import Contender, autocast, race  # noqa: E402
 from bertforge import ModelConfig  # noqa: E402
 from bertforge.data.batching import TextBatcher, shuffled_buckets  # noqa: E402
 from bertforge.engine.hardware import cpu_has_fast_bf16  # noqa: E402
-from bertforge.model.directory import save_model  # noqa: E402
 from bertforge.model.heads import BertForSequenceClassification  # noqa: E402
 from bertforge.model.unpadding import set_unpadding  # noqa: E402
+from bertforge.modelfiles.directory import save_model  # noqa: E402
 from bertforge.tokenizer import train_tokenizer  # noqa: E402
 
 from common import machine_description  # noqa: E402

@@ -88,7 +88,7 @@ def mark(phase):
     global began; now = time.perf_counter(); marks[phase] = marks.get(phase, 0) + now - began; began = now
 import json, sys, torch
 mark("import torch")
-import bertforge.cli, bertforge.tasks.finetune as finetune, bertforge.model.directory as directory
+import bertforge.cli, bertforge.tasks.finetune as finetune, bertforge.modelfiles.directory as directory
 import bertforge.tasks.registry as registry
 mark("import the rest")
 
@@ -122,7 +122,7 @@ def make_model(glue: Path, where: Path) -> Path:
 
     from bertforge import ModelConfig
     from bertforge.model.bert import BertForPreTraining
-    from bertforge.model.directory import save_model
+    from bertforge.modelfiles.directory import save_model
     from bertforge.tokenizer import train_tokenizer
 
     with open(glue / "MRPC" / "train.tsv", encoding="utf-8-sig", newline="") as f:

@@ -54,8 +54,8 @@ def make_model(texts: list[str], where: Path) -> Path:
     import torch
 
     from bertforge import ModelConfig
-    from bertforge.model.directory import save_model
     from bertforge.model.heads import BertForSequenceClassification
+    from bertforge.modelfiles.directory import save_model
     from bertforge.tokenizer import train_tokenizer
 
     tokenizer = train_tokenizer(texts, vocab_size=8192)

@@ -24,8 +24,8 @@ from common import machine_description, resident_mb  # noqa: E402
 def one_pass(model_dir: str, dev: str, questions: int, precision: str, release: bool) -> dict:
     import bertforge.tasks.qa as qa
     from bertforge.engine.runtime import MixedPrecision
-    from bertforge.model.directory import load_model_and_tokenizer
     from bertforge.model.heads import BertForQuestionAnswering
+    from bertforge.modelfiles.directory import load_model_and_tokenizer
 
     if not release:
         qa.release_freed_memory = lambda: None

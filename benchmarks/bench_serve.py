@@ -108,7 +108,7 @@ def embedder(bert):
 def contenders(model: Path, scratch: Path) -> dict:
     """name -> embed(list of texts, batch size) -> (N, D) array, each with its model loaded."""
     import bertforge
-    from bertforge.deploy.export import export_model
+    from bertforge.modelfiles.export import export_model
 
     scratch.mkdir(parents=True, exist_ok=True)
     export_model(model, scratch / "onnx-fp32")

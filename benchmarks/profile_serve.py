@@ -8,7 +8,7 @@ The model is bench_serve.py's bertforge-saved one (MiniLM's size: 6 layers, widt
 tokenizer; the batches are 32 of SST-2 dev's sentences each, sorted by length and padded to their longest, as
 `embed` makes them (or, with --arrival, as they come). Every batch runs once unprofiled first (ONNX Runtime plans
 its memory, oneDNN builds its kernels), then once profiled. ONNX Runtime runs the graph twice: set up as
-model/onnx.py sets it up, subnormal floats taken as zero, and with its default, keeping them.
+modelfiles/onnx.py sets it up, subnormal floats taken as zero, and with its default, keeping them.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def padded_batches(
 
 
 def onnx_profile(graph: Path, batches: list[dict], zero_subnormals: bool = True) -> tuple[float, dict[str, float]]:
-    """(seconds for the batches, seconds by kind of op) of the graph run as model/onnx.py runs it, or, without
+    """(seconds for the batches, seconds by kind of op) of the graph run as modelfiles/onnx.py runs it, or, without
     `zero_subnormals`, keeping subnormal floats (ONNX Runtime's default)."""
     import onnxruntime as ort
 
@@ -119,10 +119,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(machine_description(), flush=True)
-    from bertforge.deploy.export import export_model
-    from bertforge.model.directory import load_model
     from bertforge.model.heads import BertForSentenceEmbedding
-    from bertforge.model.onnx import GRAPH
+    from bertforge.modelfiles.directory import load_model
+    from bertforge.modelfiles.export import export_model
+    from bertforge.modelfiles.onnx import GRAPH
 
     data = Path(args.data)
     sentences = texts(data)

@@ -57,8 +57,8 @@ from bertforge.engine.metrics import read_metrics  # noqa: E402
 from bertforge.formats.corpus import read_paragraphs  # noqa: E402
 from bertforge.formats.text import split_sentences
 from bertforge.inference import load  # noqa: E402
-from bertforge.model.directory import read_model_files  # noqa: E402
 from bertforge.model.electra import GENERATOR_DIR  # noqa: E402
+from bertforge.modelfiles.directory import read_model_files  # noqa: E402
 from bertforge.plots import save_figure, subplots  # noqa: E402
 from bertforge.studies.replicates import aligned, median_range  # noqa: E402
 from bertforge.studies.sweep import draw_band  # noqa: E402

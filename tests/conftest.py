@@ -29,7 +29,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 from bertforge import BertForPreTraining, ModelConfig
 from bertforge.engine.checkpoint import checkpoint_dirs
 from bertforge.families import MODERNBERT_SHAPE
-from bertforge.model.directory import save_model
+from bertforge.modelfiles.directory import save_model
 from bertforge.tokenizer import train_tokenizer
 
 # The only reasons a test may skip: hardware this machine lacks. A skip for any other reason (a package

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from bertforge.errors import UserError
 from bertforge.model.bert import BertForPreTraining
-from bertforge.model.directory import load_model
+from bertforge.modelfiles.directory import load_model
 from bertforge.studies.sweep import MAX_GRID_POINTS, parse_grid, run_name
 from bertforge.tasks import registry
 
@@ -133,7 +133,7 @@ def test_a_full_disk_in_any_writer_is_one_line_and_the_last_checkpoint_stays(wor
     SafetensorError: either, at the second checkpoint, is one line and exit 2; the first checkpoint is intact."""
     from safetensors import SafetensorError
 
-    import bertforge.model.directory as directory
+    import bertforge.modelfiles.directory as directory
     import bertforge.training.rundir as rundir
 
     run = tmp_path / "run"
@@ -227,7 +227,7 @@ def test_a_huge_file_is_refused_unread(workdir, tmp_path, name):
 def test_a_tensor_outside_the_family_is_refused_before_any_tensor_is_read(workdir, tmp_path, monkeypatch):
     """A safetensors file with an extra 64 MB tensor, or a weight stored as integers, or a weight of another shape:
     refused from the header, without reading a tensor."""
-    import bertforge.model.directory as directory
+    import bertforge.modelfiles.directory as directory
 
     model = workdir / "model"
     weights = load_file(model / "model.safetensors")

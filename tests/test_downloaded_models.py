@@ -238,8 +238,8 @@ def continue_headless(model, corpus, tmp_path, *flags, steps=4):
 
 def our_tensors(directory):
     """The directory's weights by our names, as bertforge reads them."""
-    from bertforge.model.directory import read_config, read_weights
-    from bertforge.model.hf import config_from_hf, from_hf_state_dict
+    from bertforge.modelfiles.directory import read_config, read_weights
+    from bertforge.modelfiles.hf import config_from_hf, from_hf_state_dict
 
     config = config_from_hf(read_config(directory))
     return from_hf_state_dict(read_weights(directory), config)[0]

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 
 from bertforge.errors import UserError
 from bertforge.model.config import ModelConfig
-from bertforge.model.directory import load_model, save_model
 from bertforge.model.electra import GENERATOR_DIR, BertForReplacedTokenDetection, ElectraForPreTraining, sample
 from bertforge.model.heads import BertForSequenceClassification
+from bertforge.modelfiles.directory import load_model, save_model
 from bertforge.training.config import TrainConfig
 
 from conftest import (

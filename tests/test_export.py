@@ -19,7 +19,7 @@ from bertforge.model.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertforge.model.onnx import EXPORT_KEY, GRAPH
+from bertforge.modelfiles.onnx import EXPORT_KEY, GRAPH
 
 from conftest import MODERN, bertforge, bertforge_ok, needs, one_line_error, randomised
 from released import DISCRIMINATORS, LAYOUTS, build
@@ -136,10 +136,10 @@ def test_the_serving_session_takes_subnormal_floats_as_zero(tmp_path, wordpiece_
     the hidden states it gets alone."""
     import torch
 
-    from bertforge.model.directory import load_model
+    from bertforge.modelfiles.directory import load_model_and_tokenizer
 
     export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
-    served = load_model(BertForSentenceEmbedding, tmp_path / "onnx")
+    _, served, _ = load_model_and_tokenizer(tmp_path / "onnx", BertForSentenceEmbedding, serve=True)
     assert served.session.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
     short, long = (wordpiece_tokenizer.encode(text).ids for text in (TEXTS[2], TEXTS[1]))
     ids = torch.tensor([short + [0] * (len(long) - len(short)), long])
@@ -188,7 +188,36 @@ def test_export_refuses_in_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
     one_line_error(bertforge("fill-mask", tmp_path / "mlm-onnx", "the [MASK] sat."), "exported model")
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(UserError, match=r"pip install 'bertforge\[onnx\]'"):
-        from bertforge.deploy.export import export_model
+        from bertforge.modelfiles.export import export_model
 
         export_model(model, tmp_path / "none")
     assert not (tmp_path / "none").exists()
+
+
+def test_an_export_serves_and_nothing_trains_it(tmp_path, wordpiece_tokenizer):
+    """A served export is its own type, handed out only to the verbs that answer (serve=True); loading it as a
+    trainable model (finetune, evaluate, extend, pretrain --init-from all do) is refused in one line, never a
+    graph where a module is expected."""
+    from bertforge.modelfiles.directory import load_model, load_model_and_tokenizer, load_weights, read_model_files
+    from bertforge.modelfiles.onnx import OnnxModel
+
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification")
+    export(model, tmp_path / "onnx")
+    files = read_model_files(tmp_path / "onnx")
+    _, served, _ = load_model_and_tokenizer(files, BertForSequenceClassification, serve=True, num_labels=3)
+    assert isinstance(served, OnnxModel)
+    trainable = load_model(BertForSequenceClassification, model, num_labels=3)
+    for attempt in (
+        lambda: load_model(BertForSequenceClassification, files, num_labels=2),
+        lambda: load_model_and_tokenizer(files, BertForSequenceClassification, num_labels=2),
+        lambda: load_weights(trainable, files),
+    ):
+        with pytest.raises(UserError, match="is an exported model .* the model it was exported from"):
+            attempt()
+    (tmp_path / "train.tsv").write_text("text\tlabel\n" + "".join(f"{t}\t{i % 2}\n" for i, t in enumerate(TEXTS * 4)))
+    done = bertforge(
+        "finetune", tmp_path / "onnx", "--task", "classification", "--train", tmp_path / "train.tsv",
+        "--text-column", "text", "--label-column", "label", "--out", tmp_path / "tuned",
+    )  # fmt: skip
+    one_line_error(done, "is an exported model")
+    assert not (tmp_path / "tuned").exists()

@@ -17,8 +17,8 @@ import torch
 
 from bertforge.families import BERT_SPECIALS, FAMILIES, titles
 from bertforge.model.bert import BertForPreTraining
-from bertforge.model.directory import load_model_and_tokenizer, read_model_files, save_model
-from bertforge.model.origin import read_origin
+from bertforge.modelfiles.directory import load_model_and_tokenizer, read_model_files, save_model
+from bertforge.modelfiles.origin import read_origin
 from bertforge.tokenizer import load_tokenizer, special_tokens
 from bertforge.training.config import TrainConfig
 
@@ -83,7 +83,7 @@ def test_the_help_names_every_family_from_the_records():
 COUNT_OPENS = """
 import collections, json, sys
 from pathlib import Path
-import bertforge.model.directory as directory
+import bertforge.modelfiles.directory as directory
 
 root, verb = Path(sys.argv[1]), sys.argv[2]
 opened = collections.Counter()

@@ -24,11 +24,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: the Hugging Face model families, one record each (no torch)", ["families"]),
     ("foundations: tokenizers", ["tokenizer"]),
     ("reading documents from every input format (no torch)", ["formats"]),
-    ("prepared data, instances and masking; the network and model directories; devices, precision, processes, "
-     "optimizer, checkpoints, metrics log (no model)", ["data", "model", "engine"]),
+    ("prepared data, instances and masking; the network; devices, precision, processes, optimizer, checkpoints, "
+     "metrics log (no model)", ["data", "model", "engine"]),
+    ("model directories: read through the one boundary, written whole; their HF mapping, cards, "
+     "sentence-transformers modules; exports and the served-export type", ["modelfiles"]),
     ("the figures: a run's curves, a model's views (matplotlib; no model code)", ["plots"]),
     ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
-    ("the answers a model gives; its export for serving", ["inference", "deploy"]),
+    ("the answers a model gives", ["inference"]),
     ("sweeps, downstream scores, replicates, the demo", ["studies"]),
     ("the command line", ["cli"]),
     ("python -m bertforge, and the package's lazy public names", ["__main__", "__init__"]),
@@ -129,7 +131,7 @@ def test_the_layering_test_can_fail(tmp_path):
     # Planted in a copy of the package: in the package itself, a test on another worker would meet the file.
     copy = shutil.copytree(PACKAGE, tmp_path / "bertforge", ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "training" / "planted.py").write_text("from ..tasks.finetune import finetune\n")  # the same layer
-    assert upward_imports(copy) == ["training.planted (layer 7) imports tasks.finetune (layer 7)"]
+    assert upward_imports(copy) == ["training.planted (layer 8) imports tasks.finetune (layer 8)"]
 
 
 def test_formats_and_prepare_never_import_torch():
@@ -181,13 +183,14 @@ def test_every_random_draw_names_its_stream():
 
 
 def places_naming(name: str) -> set[str]:
-    """The package's files (outside model/, whose `transformers` problem types and pipeline tags are that
-    library's vocabulary) that use `name` as a task's name: a string that is the name (docstrings aside), or
+    """The package's files (outside model/, whose `transformers` problem types are that library's vocabulary, and
+    the architecture records, whose pipeline tags and export kinds are the Hub's and optimum's) that use `name` as
+    a task's name: a string that is the name (docstrings aside), or
     `--task NAME` / `task=NAME` anywhere."""
     used = re.compile(rf"(--task |task=){re.escape(name)}(?![\w-])")
     found = set()
     for path in PACKAGE.rglob("*.py"):
-        if path.relative_to(PACKAGE).parts[0] == "model":
+        if path.relative_to(PACKAGE).parts[0] == "model" or path == PACKAGE / "families" / "architectures.py":
             continue
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
@@ -231,3 +234,35 @@ def test_no_layer_below_the_command_line_starts_the_command_line():
     ]
     assert not found, found
     assert starts_cli.search('command = [sys.executable, "-m", "bertforge", "pretrain"]')  # the check sees one
+
+
+def test_the_network_reads_and_writes_no_file():
+    """model/ is the learner's folder: what computes. Nothing under it opens, reads or writes a file (modelfiles/
+    does): no file module imported, no open() or Path I/O called."""
+    file_access = {"fileio", "safetensors", "safetensors.torch", "json", "shutil", "pathlib", "os"}
+    io_calls = {
+        "open",
+        "read_text",
+        "write_text",
+        "read_bytes",
+        "write_bytes",
+        "save",
+        "load",
+        "save_file",
+        "load_file",
+    }
+    found = []
+    for path in sorted((PACKAGE / "model").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            found += [f"{path.name} imports {n}" for n in names if n.lstrip(".") in file_access]
+            if isinstance(node, ast.Call):
+                called = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if called in io_calls and not (called == "load" and "state_dict" in ast.unparse(node.func)):
+                    found.append(f"{path.name}:{node.lineno} calls {called}")
+    assert not found, found

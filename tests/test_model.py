@@ -531,8 +531,8 @@ def test_a_position_scheme_registered_from_outside_is_a_choice_the_encoder_and_t
     (NoPE), registered here, is at once a config choice; the encoder adds no table, so permuting a sequence's tokens
     permutes its outputs (which a learned table prevents); and the export says transformers' BERT lacks it."""
     from bertforge.model.bert import BertModel
-    from bertforge.model.hf import unloadable_parts
     from bertforge.model.variants import POSITION_SCHEMES, PositionScheme
+    from bertforge.modelfiles.hf import unloadable_parts
 
     with pytest.raises(UserError, match="position_embedding must be one of"):
         ModelConfig.preset("tiny", vocab_size=50, position_embedding="none")

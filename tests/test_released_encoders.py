@@ -14,7 +14,6 @@ from safetensors.torch import load_file, save_file
 
 from bertforge import BertForPreTraining, ModelConfig, load_model, save_model
 from bertforge.data.masking import MaskingCollator, MaskingConfig
-from bertforge.model.directory import load_model_and_tokenizer
 from bertforge.model.electra import BertForReplacedTokenDetection
 from bertforge.model.heads import (
     BertForMultipleChoice,
@@ -22,6 +21,7 @@ from bertforge.model.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
+from bertforge.modelfiles.directory import load_model_and_tokenizer
 from bertforge.tokenizer import load_tokenizer, special_ids, word_starts
 
 from conftest import assert_fill_mask_is_the_pipeline, bertforge, bertforge_ok, needs, one_line_error, write_corpus

@@ -19,7 +19,7 @@ from bertforge import BertForPreTraining, ModelConfig
 from bertforge.engine.checkpoint import checkpoint_dirs
 from bertforge.engine.optim import build_optimizer
 from bertforge.errors import UserError
-from bertforge.model.directory import resolve_model_dir
+from bertforge.modelfiles.directory import resolve_model_dir
 from bertforge.tokenizer import load_tokenizer
 from bertforge.training.rundir import load_checkpoint
 

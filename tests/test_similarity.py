@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from bertforge import Classifier, Columns, ModelConfig
 from bertforge.engine.runtime import MixedPrecision
 from bertforge.errors import UserError
-from bertforge.model.directory import load_model
 from bertforge.model.heads import BertForSentenceEmbedding
+from bertforge.modelfiles.directory import load_model
 from bertforge.studies.score import parse_task
 from bertforge.tasks.config import FinetuneConfig
 from bertforge.tasks.finetune import finetune

@@ -7,11 +7,13 @@ The package is in layers, each a folder that imports only from the layers below 
     families/                     the Hugging Face model families, one record each: the home of their facts
     formats/                      reading documents from every input format (no torch)
     data/                         prepare, the data directory, pre-training instances, masking
-    model/                        the network, its heads and variants, Hugging Face layouts, model directories
+    model/                        the network, its heads and variants; it reads and writes no file
     engine/                       devices, precision, processes, optimizer, checkpoints, metrics log
+    modelfiles/                   model directories read through one boundary and written whole; Hugging Face
+                                  layouts, cards, sentence-transformers modules, the ONNX export and served exports
     training/                     the pre-training loop, its configs and recipes, evaluation
     tasks/                        the fine-tuning loop and a module per task
-    inference, plots, deploy/     the answers, the figures, the export for serving
+    inference, plots              the answers, the figures
     studies/                      sweeps, downstream scores, replicates, the demo
     cli/                          the command line
 
@@ -31,8 +33,8 @@ _EXPORTS = {
     "BertForPreTraining": "model.bert",
     "BertForSequenceClassification": "model.heads",
     "BertModel": "model.bert",
-    "load_model": "model.directory",
-    "save_model": "model.directory",
+    "load_model": "modelfiles.directory",
+    "save_model": "modelfiles.directory",
     "pretrain": "training.trainer",
     "plan_run": "training.plan",
     "finetune": "tasks.finetune",

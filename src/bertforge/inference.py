@@ -28,11 +28,11 @@ from .display import Record, markdown_table
 from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
 from .model.bert import BertForPreTraining
-from .model.directory import electra_generator, load_model_and_tokenizer, read_model_files
 from .model.heads import pool
-from .model.onnx import OnnxModel
-from .model.origin import Origin, read_origin
-from .model.sentence import POOLING_MODES
+from .modelfiles.directory import electra_generator, load_model_and_tokenizer, read_model_files
+from .modelfiles.onnx import OnnxModel
+from .modelfiles.origin import Origin, read_origin
+from .modelfiles.sentence import POOLING_MODES
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
 from .tokenizer import (
@@ -97,7 +97,9 @@ class Bert:
         files = read_model_files(path)
         info = files.pretraining
         discriminator = info.get("objective") == "electra"  # it embeds, and fills in nothing
-        _, model, tokenizer = load_model_and_tokenizer(files, trust_pickle=trust_pickle, keep_heads=not discriminator)
+        _, model, tokenizer = load_model_and_tokenizer(
+            files, trust_pickle=trust_pickle, keep_heads=not discriminator, serve=True
+        )
         generator = electra_generator(files.directory, info) if discriminator else None
         pair = info.get("pair_objective", "nsp")
         return cls(model, tokenizer, device, pair, precision, read_origin(files), generator)

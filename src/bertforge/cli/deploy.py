@@ -9,8 +9,8 @@ from .flags import add_verb, column_flags, output_flags, print_json
 
 
 def cmd_export(args: argparse.Namespace) -> None:
-    from ..deploy.export import export_model
     from ..formats.corpus import read_texts
+    from ..modelfiles.export import export_model
 
     texts = read_texts(args.check_data, args.text_column)[0] if args.check_data else None
     made = export_model(args.model, args.out, args.quantize, texts, args.overwrite, args.trust_pickle)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..fileio import write_bytes
-from ..model.sentence import POOLING_MODES
+from ..modelfiles.sentence import POOLING_MODES
 from ..tasks.registry import REGRESSION, SENTENCE_SIMILARITY
 from .flags import (
     POSITIVE,

@@ -23,7 +23,7 @@ from .flags import (
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
-    from ..model.hf import remote_code_note
+    from ..modelfiles.hf import remote_code_note
     from ..progress import duration
     from ..training.plan import plan_run
     from ..training.trainer import pretrain

@@ -1,5 +1,7 @@
 """The `transformers` model families bertforge reads and writes, one module each, each one `Family` record:
 
+    architectures.py  the classes a model is saved as: one record each (what it answers, its class suffix, Auto
+                    class, pipeline, head modules, graph outputs, card line)
     family.py       what a record holds: names, weight names, config keys, classes, tokenizer, special tokens
     bert.py         BERT: BertForPreTraining, BertForMaskedLM, BertModel, ...; the keys BERT-built families share
     roberta.py      RoBERTa, XLM-RoBERTa, CamemBERT, and RoBERTa-PreLayerNorm (bertforge's pre-LN BERTs)
@@ -8,7 +10,7 @@
     modernbert.py   ModernBERT (bertforge's `budget` recipe)
 
 A record is data and torch-free, so every layer reads the same one: the tokenizer loader its special tokens,
-model/hf.py its weight names and config keys, the model card its names, the command line's help its titles.
+modelfiles/hf.py its weight names and config keys, the model card its names, the command line's help its titles.
 A model read from a directory keeps its family (ModelConfig.family) and goes back out in it; a model bertforge
 builds takes the family of its shape (`family_of`). Adding a family is its module and `FAMILIES.register(record)`.
 """
@@ -19,10 +21,11 @@ from typing import Any
 
 from ..errors import UserError
 from ..registry import Registry
+from .architectures import ARCHITECTURES, Architecture
 from .bert import BERT, BERT_SPECIALS, VARIANT_DEFAULTS
 from .distilbert import DISTILBERT
 from .electra import ELECTRA
-from .family import OUR_ARCHITECTURES, ROLES, Family, ModelConfig
+from .family import ROLES, Family, ModelConfig
 from .modernbert import MODERNBERT, MODERNBERT_SHAPE
 from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
 
@@ -31,10 +34,11 @@ for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBE
     FAMILIES.register(built_in)
 
 __all__ = [
+    "ARCHITECTURES",
+    "Architecture",
     "BERT_SPECIALS",
     "FAMILIES",
     "MODERNBERT_SHAPE",
-    "OUR_ARCHITECTURES",
     "ROLES",
     "VARIANT_DEFAULTS",
     "Family",

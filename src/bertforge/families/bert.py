@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UserError
-from .family import Family, ModelConfig, require_keys, task_classes
+from .family import Family, ModelConfig, require_keys
 
 # BERT's special tokens, which the tokenizers bertforge trains carry too ([PAD] id 0 in those).
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
@@ -121,23 +121,10 @@ BERT = Family(
     },
     params={"mlm_head.bias": "cls.predictions.bias", "mlm_head.decoder_weight": "cls.predictions.decoder.weight"},
     decoder_bias="cls.predictions.decoder.bias",
-    architectures={
-        **task_classes("Bert"),
-        "BertForPreTraining": "BertForPreTraining",
-        # An ELECTRA discriminator loads in transformers as its encoder, the part fine-tuning keeps.
-        "BertForReplacedTokenDetection": "BertModel",
-    },
+    # BertForPreTraining keeps its next-sentence head (their class for ours of that name).
+    classes={"BertForPreTraining": "BertForPreTraining"},
     config_class="BertConfig",
     pretraining_classes={"BertForPreTraining": {"pair_objective": "nsp"}},
-    auto_classes={
-        "AutoModel": "BertModel",
-        "AutoModelForPreTraining": "BertForPreTraining",
-        "AutoModelForMaskedLM": "BertForMaskedLM",
-        "AutoModelForSequenceClassification": "BertForSequenceClassification",
-        "AutoModelForTokenClassification": "BertForTokenClassification",
-        "AutoModelForQuestionAnswering": "BertForQuestionAnswering",
-        "AutoModelForMultipleChoice": "BertForMultipleChoice",
-    },
     read_config=lambda hf, source: bert_style_values(hf, source),
     write_config=lambda config, architecture: bert_style_config(config, "bert", architecture),
 )

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import UserError
 from .bert import BERT_SPECIALS
-from .family import Family, ModelConfig, require_keys, task_classes
+from .family import Family, ModelConfig, require_keys
 
 LAYER = "distilbert.transformer.layer.{i}"
 
@@ -83,7 +83,6 @@ DISTILBERT = Family(
         "nsp_head": "cls.seq_relationship",
     },
     params={"mlm_head.bias": "vocab_projector.bias", "mlm_head.decoder_weight": "vocab_projector.weight"},
-    architectures=task_classes("DistilBert"),
     config_class="DistilBertConfig",
     read_config=_read,
     write_config=_write,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import UserError
 from .bert import BERT_SPECIALS, bert_style_config, bert_style_modules, bert_style_values
-from .family import Family, ModelConfig, task_classes
+from .family import Family, ModelConfig
 
 
 def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
@@ -44,7 +44,7 @@ ELECTRA = Family(
         "BertForMultipleChoice": {"bert.pooler": "sequence_summary.summary"},
     },
     params={"mlm_head.bias": "generator_lm_head.bias", "mlm_head.decoder_weight": "generator_lm_head.weight"},
-    architectures={**task_classes("Electra"), "BertForReplacedTokenDetection": "ElectraForPreTraining"},
+    classes={"BertForReplacedTokenDetection": "ElectraForPreTraining"},
     config_class="ElectraConfig",
     pretraining_classes={"ElectraForPreTraining": {"objective": "electra", "pair_objective": "none"}},
     read_config=_read,

@@ -1,8 +1,8 @@
 """What a `transformers` model family is to bertforge, all in one record (`Family`), each in the module of its
 family: its names as people and `transformers` write them, its names for our modules and parameters, its config.json
-keys both ways, its classes, its tokenizer's class and special tokens, and where their ids go. model/hf.py maps state
-dicts and configs through whichever record a model's family names; the tokenizer loader, the model card and the
-command line's help read the same record."""
+keys both ways, its classes, its tokenizer's class and special tokens, and where their ids go. modelfiles/hf.py maps
+state dicts and configs through whichever record a model's family names; the tokenizer loader, the model card and
+the command line's help read the same record."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UserError
+from .architectures import ARCHITECTURES
 
 # model/config.py's ModelConfig, whose fields the families read by name. The families sit below the model layer
 # (the tokenizer loader, below it too, reads their special tokens), so they name the type without importing it.
@@ -19,25 +20,15 @@ ModelConfig = Any
 # The roles special tokens play, as tokenizer_config.json names them (`pad_token`, `cls_token`, ...).
 ROLES = ("pad", "unk", "cls", "sep", "mask")
 
-# Our classes' names for what they are, as a model reports it (`hf_architecture`): each family names its own.
-OUR_ARCHITECTURES = (
-    "BertForPreTraining",  # masked LM + next-sentence head
-    "BertForMaskedLM",  # masked LM alone
-    "BertForSequenceClassification",
-    "BertForTokenClassification",
-    "BertForQuestionAnswering",
-    "BertForMultipleChoice",
-    "BertForReplacedTokenDetection",  # ELECTRA's discriminator
-    "BertForSentenceEmbedding",  # the encoder alone, mean-pooled
-    "BertModel",  # the encoder alone: a released headless model (BertModel, RobertaModel, ...) goes back out as one
-)
-
 
 @dataclass(frozen=True)
 class Family:
     """One `transformers` model family.
 
-    `modules` maps our module paths ("{i}" a layer index) to theirs; `head_modules` overrides them for one of our
+    Its class for each of ours (families/architectures.py) is `{prefix}{suffix}`, the prefix its config class's
+    (BertConfig: BertForMaskedLM, BertModel, ...), except where `classes` names another (BERT saves a next-sentence
+    head as BertForPreTraining, ELECTRA its discriminator as ElectraForPreTraining). `modules` maps our module
+    paths ("{i}" a layer index) to theirs; `head_modules` overrides them for one of our
     classes (RoBERTa's sequence classifier names our pooler `classifier.dense`). `params` names our single
     parameters: the MLM bias and the untied decoder weight. `read_config` turns config.json into ModelConfig
     values; `write_config` a ModelConfig into config.json for one of the family's classes.
@@ -50,13 +41,12 @@ class Family:
     body: str  # the encoder's prefix in the family's task classes: "bert", "roberta", "distilbert", "model", ...
     modules: dict[str, str]
     params: dict[str, str]
-    architectures: dict[str, str]  # our architecture (OUR_ARCHITECTURES) -> the family's class
     config_class: str
     read_config: Callable[[dict[str, Any], str], dict[str, Any]]
     write_config: Callable[[ModelConfig, str], dict[str, Any]]
     decoder_bias: str | None = None  # a second copy of the MLM bias that `transformers` applies (BERT's decoder's)
     head_modules: dict[str, dict[str, str]] = field(default_factory=dict)
-    auto_classes: dict[str, str] = field(default_factory=dict)  # Auto class -> the family's (remote code only)
+    classes: dict[str, str] = field(default_factory=dict)  # our architecture -> the family's, where not the rule's
     # Queries, keys and values as three matrices (ours are one): the name of each, or None where the family fuses
     # them as we do (ModernBERT's Wqkv).
     qkv: str | None = "{body}.encoder.layer.{i}.attention.self.{part}"
@@ -64,7 +54,7 @@ class Family:
     positions_after_pad: bool = False  # RoBERTa's position table starts pad_token_id + 1 rows in
     base_pooler: bool = True  # the family's bare encoder class (BertModel, RobertaModel) has a pooler
     special_token_ids: dict[str, str] = field(default_factory=lambda: {"pad_token_id": "pad"})  # key -> role
-    # The family's classes that tell how a model saved as one was pre-trained (model/directory.py, `ModelFiles`):
+    # The family's classes that tell how a model saved as one was pre-trained (modelfiles/directory.py, `ModelFiles`):
     # BertForPreTraining had a next-sentence head, ElectraForPreTraining is a discriminator. Any other: MLM alone.
     pretraining_classes: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -79,30 +69,32 @@ class Family:
         """Our module paths -> theirs in the family's class for `architecture`."""
         return {**self.modules, **self.head_modules.get(architecture, {})}
 
+    @property
+    def class_prefix(self) -> str:
+        """What the family's class names start with: its config class's, "Bert" of BertConfig."""
+        return self.config_class.removesuffix("Config")
+
     def hf_architecture(self, architecture: str) -> str:
-        if architecture not in self.architectures:
+        """The family's class for our `architecture` (a registered one: families/architectures.py)."""
+        if architecture not in ARCHITECTURES:
             raise UserError(f"a {self.model_type} model cannot be saved as {architecture}")
-        return self.architectures[architecture]
+        return self.classes.get(architecture) or self.class_prefix + ARCHITECTURES.get(architecture).suffix
+
+    @property
+    def architectures(self) -> dict[str, str]:
+        """Each of our architectures -> the family's class for it."""
+        return {name: self.hf_architecture(name) for name in ARCHITECTURES}
+
+    def auto_classes(self) -> dict[str, str]:
+        """Auto class -> the family's class it loads (config.json's auto_map, where our modelling code computes it)."""
+        return {
+            auto: self.hf_architecture(record.name)
+            for record in ARCHITECTURES.records()
+            for auto in record.auto_classes
+        }
 
 
 def require_keys(hf: dict[str, Any], keys: tuple[str, ...], source: str) -> None:
     missing = [k for k in keys if k not in hf]
     if missing:
         raise UserError(f"{source}: missing keys {', '.join(missing)}")
-
-
-def task_classes(prefix: str, masked_lm: str | None = None, base: str | None = None) -> dict[str, str]:
-    """Our architectures -> a family's classes named as `transformers` names them: {prefix}ForMaskedLM, ..."""
-    masked_lm = masked_lm or f"{prefix}ForMaskedLM"
-    base = base or f"{prefix}Model"
-    return {
-        "BertForPreTraining": masked_lm,  # a pair head, where one trained, kept under our names: their class skips it
-        "BertForMaskedLM": masked_lm,
-        "BertForSequenceClassification": f"{prefix}ForSequenceClassification",
-        "BertForTokenClassification": f"{prefix}ForTokenClassification",
-        "BertForQuestionAnswering": f"{prefix}ForQuestionAnswering",
-        "BertForMultipleChoice": f"{prefix}ForMultipleChoice",
-        "BertForReplacedTokenDetection": base,
-        "BertForSentenceEmbedding": base,
-        "BertModel": base,
-    }

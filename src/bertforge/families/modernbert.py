@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import UserError
 from .bert import BERT_SPECIALS
-from .family import Family, ModelConfig, require_keys, task_classes
+from .family import Family, ModelConfig, require_keys
 
 # ModernBERT's shape (Warner et al. 2024), whatever its sizes, biases and windows: what `transformers`' own
 # ModernBERT classes compute, so a model of this shape is saved as one (`is_modernbert`) and one read back has it.
@@ -162,7 +162,6 @@ MODERNBERT = Family(
         "rtd_head.prediction": "discriminator_predictions.dense_prediction",
     },
     params={"mlm_head.bias": "decoder.bias", "mlm_head.decoder_weight": "decoder.weight"},
-    architectures=task_classes("ModernBert"),
     config_class="ModernBertConfig",
     read_config=_read,
     write_config=_write,

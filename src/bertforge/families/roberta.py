@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import UserError
 from .bert import bert_style_config, bert_style_modules, bert_style_values
-from .family import Family, ModelConfig, task_classes
+from .family import Family, ModelConfig
 
 ROBERTA_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
 
@@ -55,17 +55,7 @@ def _roberta(model_type: str, title: str, body: str, prefix: str, tokenizer: str
         },
         params={"mlm_head.bias": "lm_head.bias", "mlm_head.decoder_weight": "lm_head.decoder.weight"},
         decoder_bias="lm_head.decoder.bias",
-        architectures=task_classes(prefix),
         config_class=f"{prefix}Config",
-        auto_classes={
-            "AutoModel": f"{prefix}Model",
-            "AutoModelForPreTraining": f"{prefix}ForMaskedLM",
-            "AutoModelForMaskedLM": f"{prefix}ForMaskedLM",
-            **{
-                f"AutoModelFor{task}": f"{prefix}For{task}"
-                for task in ("SequenceClassification", "TokenClassification", "QuestionAnswering", "MultipleChoice")
-            },
-        },
         read_config=read,
         write_config=write,
         positions_after_pad=True,

@@ -1,6 +1,6 @@
 """The network: BERT as the paper builds it, its heads and variants (pre-LN, rotary positions, ALiBi, gated
-feed-forward, ModernBERT's shape, ELECTRA), their Hugging Face layouts, and model directories on disk.
-Imports nothing above it; parallelism, compilation and device placement are the loops'.
+feed-forward, ModernBERT's shape, ELECTRA). It reads and writes no file (modelfiles/ does) and imports nothing
+above it; parallelism, compilation and device placement are the loops'.
 
     config        ModelConfig and the named sizes
     variants      position schemes, attention biases, feed-forward kinds, norm styles: a record each, in registries
@@ -11,12 +11,5 @@ Imports nothing above it; parallelism, compilation and device placement are the 
     dropout       dropout with a cheaper CPU mask
     unpadding     a padded batch run on its real tokens only, its sequences packed into fewer rows
     electra       ELECTRA's generator and discriminator, and the discriminator's head
-    hf            our weights and configs as a transformers family's and back, through its record (families/)
-    directory     model directories: saved whole, loaded checked, ours or transformers'
-    sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
-    origin        what a model read from a directory goes back out with: its class, modules and card
-    schema        what a model directory's config.json may hold, checked once when it is read
-    card          the model card (README.md) of every model directory
     vocabulary    a model's vocabulary grown by whole words, new rows at the mean of their old pieces
-    onnx          an exported model, served by ONNX Runtime in the PyTorch model's place
 """

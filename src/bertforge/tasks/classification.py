@@ -42,8 +42,8 @@ from ..fileio import write_answers
 from ..formats.catalog import format_named
 from ..formats.corpus import read_documents
 from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
-from ..model.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
+from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length
 from . import registry
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
@@ -364,7 +364,7 @@ class Classifier:
         self.thresholds = _label_thresholds(config.get("label_thresholds"), self.labels, directory)
         kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
         _, self.model, tokenizer = load_model_and_tokenizer(
-            files, BertForSequenceClassification, trust_pickle, **kwargs
+            files, BertForSequenceClassification, trust_pickle, serve=True, **kwargs
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)

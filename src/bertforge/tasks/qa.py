@@ -43,8 +43,8 @@ from ..data.batching import windowing_tokenizer, windows
 from ..engine.runtime import MixedPrecision, release_freed_memory, resolve_device
 from ..errors import UserError
 from ..formats.textfiles import format_of, read_rows
-from ..model.directory import load_model_and_tokenizer, read_model_files
 from ..model.heads import BertForQuestionAnswering
+from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length, special_ids
 from .cuts import best_cut
 
@@ -483,7 +483,7 @@ class Answerer:
         if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
             raise UserError(f"{directory / 'config.json'}: {NULL_THRESHOLD_KEY} is {threshold!r}, not a number")
         self.null_threshold = float(threshold) if self.allow_no_answer else None
-        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForQuestionAnswering, trust_pickle)
+        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForQuestionAnswering, trust_pickle, serve=True)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
         self.tokenizer = windowing_tokenizer(

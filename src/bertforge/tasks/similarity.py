@@ -181,7 +181,7 @@ class SimilarityTask:
         return scores
 
     def saved_config(self) -> dict[str, Any]:
-        return {}  # the model directory records its pooling itself (model/directory.py)
+        return {}  # the model directory records its pooling itself (modelfiles/directory.py)
 
     def summary(self) -> dict[str, Any]:
         return dict(self.sizes)

@@ -42,8 +42,8 @@ from ..fileio import write_answers
 from ..formats.catalog import format_named
 from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
 from ..labels import IGNORE_INDEX
-from ..model.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..model.heads import BertForTokenClassification
+from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length, special_ids
 from .registry import ColumnNames
 
@@ -433,7 +433,7 @@ class Tagger:
         files = read_model_files(path)
         self.tags = label_names(files.directory, files.raw, "tagging")
         _, self.model, self.tokenizer = load_model_and_tokenizer(
-            files, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
+            files, BertForTokenClassification, trust_pickle, serve=True, num_labels=len(self.tags)
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()

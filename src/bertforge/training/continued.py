@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
-from ..model.directory import ModelFiles, electra_generator, read_model_files
+from ..modelfiles.directory import ModelFiles, electra_generator, read_model_files
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, recipe_configs
 from .rundir import architecture_changes

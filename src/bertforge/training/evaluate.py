@@ -26,8 +26,8 @@ from ..display import Record
 from ..engine.runtime import MixedPrecision, resolve_device, resolve_precision
 from ..errors import UserError
 from ..labels import IGNORE_INDEX
-from ..model.directory import load_model_and_tokenizer, resolve_model_dir
-from ..model.origin import read_origin
+from ..modelfiles.directory import load_model_and_tokenizer, resolve_model_dir
+from ..modelfiles.origin import read_origin
 from ..tokenizer import fingerprint, max_input_length, save_tokenizer
 from .metrics import evaluate_batches
 

@@ -23,15 +23,15 @@ from ..errors import UserError
 from ..fileio import check_not_inputs, check_output_dir
 from ..formats.corpus import readable_files
 from ..formats.options import CorpusOptions
-from ..model.directory import (
+from ..model.vocabulary import with_new_tokens
+from ..modelfiles.directory import (
     PRETRAINING_KEY,
     is_model_dir,
     load_model_and_tokenizer,
     read_model_files,
     save_model,
 )
-from ..model.origin import read_origin
-from ..model.vocabulary import with_new_tokens
+from ..modelfiles.origin import read_origin
 from ..tokenizer import count_words, special_ids, special_tokens, token_text, with_words, word_pieces
 
 

@@ -39,9 +39,9 @@ from ..engine.checkpoint import (
 from ..errors import UserError
 from ..fileio import atomic_directory, read_json, write_json
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
-from ..model.directory import saved_parts, write_model_files
-from ..model.hf import from_hf_state_dict
-from ..model.origin import Origin
+from ..modelfiles.directory import saved_parts, write_model_files
+from ..modelfiles.hf import from_hf_state_dict
+from ..modelfiles.origin import Origin
 
 METRICS, TENSORBOARD = "metrics.jsonl", "tensorboard"  # in the run directory
 SWEEP_LOG = "sweep.log"  # what a sweep writes into a run's directory before the run starts

@@ -51,8 +51,8 @@ from ..fileio import check_not_inputs, directory_lock, write_json
 from ..labels import IGNORE_INDEX
 from ..model.bert import set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
-from ..model.directory import PRETRAINING_KEY, ModelFiles, check_vocab, load_weights, read_model_files, save_model
-from ..model.origin import Origin, read_origin
+from ..modelfiles.directory import PRETRAINING_KEY, ModelFiles, check_vocab, load_weights, read_model_files, save_model
+from ..modelfiles.origin import Origin, read_origin
 from ..progress import TrainingProgress
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, masking_config

@@ -13,46 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..families import family_of
-from .config import ModelConfig
+from ..families import ARCHITECTURES, family_of
+from ..model.config import ModelConfig
 from .hf import transformers_support
 
 CARD = "README.md"
-
-# The pipeline each saved architecture answers, as the Hub names them.
-PIPELINE_TAGS = {
-    "BertForPreTraining": "fill-mask",
-    "BertForMaskedLM": "fill-mask",
-    "BertForSequenceClassification": "text-classification",
-    "BertForTokenClassification": "token-classification",
-    "BertForQuestionAnswering": "question-answering",
-    "BertForMultipleChoice": "multiple-choice",
-    "BertForSentenceEmbedding": "sentence-similarity",
-    "BertForReplacedTokenDetection": "feature-extraction",
-    "BertModel": "feature-extraction",
-}
-AUTO_CLASSES = {
-    "BertForPreTraining": "AutoModelForMaskedLM",
-    "BertForMaskedLM": "AutoModelForMaskedLM",
-    "BertForSequenceClassification": "AutoModelForSequenceClassification",
-    "BertForTokenClassification": "AutoModelForTokenClassification",
-    "BertForQuestionAnswering": "AutoModelForQuestionAnswering",
-    "BertForMultipleChoice": "AutoModelForMultipleChoice",
-    "BertForSentenceEmbedding": "AutoModel",
-    "BertForReplacedTokenDetection": "AutoModel",
-    "BertModel": "AutoModel",
-}
-BERTFORGE_USE = {
-    "BertForPreTraining": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
-    "BertForMaskedLM": 'bertforge fill-mask DIR "The capital of France is [MASK]."',
-    "BertForSequenceClassification": 'bertforge classify DIR "a text to label"',
-    "BertForTokenClassification": 'bertforge tag DIR "Alice flew to Paris."',
-    "BertForQuestionAnswering": 'bertforge answer DIR --question "Who flew?" --context "Alice flew to Paris."',
-    "BertForMultipleChoice": "bertforge choose DIR --input questions.jsonl --text-column question "
-    "--choice-columns choices",
-    "BertForSentenceEmbedding": 'bertforge search DIR "a query" --corpus texts.txt',
-    "BertForReplacedTokenDetection": "bertforge finetune DIR --task classification --train train.tsv ...",
-}
 
 
 def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | None = None) -> str:
@@ -64,7 +29,7 @@ def model_card(config: ModelConfig, architecture: str, facts: dict[str, Any] | N
     tag = family.model_type if not remote else "bertforge"
     front = {
         "library_name": "transformers",
-        "pipeline_tag": PIPELINE_TAGS.get(architecture, "feature-extraction"),
+        "pipeline_tag": ARCHITECTURES.get(architecture).pipeline_tag,
         "tags": list(
             dict.fromkeys(["bertforge", tag, *([f"recipe-{facts['recipe']}"] if facts.get("recipe") else [])])
         ),
@@ -149,8 +114,8 @@ def _bertforge_section(facts: dict[str, Any]) -> tuple[str, list[str]]:
 def _title(architecture: str, facts: dict[str, Any]) -> str:
     if facts.get("task"):
         return f"A BERT fine-tuned for {facts['task']}, made with bertforge"
-    if architecture == "BertForReplacedTokenDetection":
-        return "An ELECTRA discriminator pre-trained with bertforge"
+    if ARCHITECTURES.get(architecture).title:
+        return ARCHITECTURES.get(architecture).title
     if facts.get("init_from"):
         return "A model whose pre-training was continued with bertforge"
     return "A BERT pre-trained from scratch with bertforge"
@@ -240,7 +205,8 @@ def _fine_tuning(facts: dict[str, Any]) -> list[str]:
 
 
 def _how_to_load(architecture: str, remote: bool) -> list[str]:
-    auto = AUTO_CLASSES.get(architecture, "AutoModel")
+    record = ARCHITECTURES.get(architecture)
+    auto = record.loads_with
     trust = ", trust_remote_code=True" if remote else ""
     lines = [
         "## Use",
@@ -252,9 +218,7 @@ def _how_to_load(architecture: str, remote: bool) -> list[str]:
         "```",
         "",
         "```bash",
-        BERTFORGE_USE.get(architecture, "bertforge embed DIR --input texts.txt --out vectors.npy").replace(
-            "DIR", "path/to/this/directory"
-        ),
+        record.usage.replace("DIR", "path/to/this/directory"),
         "```",
     ]
     if remote:

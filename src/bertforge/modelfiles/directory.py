@@ -28,7 +28,11 @@ from tokenizers import Tokenizer
 
 from ..errors import UserError, one_line
 from ..families import Family, encoder_has_pooler, family_of
+from ..families.architectures import head_prefixes
 from ..fileio import asset_path, atomic_directory, read_json, write_json
+from ..model.bert import BertForPreTraining
+from ..model.config import ModelConfig
+from ..model.heads import BertForSentenceEmbedding
 from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
@@ -40,12 +44,8 @@ from ..tokenizer import (
     save_tokenizer,
     special_ids,
 )
-from .bert import BertForPreTraining
 from .card import CARD, card_with_section, model_card
-from .config import ModelConfig
-from .heads import BertForSentenceEmbedding
 from .hf import (
-    HEAD_PREFIXES,
     HF_IGNORED,
     POSITIONS,
     REMOTE_CODE,
@@ -67,7 +67,7 @@ PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model wa
 
 
 def is_model_dir(path: Path) -> bool:
-    """A Hugging Face model directory: config.json and its weights, or its exported graph (model/onnx.py)."""
+    """A Hugging Face model directory: config.json and its weights, or its exported graph (onnx.py)."""
     return (path / "config.json").is_file() and (
         (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file() or is_exported(path)
     )
@@ -166,6 +166,20 @@ class ModelFiles:
     @property
     def family(self) -> Family:
         return family_of(self.config)
+
+    @property
+    def exported(self) -> bool:
+        """`bertforge export`'s directory: a graph that serves (load_model_and_tokenizer(..., serve=True)), no
+        weights to train."""
+        return self.index is None and is_exported(self.directory)
+
+    def refuse_export(self) -> None:
+        """One line for a verb that needs the PyTorch model (training, evaluating, extending) given an export."""
+        if self.exported:
+            raise UserError(
+                f"{self.directory} is an exported model (an ONNX graph, no PyTorch weights): it serves embed, "
+                "classify, tag, answer and choose; train, evaluate or extend the model it was exported from"
+            )
 
     @property
     def architecture(self) -> str:
@@ -292,9 +306,8 @@ def load_model(
     if not isinstance(directory, ModelFiles) and not Path(directory).is_dir():
         raise UserError(f"{directory}: no such model directory")
     files = directory if isinstance(directory, ModelFiles) else read_model_files(directory)
+    files.refuse_export()
     directory, config, index = files.directory, files.config, files.index
-    if is_exported(directory) and index is None:  # `bertforge export`'s: ONNX Runtime serves it
-        return OnnxModel(directory, cls, config, **model_kwargs)
     check_shapes(files)
     weights = None
     if index is None:  # a trusted pickle: its tensors are read first, and their names and shapes are its index
@@ -362,6 +375,7 @@ def load_weights(
     their own start (BERT's second phase, on longer sequences, learned them so). `weights`: the directory's, if
     read already.
     """
+    files.refuse_export()
     directory = files.directory
     weights = weights if weights is not None else read_weights(directory, trust_pickle, model, files.index)
     state, unknown = from_hf_state_dict(weights, model.config)
@@ -369,15 +383,16 @@ def load_weights(
     if longer_positions and POSITIONS in state and POSITIONS in own:
         saved_rows = state[POSITIONS].shape[0]
         state[POSITIONS] = torch.cat([state[POSITIONS], own[POSITIONS][saved_rows:]])  # (model's rows, H)
+    heads = head_prefixes()
     if not keep_heads:
-        state = {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIXES) or k.startswith("bert.pooler.")}
+        state = {k: v for k, v in state.items() if not k.startswith(heads) or k.startswith("bert.pooler.")}
     expected = set(own)
     missing = sorted(expected - set(state))
-    fresh_heads = [k for k in missing if k.startswith(HEAD_PREFIXES)]
+    fresh_heads = [k for k in missing if k.startswith(heads)]
     architecture = model.hf_architecture
     lacking = [their_name(k, model.config, architecture) for k in missing if k not in fresh_heads]
     extra = unknown + sorted(
-        their_name(k, model.config, architecture) for k in set(state) - expected if not k.startswith(HEAD_PREFIXES)
+        their_name(k, model.config, architecture) for k in set(state) - expected if not k.startswith(head_prefixes())
     )
     if lacking or extra:
         said = [f"missing {', '.join(lacking[:5])}"] if lacking else []
@@ -515,10 +530,13 @@ def load_model_and_tokenizer(
     cls=BertForPreTraining,
     trust_pickle: bool = False,
     keep_heads: bool = True,
+    serve: bool = False,
     **model_kwargs,
 ) -> tuple[ModelFiles, Any, LoadedTokenizer]:
     """(the directory's files, model, tokenizer) from a run or model directory (or its files read already), each
-    file read once; `keep_heads=False` as for `load_model`."""
+    file read once; `keep_heads=False` as for `load_model`. `serve=True` (the verbs that answer: embed, classify,
+    tag, answer, choose) takes an exported directory too, as its own type (onnx.py's `OnnxModel`), answering from
+    its graph; every other caller gets a trainable model or one line refusing the export."""
     files = path if isinstance(path, ModelFiles) else read_model_files(path)
     info = files.pretraining if cls is BertForPreTraining else {}
     if info.get("objective") == "electra" and keep_heads:
@@ -526,7 +544,10 @@ def load_model_and_tokenizer(
             f"{files.directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"
         )
-    model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
+    if serve and files.exported:
+        model = OnnxModel(files.directory, cls, files.config, **model_kwargs)
+    else:
+        model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
     if not has_tokenizer(files.directory):
         raise UserError(
             f"{files.directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "

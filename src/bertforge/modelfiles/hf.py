@@ -32,9 +32,8 @@ import torch
 
 from ..errors import UserError
 from ..families import VARIANT_DEFAULTS, Family, family_computes, family_named, family_of
-from .config import ModelConfig
+from ..model.config import ModelConfig
 
-HEAD_PREFIXES = ("nsp_head.", "mlm_head.", "rtd_head.", "classifier.", "qa_outputs.", "head.", "bert.pooler.")
 VOCAB_ROWS = ("bert.embeddings.token.weight", "mlm_head.decoder_weight")
 POSITIONS = "bert.embeddings.position.weight"
 HF_IGNORED = re.compile(r".*(position_ids|token_type_ids)$")  # buffers, not parameters
@@ -236,7 +235,7 @@ def remote_classes(family: Family) -> dict[str, str]:
     """config.json's auto_map: each Auto class (and AutoConfig) -> REMOTE_CODE's "Bertforge" + the family's class."""
     return {
         auto: f"{REMOTE_CODE}.Bertforge{family_class}"
-        for auto, family_class in {"AutoConfig": family.config_class, **family.auto_classes}.items()
+        for auto, family_class in {"AutoConfig": family.config_class, **family.auto_classes()}.items()
     }
 
 

@@ -32,45 +32,25 @@ from torch import nn
 
 from ..data.batching import TextBatcher, length_buckets
 from ..errors import UserError
-from ..families import family_of
+from ..families import ARCHITECTURES, Architecture, family_of
+from ..families.architectures import BATCH, CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
-from ..model.bert import BertForPreTraining
-from ..model.card import CARD, card_with_section
 from ..model.config import ModelConfig
-from ..model.directory import (
+from ..model.heads import pool
+from ..model.unpadding import unpadding_mode
+from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
+from .card import CARD, card_with_section
+from .directory import (
     check_vocab,
     label_names,
     load_model,
     read_model_files,
     resolve_model_dir,
 )
-from ..model.electra import BertForReplacedTokenDetection
-from ..model.heads import (
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSentenceEmbedding,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    pool,
-)
-from ..model.hf import OWN_MODEL_TYPE
-from ..model.onnx import (
-    CHOICE,
-    ENCODER,
-    EXPORT_KEY,
-    GRAPH,
-    MASKED_LM,
-    SEQUENCE,
-    SPANS,
-    TOKENS,
-    is_exported,
-    onnx_runtime,
-    session,
-)
-from ..model.origin import Origin, read_origin
-from ..model.sentence import write_pipeline
-from ..model.unpadding import unpadding_mode
-from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
+from .hf import OWN_MODEL_TYPE
+from .onnx import EXPORT_KEY, GRAPH, is_exported, onnx_runtime, session
+from .origin import Origin, read_origin
+from .sentence import write_pipeline
 
 OPSET = 17  # LayerNormalization as one op; every ONNX Runtime since 1.14 runs it
 TOLERANCE = 1e-3  # the largest difference a float graph may have from PyTorch, on any output
@@ -90,7 +70,7 @@ class Export:
     """What `export_model` wrote, and how its answers compare with PyTorch's."""
 
     out: Path
-    answers: str  # the head's kind (model/onnx.py)
+    answers: str  # the head's kind (its architecture's record: families/architectures.py)
     quantize: str | None
     inputs: list[str]
     outputs: list[str]
@@ -112,24 +92,26 @@ class Export:
 
 
 class Graph(nn.Module):
-    """What the exported graph computes: the model's own forward, its outputs named as `transformers`' ONNX exports
-    name them. An encoder's graph gives the sentence vectors beside the hidden states where the model has a
-    pooling of its own (a sentence-embedding model's, normalised as its modules say)."""
+    """What the exported graph computes: the model's own forward, its outputs named as its architecture's record says
+    (as `transformers`' ONNX exports name them). An encoder's graph gives the sentence vectors beside the hidden
+    states where the model has a pooling of its own (a sentence-embedding model's, normalised as its modules say)."""
 
-    def __init__(self, model: nn.Module, answers: str, origin: Origin):
+    def __init__(self, model: nn.Module, record: Architecture, origin: Origin):
         super().__init__()
-        self.model, self.answers = model, answers
+        self.model, self.record, self.answers = model, record, record.answers
         sentence = origin.sentence
         self.pooling = sentence.pooling if sentence is not None else None
         self.normalize = sentence is not None and sentence.normalize
 
     @property
+    def axes(self) -> dict[str, tuple[str, ...]]:
+        """Each output's dynamic axes."""
+        pooled = {"sentence_embedding": (BATCH,)} if self.answers == ENCODER and self.pooling else {}
+        return {**self.record.outputs, **pooled}
+
+    @property
     def outputs(self) -> list[str]:
-        if self.answers == SPANS:
-            return ["start_logits", "end_logits"]
-        if self.answers == ENCODER:
-            return ["last_hidden_state"] + (["sentence_embedding"] if self.pooling else [])
-        return ["logits"]
+        return list(self.axes)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         if self.answers == MASKED_LM:
@@ -146,26 +128,29 @@ class Graph(nn.Module):
 
 
 def what_it_answers(directory: Path, raw: dict[str, Any], config: ModelConfig, origin: Origin):
-    """(the kind of graph, the class to load, its arguments) for a model directory, by the class it was saved as."""
+    """(the architecture's record, the arguments its class is built with) for a model directory, by the class it was
+    saved as. A pre-training class without a trained masked-LM head, and a bare encoder, export their encoder."""
     theirs = origin.architecture.removeprefix("Bertforge") if raw.get("model_type") == OWN_MODEL_TYPE else ""
     theirs = theirs or origin.architecture
-    ours = {k for k, v in family_of(config).architectures.items() if v == theirs}
-    if "BertForSequenceClassification" in ours:
+    family = family_of(config)
+    # several of ours may share their class (BertModel: a bare encoder, a sentence encoder, BERT's discriminator)
+    ours = [record for record in ARCHITECTURES.records() if family.hf_architecture(record.name) == theirs]
+    record = next((r for r in ours if r.answers not in (MASKED_LM, ENCODER)), None)
+    discriminator = ARCHITECTURES.get("BertForReplacedTokenDetection")
+    if record is None and discriminator in ours and theirs != family.hf_architecture("BertModel"):
+        record = discriminator
+    if record is None and "mlm" in origin.heads and not origin.encoder_only:
+        record = ARCHITECTURES.get("BertForPreTraining")
+    record = record or ARCHITECTURES.get("BertForSentenceEmbedding")
+    if record.answers == SEQUENCE:
         labels = label_names(directory, raw, "classifier")
         problem = raw.get("problem_type") or "single_label_classification"
-        return SEQUENCE, BertForSequenceClassification, {"num_labels": len(labels), "problem_type": problem}
-    if "BertForTokenClassification" in ours:
-        return TOKENS, BertForTokenClassification, {"num_labels": len(label_names(directory, raw, "tagger"))}
-    if "BertForQuestionAnswering" in ours:
-        return SPANS, BertForQuestionAnswering, {}
-    if "BertForMultipleChoice" in ours:
-        return CHOICE, BertForMultipleChoice, {}
-    if "BertForReplacedTokenDetection" in ours and theirs != family_of(config).architectures["BertModel"]:
-        return ENCODER, BertForReplacedTokenDetection, {}
-    if "mlm" in origin.heads and not origin.encoder_only:
-        return MASKED_LM, BertForPreTraining, {}
-    pooling = {"pooling": origin.sentence.pooling} if origin.sentence is not None else {}
-    return ENCODER, BertForSentenceEmbedding, pooling
+        return record, {"num_labels": len(labels), "problem_type": problem}
+    if record.answers == TOKENS:
+        return record, {"num_labels": len(label_names(directory, raw, "tagger"))}
+    if record.answers == ENCODER and record.name == "BertForSentenceEmbedding" and origin.sentence is not None:
+        return record, {"pooling": origin.sentence.pooling}
+    return record, {}
 
 
 def export_model(
@@ -187,19 +172,21 @@ def export_model(
         raise UserError(f"{directory} is an exported model already; export the PyTorch model it came from")
     files = read_model_files(directory)
     config, origin = files.config, read_origin(files)
-    answers, cls, kwargs = what_it_answers(directory, files.raw, config, origin)
+    record, kwargs = what_it_answers(directory, files.raw, config, origin)
+    answers = record.answers
     if answers == MASKED_LM and "mlm" not in files.heads:
         raise UserError(f"{origin.describes} has no trained masked-LM head to export")
-    model = load_model(cls, files, trust_pickle, keep_heads=answers != ENCODER, **kwargs).float().eval()
+    model = load_model(record.model_class(), files, trust_pickle, keep_heads=answers != ENCODER, **kwargs)
+    model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
     check_vocab(tokenizer, config.vocab_size, str(directory))
-    graph = Graph(model, answers, origin)
+    graph = Graph(model, record, origin)
     segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
     with atomic_directory(out) as tmp:
         (tmp / GRAPH).parent.mkdir()
-        _export(graph, batches[0], inputs, tmp / GRAPH, answers)
+        _export(graph, batches[0], inputs, tmp / GRAPH)
         if quantize:
             _quantize(tmp / GRAPH)
         report = _compare(graph, session(tmp / GRAPH), batches, inputs, answers, quantize)
@@ -239,16 +226,11 @@ def _arguments(batch: dict[str, torch.Tensor], inputs: list[str]) -> tuple[torch
     return tuple(batch[name] for name in inputs)
 
 
-def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], path: Path, answers: str) -> None:
-    """torch.onnx's tracing exporter, batch and length dynamic (and the number of choices). Padded batches run
-    padded here (unpadding packs by the data, which a graph cannot)."""
-    axes = {0: "batch_size", 1: "num_choices", 2: "sequence_length"} if answers == CHOICE else None
-    axes = axes or {0: "batch_size", 1: "sequence_length"}
-    dynamic = {name: axes for name in inputs}
-    for name in graph.outputs:
-        dynamic[name] = {0: "batch_size"} if name == "sentence_embedding" or answers in (SEQUENCE, CHOICE) else axes
-    if answers == CHOICE:
-        dynamic["logits"] = {0: "batch_size", 1: "num_choices"}
+def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], path: Path) -> None:
+    """torch.onnx's tracing exporter, the axes the architecture's record names dynamic (batch, length, the number of
+    choices). Padded batches run padded here (unpadding packs by the data, which a graph cannot)."""
+    dynamic = {name: dict(enumerate(graph.record.inputs_axes)) for name in inputs}
+    dynamic |= {name: dict(enumerate(axes)) for name, axes in graph.axes.items()}
     with torch.no_grad(), unpadding_mode("never"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python values it takes as constants
         torch.onnx.export(

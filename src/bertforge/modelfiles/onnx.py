@@ -19,18 +19,10 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from .bert import EncoderOutput
+from ..model.bert import EncoderOutput
 
 GRAPH = Path("onnx") / "model.onnx"  # where sentence-transformers' ONNX backend and transformers.js look for it
 EXPORT_KEY = "bertforge_export"  # config.json: how the graph was exported (inputs, outputs, quantisation, check)
-MASKED_LM, SEQUENCE, TOKENS, SPANS, CHOICE, ENCODER = (
-    "masked-lm",
-    "sequence-classification",
-    "token-classification",
-    "question-answering",
-    "multiple-choice",
-    "feature-extraction",
-)  # fmt: skip  (what a graph answers: the kinds of optimum's ORTModel classes)
 
 
 def is_exported(directory: Path) -> bool:

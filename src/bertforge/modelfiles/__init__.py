@@ -1,0 +1,13 @@
+"""What a model is on disk: everything that reads, validates, converts or writes what `model/` computes, above the
+network and the families. A model directory is read here once, through the one boundary, and written whole.
+
+    directory     model directories: read once (`read_model_files`), loaded checked, saved whole; ours or
+                  `transformers`'
+    schema        what a model directory's config.json may hold, checked once when it is read
+    hf            our weights and configs as a `transformers` family's and back, through its record (families/)
+    card          the model card (README.md) of every model directory
+    sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
+    origin        what a model read from a directory goes back out with: its class, modules and card
+    export        `bertforge export`: a model directory as an ONNX graph, checked against PyTorch, optionally int8
+    onnx          an exported directory, served by ONNX Runtime: its own type, which no verb that trains accepts
+"""
