@@ -252,15 +252,21 @@ def test_a_new_head_trains_alone_first_and_the_model_comes_back_as_its_class(dow
     with nothing missing, keeps the pooler it never trained, and answers fill-mask from its trained head."""
     transformers = needs("transformers")
     model = downloaded[name]
-    done = continue_headless(model, corpus, tmp_path, "--head-warmup-steps", "4", "--save-every", "2")
+    done = continue_headless(model, corpus, tmp_path, "--head-warmup-steps", "4", "--save-every", "2", steps=6)
     assert "no masked-LM head: a new one" in done.stderr
+    refused = bertforge(
+        "pretrain", "--data", tmp_path / "data", "--out", tmp_path / "never", "--init-from", model,
+        "--max-steps", "4", "--head-warmup-steps", "4", "--recipe", "budget",
+    )  # fmt: skip
+    one_line_error(refused, "--head-warmup-steps 4 is not shorter than --max-steps 4")
+    assert not (tmp_path / "never").exists()
     start = our_tensors(model)
     warmed = our_tensors(tmp_path / "run" / "checkpoints" / "step_000004")
     encoder = [k for k in start if k.startswith("bert.")]
     assert encoder and all(torch.equal(warmed[k], start[k]) for k in encoder)
     assert not torch.equal(warmed["mlm_head.transform.weight"], warmed["mlm_head.transform.weight"] * 0)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows if r["split"] == "valid"] == [2, 4]  # none at step 0: the head was random
+    assert [r["step"] for r in rows if r["split"] == "valid"] == [2, 4, 6]  # none at step 0: the head was random
 
     bertforge_ok("pretrain", "--data", tmp_path / "data", "--out", tmp_path / "more", "--init-from", tmp_path / "run",
                  "--lr", "1e-2", "--max-steps", "2", "--seq-len", "32", "--batch-size", "4", "--precision", "fp32",
@@ -325,7 +331,7 @@ def test_tokenizer_extend_on_a_headless_model_saves_no_random_head(downloaded, c
     assert (out / "modules.json").read_bytes() == (model / "modules.json").read_bytes()
     tokenizer = load_tokenizer(out)
     assert tokenizer.padding is None and json.loads((out / "tokenizer.json").read_text())["padding"] is not None
-    done = continue_headless(out, corpus, tmp_path, "--head-warmup-steps", "2", steps=2)
+    done = continue_headless(out, corpus, tmp_path, "--head-warmup-steps", "2", steps=3)
     assert "no masked-LM head: a new one" in done.stderr
 
 

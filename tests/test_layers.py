@@ -21,7 +21,8 @@ PACKAGE = ROOT / "src" / "bertforge"
 LAYERS: list[tuple[str, list[str]]] = [
     ("foundations: the user-error type, labels, tables, progress", ["errors", "labels", "display", "progress"]),
     ("foundations: atomic writes, locks; typed, documented configs; records by name", ["fileio", "config", "registry"]),
-    ("foundations: the Hugging Face model families, one record each (no torch)", ["families"]),
+    ("foundations: the Hugging Face model families and saved architectures, the pre-training objectives: "
+     "records (no torch)", ["families", "objectives"]),
     ("foundations: tokenizers", ["tokenizer"]),
     ("reading documents from every input format (no torch)", ["formats"]),
     ("prepared data, instances and masking; the network; devices, precision, processes, optimizer, checkpoints, "
@@ -266,3 +267,36 @@ def test_the_network_reads_and_writes_no_file():
                 if called in io_calls and not (called == "load" and "state_dict" in ast.unparse(node.func)):
                     found.append(f"{path.name}:{node.lineno} calls {called}")
     assert not found, found
+
+
+def objective_comparisons(package: Path = PACKAGE) -> list[str]:
+    """Places outside objectives.py that compare an objective with its name (`pair_objective == "none"`, `in ("nsp",
+    "sop")`) instead of asking its record."""
+    from bertforge.objectives import OBJECTIVES, PAIR_OBJECTIVES
+
+    names = set(OBJECTIVES) | set(PAIR_OBJECTIVES)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "objectives.py" and path.parent == package:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            constants = {
+                c.value
+                for side in sides
+                for c in ast.walk(side)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
+            if constants & names and any("objective" in ast.unparse(side) for side in sides):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    return found
+
+
+def test_no_objective_is_compared_by_name_outside_its_records(tmp_path):
+    assert not objective_comparisons(), objective_comparisons()
+    planted = tmp_path / "pkg"
+    planted.mkdir()
+    (planted / "loop.py").write_text('if cfg.pair_objective != "none":\n    pass\n')
+    assert objective_comparisons(planted) == ["loop.py:1"]  # the check sees one

@@ -33,6 +33,7 @@ from .modelfiles.directory import electra_generator, load_model_and_tokenizer, r
 from .modelfiles.onnx import OnnxModel
 from .modelfiles.origin import Origin, read_origin
 from .modelfiles.sentence import POOLING_MODES
+from .objectives import objective, pair_objective
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
 from .tokenizer import (
@@ -44,8 +45,6 @@ from .tokenizer import (
     token_text,
     word_starts,
 )
-
-PAIR_CLASSES = {"nsp": ("is_next_prob", "IsNext", "NotNext"), "sop": ("in_order_prob", "InOrder", "Swapped")}
 
 
 class FillMaskResult(dict):
@@ -96,7 +95,7 @@ class Bert:
     def load(cls, path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:
         files = read_model_files(path)
         info = files.pretraining
-        discriminator = info.get("objective") == "electra"  # it embeds, and fills in nothing
+        discriminator = objective(info.get("objective")).discriminator  # it embeds, and fills in nothing
         _, model, tokenizer = load_model_and_tokenizer(
             files, trust_pickle=trust_pickle, keep_heads=not discriminator, serve=True
         )
@@ -122,7 +121,7 @@ class Bert:
         if head == "mlm":
             missing = "mlm_head" in untrained
         else:
-            missing = self.model.nsp_head is None or self.pair_objective not in PAIR_CLASSES
+            missing = self.model.nsp_head is None or not pair_objective(self.pair_objective).head
         if not missing:
             return
         name = "masked-LM" if head == "mlm" else "next-sentence"
@@ -244,7 +243,8 @@ class Bert:
         """The pair head's answer: for NSP, the probability that B really follows A (class 0 = IsNext);
         for an SOP model, the probability that A and B are in their written order."""
         self._check_heads("judge sentence pairs", "nsp")
-        key, yes, no = PAIR_CLASSES[self.pair_objective]
+        task = pair_objective(self.pair_objective)
+        key, (yes, no) = task.probability, task.labels
         _, input_ids, token_type_ids = self.encode(sentence_a, sentence_b)
         with self._autocast():
             pair_logits = self.model(input_ids, token_type_ids).nsp_logits  # (1, 2)

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch
 from .engine.metrics import read_metrics
 from .errors import UserError
 from .fileio import write_bytes
+from .objectives import PAIR_OBJECTIVES
 
 
 def subplots(*args, **kwargs):
@@ -31,7 +32,8 @@ def training_curves(metrics_path: str | Path, title: str | None = None) -> Figur
     fig, (ax_loss, ax_acc, ax_lr) = subplots(1, 3, figsize=(15, 4.2))
     steps = [r["step"] for r in train]
     # One colour per quantity: the held-out points sit on their training curve's colour.
-    pair = next((p for p in ("nsp", "sop") if any(f"{p}_loss" in r for r in train + valid)), "nsp")
+    heads = [p.name for p in PAIR_OBJECTIVES.records() if p.head]
+    pair = next((p for p in heads if any(f"{p}_loss" in r for r in train + valid)), heads[0])
     for key, style, color in (
         ("loss", "-", "tab:blue"),
         ("mlm_loss", "--", "tab:orange"),

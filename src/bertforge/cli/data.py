@@ -8,6 +8,7 @@ import sys
 from ..errors import UserError
 from ..formats.catalog import suffix_help
 from ..formats.options import CorpusOptions
+from ..objectives import PAIR_OBJECTIVES
 from .flags import (
     HIDDEN,
     POSITIVE,
@@ -275,7 +276,7 @@ def register(verbs) -> None:
     p.add_argument("--mask-prob", type=fraction, default=0.15, help="fraction of tokens chosen for MLM")
     p.add_argument("--whole-word-mask", action="store_true", help="mask all pieces of a word together")
     p.add_argument(
-        "--pair-objective", choices=["nsp", "sop", "none"], default="nsp", help="instances for this pair task"
+        "--pair-objective", choices=list(PAIR_OBJECTIVES), default="nsp", help="instances for this pair task"
     )
     p.add_argument("--json", action="store_true", help="one JSON object per instance")
     p.add_argument("--jsonl", dest="json", action="store_true", help=HIDDEN)  # the older spelling

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..model.config import PRESETS, ModelConfig
+from ..objectives import pair_objective
 from ..training.config import DEFAULT_RECIPE, RECIPES, TrainConfig, recipe_configs
 from .flags import (
     POSITIVE,
@@ -127,7 +128,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             f"{result['masked_tokens']:,} masked tokens)"
         )
         pair = result["pair_objective"]
-        if pair != "none":
+        if pair_objective(pair).head:
             print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
 
 

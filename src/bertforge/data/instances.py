@@ -25,11 +25,9 @@ import numpy as np
 import torch
 
 from ..labels import IS_NEXT, NOT_NEXT, SWAPPED
+from ..objectives import PAIR_OBJECTIVES
 from ..tokenizer import load_tokenizer, special_ids
 from .directory import open_split, read_meta
-
-PAIR_OBJECTIVES = ("nsp", "sop", "none")
-
 
 # ================================================================ instances
 
@@ -71,20 +69,21 @@ class PretrainingDataset(torch.utils.data.Dataset):
         cls_id: int = 2,
         sep_id: int = 3,
     ):
-        if pair_objective not in ("nsp", "sop"):
-            raise ValueError(f"sentence pairs are for nsp or sop, not {pair_objective!r}")
+        if not PAIR_OBJECTIVES.get(pair_objective).head:
+            raise ValueError(f"sentence pairs are for a pair objective with a head, not {pair_objective!r}")
         self.meta = read_meta(data_dir)
         self.store = open_split(data_dir, split)
         self.split = split
         self.max_seq_len = max_seq_len
         self.short_seq_prob = short_seq_prob
         self.pair_objective = pair_objective
+        self.task = PAIR_OBJECTIVES.get(pair_objective)
         self.seed = seed
         self.cls_id, self.sep_id = cls_id, sep_id
         self.pairs = bool(self.meta.get("pairs"))
         self.epoch = 0
         self._plan: tuple[int, np.ndarray] | None = None
-        if self.store.num_documents == 1 and pair_objective == "nsp" and not self.pairs and split == "train":
+        if self.store.num_documents == 1 and self.task.draws_other_documents and not self.pairs and split == "train":
             warnings.warn("the corpus has one document: NotNext examples come from distant parts of it", stacklevel=2)
 
     def __len__(self) -> int:
@@ -107,13 +106,12 @@ class PretrainingDataset(torch.utils.data.Dataset):
         The latest epoch's plan is cached; a loader moving through epochs builds each once.
         """
         if self._plan is None or self._plan[0] != epoch:
-            random_next_prob = 0.5 if self.pair_objective == "nsp" else 0.0
             plan = _build_plan(
                 self.store.sentence_offsets,
                 self.store.document_offsets,
                 self.max_seq_len - 3,
                 self.short_seq_prob,
-                random_next_prob,
+                self.task.random_next_prob,
                 self.pairs,
                 self.seed,
                 epoch,
@@ -134,7 +132,7 @@ class PretrainingDataset(torch.utils.data.Dataset):
         tokens_b = self.store.sentence_range_tokens(b_first, b_end)
         rng = random.Random(mix_seed(self.seed, epoch, index, Stream.PAIR_TRIM))
         tokens_a, tokens_b = _truncate_pair(tokens_a, tokens_b, self.max_seq_len - 3, rng)
-        if self.pair_objective == "sop" and rng.random() < 0.5:
+        if self.task.swap_prob and rng.random() < self.task.swap_prob:
             tokens_a, tokens_b, label = tokens_b, tokens_a, SWAPPED
         input_ids = np.concatenate([[self.cls_id], tokens_a, [self.sep_id], tokens_b, [self.sep_id]]).astype(np.int64)
         token_type_ids = np.zeros(len(input_ids), dtype=np.int64)
@@ -222,7 +220,7 @@ def pretraining_dataset(
 ):
     """The dataset a pair objective trains on: sentence pairs for nsp/sop, packed windows for none."""
     ids = special_ids(load_tokenizer(data_dir))
-    if pair_objective == "none":
+    if not PAIR_OBJECTIVES.get(pair_objective).head:
         return PackedDataset(data_dir, split, seq_len, seed, ids.cls, ids.sep)
     return PretrainingDataset(data_dir, split, seq_len, short_seq_prob, pair_objective, seed, ids.cls, ids.sep)
 

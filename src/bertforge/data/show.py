@@ -11,6 +11,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from ..labels import IGNORE_INDEX, IS_NEXT
+from ..objectives import PAIR_OBJECTIVES
 from ..tokenizer import load_tokenizer, special_tokens
 from .instances import pretraining_dataset
 from .masking import MaskingCollator, MaskingConfig
@@ -73,12 +74,13 @@ def render(record: dict, tokenizer: Tokenizer) -> str:
         parts[segment].append(text)
     predicted = sum(1 for x in record["mlm_labels"] if x != IGNORE_INDEX)
     size = f"{len(record['tokens'])} tokens, {predicted} to predict"
-    if record["pair_objective"] == "none":
+    task = PAIR_OBJECTIVES.get(record["pair_objective"])
+    if not task.head:
         return (
             f"#{record['index']}  packed window (documents {record['a_doc']} to {record['b_doc']}), {size}\n"
             f"  {' '.join(parts[0])}\n"
         )
-    yes, no = ("IsNext", "NotNext") if record["pair_objective"] == "nsp" else ("InOrder", "Swapped")
+    yes, no = task.labels
     label = yes if record["nsp_label"] == IS_NEXT else no
     return (
         f"#{record['index']}  {label} (A from document {record['a_doc']}, B from document {record['b_doc']}), {size}\n"

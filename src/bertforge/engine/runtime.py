@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import UserError
+from ..fileio import directory_lock
 from .hardware import cpu_has_bf16_instructions, cpu_has_fast_bf16
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -181,3 +182,22 @@ class StopSignals:
     def __exit__(self, *exc) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def lock_together(stack: contextlib.ExitStack, processes, device: str, run_dir, data_dir) -> None:
+    """The main process locks the run directory (one process per run) and holds the data directory against
+    `prepare` replacing it, the locks held by `stack`; every process fails together if it cannot."""
+    failure = None
+    if processes.is_main:
+        try:
+            stack.enter_context(directory_lock(run_dir))
+            stack.enter_context(directory_lock(data_dir, shared=True))
+        except UserError as e:
+            failure = e
+    if processes.world > 1:
+        failed = torch.tensor([float(failure is not None)], device=device)
+        dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+        if failed.item() and failure is None:
+            failure = UserError(f"{run_dir}: the main process could not lock the run directory")
+    if failure is not None:
+        raise failure

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..families import ARCHITECTURES, family_of
 from ..model.config import ModelConfig
+from ..objectives import pair_objective
 from .hf import transformers_support
 
 CARD = "README.md"
@@ -133,7 +134,7 @@ def _architecture(config: ModelConfig, saved_as: str, facts: dict[str, Any]) -> 
     )
     objectives = facts.get("objective", "mlm")
     pair = facts.get("pair_objective")
-    if pair and pair != "none":
+    if pair and pair_objective(pair).head:
         objectives += f" + {pair}"
     lines = [f"- architecture: {shape}; saved as {saved_as}"]
     if facts.get("recipe") and facts.get("task"):

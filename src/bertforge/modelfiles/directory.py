@@ -33,6 +33,7 @@ from ..fileio import asset_path, atomic_directory, read_json, write_json
 from ..model.bert import BertForPreTraining
 from ..model.config import ModelConfig
 from ..model.heads import BertForSentenceEmbedding
+from ..objectives import objective
 from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
@@ -539,7 +540,7 @@ def load_model_and_tokenizer(
     its graph; every other caller gets a trainable model or one line refusing the export."""
     files = path if isinstance(path, ModelFiles) else read_model_files(path)
     info = files.pretraining if cls is BertForPreTraining else {}
-    if info.get("objective") == "electra" and keep_heads:
+    if objective(info.get("objective")).discriminator and keep_heads:
         raise UserError(
             f"{files.directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..config import FLAG, Key, check_keys, strings
 from ..errors import UserError
+from ..objectives import OBJECTIVES, PAIR_OBJECTIVES
 
 # Types, and the ranges no setting of any model leaves; how large a model may be is ModelConfig's to say.
 MAX_ID = 1 << 40
@@ -91,8 +92,8 @@ CONFIG: dict[str, Key] = {
 
 # What pre-training recorded (directory.PRETRAINING_KEY), as it is read back
 PRETRAINING: dict[str, Key] = {
-    "pair_objective": Key((str,), "nsp, sop or none", lambda v: v in ("nsp", "sop", "none")),
-    "objective": Key((str,), "mlm or electra", lambda v: v in ("mlm", "electra")),
+    "pair_objective": Key((str,), " or ".join(PAIR_OBJECTIVES), lambda v: v in PAIR_OBJECTIVES),
+    "objective": Key((str,), " or ".join(OBJECTIVES), lambda v: v in OBJECTIVES),
     "generator": Key((str,), "a folder inside the model directory", lambda v: v.isidentifier()),
     "head_warmup": Key((int,), "a number of steps", lambda v: 0 <= v < MAX_ID),
     "document_mask": FLAG,

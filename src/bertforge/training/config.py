@@ -13,6 +13,7 @@ from ..errors import UserError
 from ..families import MODERNBERT_SHAPE, titles
 from ..model.config import ModelConfig, preset_size
 from ..model.variants import is_gated
+from ..objectives import OBJECTIVES, PAIR_OBJECTIVES, Objective, PairObjective, objective, pair_objective
 
 if TYPE_CHECKING:
     from ..data.masking import MaskingConfig
@@ -72,14 +73,14 @@ class TrainConfig(Configurable):
         "nsp",
         "sentence-pair task beside MLM: nsp (BERT: is B the next text?), sop (ALBERT: "
         "are A and B in order?) or none (MLM only)",
-        ("nsp", "sop", "none"),
+        tuple(PAIR_OBJECTIVES),
     )
     objective: str = documented(
         "mlm",
         "mlm: the model learns to fill in the masked tokens (BERT); electra: a small generator fills them in, and "
         "the model learns for every token whether it was replaced (ELECTRA, Clark et al. 2020). An electra run "
         "saves the generator, which does fill-mask, in model/generator",
-        ("mlm", "electra"),
+        tuple(OBJECTIVES),
     )
     generator_layers: int = documented(
         1, "electra: layers of the generator, which has the model's width and shares its embeddings", at_least=1
@@ -134,10 +135,20 @@ class TrainConfig(Configurable):
         "restart at each (ModernBERT, MosaicBERT, NeoBERT); otherwise documents joined by [SEP] see each other",
     )
 
+    @property
+    def pair_task(self) -> PairObjective:
+        """The pair objective's record (objectives.py)."""
+        return pair_objective(self.pair_objective)
+
+    @property
+    def token_task(self) -> Objective:
+        """The objective's record (objectives.py)."""
+        return objective(self.objective)
+
     def __post_init__(self) -> None:
+        require(check_choices(self), "train")  # first: the checks below ask the chosen records
         require(
             [
-                *check_choices(self),
                 (
                     self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
                     f"device must be auto, cpu or cuda, not {self.device!r}",
@@ -161,11 +172,11 @@ class TrainConfig(Configurable):
                 ),
                 (self.max_predictions >= 0, "max_predictions must be positive, or 0 for automatic"),
                 (
-                    self.objective != "electra" or self.pair_objective == "none",
+                    self.token_task.pairs or not self.pair_task.head,
                     f"electra has no pair objective: add --pair-objective none (not {self.pair_objective})",
                 ),
                 (
-                    not (self.init_from and self.objective == "electra"),
+                    not (self.init_from and self.token_task.discriminator),
                     "init_from continues a BERT's masked-LM pre-training; an electra run starts new models",
                 ),
                 (
@@ -173,7 +184,7 @@ class TrainConfig(Configurable):
                     "generator_layers, rtd_weight and generator_temperature must be positive",
                 ),
                 (
-                    not self.document_mask or self.pair_objective == "none",
+                    not self.document_mask or not self.pair_task.head,
                     "document_mask keeps the documents of a packed window apart: it needs pair_objective none "
                     "(pairs are never packed)",
                 ),
@@ -283,7 +294,7 @@ def recipe_configs(
         raise UserError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
     chosen = RECIPES[recipe]
     recipe_model, recipe_train = dict(chosen.model), dict(chosen.train)
-    if train_values.get("pair_objective", recipe_train["pair_objective"]) != "none":
+    if pair_objective(train_values.get("pair_objective", recipe_train["pair_objective"])).head:
         # sentence pairs need segments, and their second text may come from across a document's end
         recipe_model.pop("type_vocab_size", None)
         recipe_train.pop("document_mask", None)
@@ -308,5 +319,5 @@ def masking_config(cfg: TrainConfig) -> MaskingConfig:
         cfg.predictions_per_sequence,
         cfg.whole_word_mask,
         thinning_draws=bool(cfg.mask_prob_final),
-        sampling_draws=cfg.objective == "electra",
+        sampling_draws=cfg.token_task.discriminator,
     )

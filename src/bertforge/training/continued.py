@@ -20,9 +20,12 @@ from tokenizers import Tokenizer
 from ..errors import UserError
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
 from ..modelfiles.directory import ModelFiles, electra_generator, read_model_files
+from ..modelfiles.origin import Origin
+from ..objectives import NO_PAIRS, objective, pair_objective
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig, recipe_configs
 from .rundir import architecture_changes
+from .schedule import Schedule
 
 
 def starting_files(init_from: str | Path) -> ModelFiles:
@@ -31,7 +34,7 @@ def starting_files(init_from: str | Path) -> ModelFiles:
         files = read_model_files(init_from)
     except UserError as e:  # name the flag at fault in whatever was found wrong
         raise UserError(f"--init-from {e}") from None
-    if files.pretraining.get("objective") == "electra":
+    if objective(files.pretraining.get("objective")).discriminator:
         raise UserError(
             f"--init-from {init_from}: an ELECTRA discriminator has no masked-LM head to continue from; start from "
             f"its generator ({electra_generator(files.directory, files.pretraining)}), or fine-tune the discriminator"
@@ -54,10 +57,10 @@ def continued_configs(
                 f"({name} {getattr(start, name)}); leave the flag out"
             )
     how_to_train = {name: value for name, value in model_values.items() if name not in ARCHITECTURE_FIELDS}
-    if start.type_vocab_size < 2 or files.pretraining.get("pair_objective", "none") == "none":
+    if start.type_vocab_size < 2 or not pair_objective(files.pretraining.get("pair_objective")).head:
         # No segments to tell apart (RoBERTa, DistilBERT, ModernBERT) or no pair head (a masked LM): MLM alone,
         # whatever the recipe's pair objective, and the model is saved as the masked LM it was.
-        train_values = {"pair_objective": "none", **train_values}
+        train_values = {"pair_objective": NO_PAIRS, **train_values}
     start_path = str(Path(init_from).absolute())  # recorded as it is wherever the run is looked at from
     recipe_model, train = recipe_configs(recipe, None, how_to_train, {**train_values, "init_from": start_path})
     # Longer sequences than the starting model's table grow it (BERT's second phase): the new rows learn here.
@@ -85,3 +88,26 @@ def check_start(init_from: str, model_config: ModelConfig, data_tokenizer: Token
             f"this one changes {'; '.join(changes)}"
         )
     return files
+
+
+def start_described(
+    start: ModelFiles, origin: Origin, model, model_config: ModelConfig, cfg: TrainConfig, schedule: Schedule
+) -> list[str]:
+    """What a continued run says it does with its starting model beyond taking its weights."""
+    said = [schedule.announce(origin.describes)] if schedule.head_steps else []
+    if origin.encoder_only:
+        kept = " and its pooler" if model.bert.pooler is not None else ""
+        modules = " and its sentence-transformers modules" if origin.sentence is not None else ""
+        said.append(f"the model is saved as {origin.architecture or 'an encoder'} again{kept}{modules}")
+    if not cfg.pair_task.head and pair_objective(start.pretraining.get("pair_objective")).head:
+        said.append(
+            "this run trains the masked LM alone: the model is saved without the starting model's "
+            "next-sentence head and pooler, as a masked LM (--pair-objective nsp trains them on)"
+        )
+    known = start.config.max_position_embeddings
+    if known < model_config.max_position_embeddings:
+        said.append(
+            f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
+            f"it learns them here, on {cfg.seq_len}-token sequences"
+        )
+    return said

@@ -27,7 +27,7 @@ def training_flops_per_token(config: ModelConfig, seq_len: int, mask_fraction: f
 def pretraining_flops_per_token(config: ModelConfig, cfg: TrainConfig, mask_fraction: float) -> float:
     """Per input token of what `cfg.objective` trains; ELECTRA's discriminator has its per-token head, no MLM head,
     and its generator is an MLM model of `generator_layers` layers."""
-    if cfg.objective != "electra":
+    if not cfg.token_task.discriminator:
         return training_flops_per_token(config, cfg.seq_len, mask_fraction)
     generator = dataclasses.replace(config, num_layers=cfg.generator_layers)
     discriminator_head = 6 * (config.hidden_size**2 + config.hidden_size)

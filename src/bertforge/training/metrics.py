@@ -15,6 +15,7 @@ import torch.distributed as dist
 
 from ..data.masking import packed_documents
 from ..engine.runtime import Distributed, MixedPrecision
+from ..objectives import PAIR_OBJECTIVES
 
 KEYS = (
     "steps",
@@ -75,7 +76,7 @@ def summarise(totals: dict[str, float], pair_objective: str) -> dict[str, float]
     rtd_loss and rtd_acc for ELECTRA (whose mlm_* are its generator's)."""
     mlm_loss = totals["mlm_sum"] / max(totals["masked"], 1)
     record = {"loss": mlm_loss, "mlm_loss": mlm_loss, "mlm_acc": totals["mlm_correct"] / max(totals["masked"], 1)}
-    if pair_objective != "none" and totals["sequences"]:
+    if PAIR_OBJECTIVES.get(pair_objective).head and totals["sequences"]:
         pair_loss = totals["pair_sum"] / totals["sequences"]
         record.update(
             {
@@ -98,7 +99,7 @@ def evaluate_batches(
     was_training = model.training
     model.eval()
     sums = MetricSums()
-    pair = pair_objective != "none"
+    pair = PAIR_OBJECTIVES.get(pair_objective).head
     for batch in batches:
         documents = packed_documents(batch)
         apart = {"document_ids": documents.to(precision.device)} if documents is not None else {}

@@ -16,6 +16,6 @@ def pretraining_model(model_config: ModelConfig, cfg: TrainConfig, pooler: bool 
     """The model `cfg.objective` trains: BERT with its heads (a pair head only for a pair objective: no head that
     never trains is saved; a pooler for it, or one a released encoder had, kept as it was), or ELECTRA's generator
     and discriminator."""
-    if cfg.objective == "electra":
+    if cfg.token_task.discriminator:
         return ElectraForPreTraining(model_config, cfg.generator_layers, cfg.rtd_weight, cfg.generator_temperature)
-    return BertForPreTraining(model_config, pair_head=cfg.pair_objective != "none", pooler=pooler or None)
+    return BertForPreTraining(model_config, pair_head=cfg.pair_task.head, pooler=pooler or None)

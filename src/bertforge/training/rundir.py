@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from ..data.directory import read_meta
 from ..engine.checkpoint import (
     checkpoint_dirs,
     load_tensors,
@@ -169,3 +170,30 @@ def prepare_run_dir(run_dir: Path, configs: dict[str, Any], resume: bool, overwr
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "config.json", configs)
+
+
+def card_facts(
+    data_dir: Path,
+    state: TrainerState,
+    device: str,
+    held_out: dict[str, Any] | None = None,
+    held_out_before: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What the model card of a directory a run saves says: the corpus, how far the run got, and the held-out scores
+    (now, and a continued run's before) where they were taken."""
+    meta = read_meta(data_dir)
+    splits = meta["splits"]
+    facts: dict[str, Any] = {
+        "corpus": {
+            "files": meta.get("sources", []),
+            "characters": meta.get("filters", {}).get("chars_kept", 0),
+            "train_tokens": splits["train"]["tokens"],
+            "valid_tokens": splits["valid"]["tokens"],
+        },
+        "training": {"steps": state.step, "tokens": state.tokens_seen, "seconds": state.elapsed, "device": device},
+    }
+    if held_out is not None:
+        facts["held_out"] = held_out
+    if held_out_before is not None:
+        facts["held_out_before"] = held_out_before
+    return facts

@@ -27,38 +27,40 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from tokenizers import Tokenizer
 
-from ..data.directory import SPLITS, check_split, read_meta
+from ..data.directory import read_meta
 from ..data.instances import fixed_batches, pretraining_dataset
 from ..data.masking import MaskingCollator, MaskingConfig, packed_documents, thin_masks
 from ..engine.checkpoint import all_finite, checkpoint_dirs, checkpoint_step, intact_checkpoint
 from ..engine.hardware import PeakMeter
 from ..engine.metrics import MetricsLog, read_metrics
-from ..engine.optim import build_optimizer, lr_factor, set_lr, warmup_fraction
+from ..engine.optim import build_optimizer, set_lr
 from ..engine.runtime import (
     AUTOCAST_DTYPES,
     MixedPrecision,
     StopSignals,
     keep_freed_memory,
+    lock_together,
     resolve_device,
     resolve_precision,
     setup_distributed,
 )
 from ..errors import TrainingFailed, UserError
 from ..families import encoder_has_pooler
-from ..fileio import check_not_inputs, directory_lock, write_json
+from ..fileio import check_not_inputs, write_json
 from ..labels import IGNORE_INDEX
 from ..model.bert import set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
-from ..modelfiles.directory import PRETRAINING_KEY, ModelFiles, check_vocab, load_weights, read_model_files, save_model
+from ..modelfiles.directory import PRETRAINING_KEY, load_weights, read_model_files, save_model
 from ..modelfiles.origin import Origin, read_origin
+from ..objectives import pair_objective
 from ..progress import TrainingProgress
-from ..tokenizer import fingerprint, load_tokenizer
+from ..tokenizer import fingerprint
 from .config import TrainConfig, masking_config
-from .continued import check_start
+from .continued import start_described
 from .evaluate import unigram_baseline
 from .flops import pretraining_flops_per_token
+from .inputs import check_data
 from .loader import BatchPlan, make_loader, stop_workers
 from .metrics import MetricSums, evaluate_batches, summarise
 from .objectives import pretraining_model
@@ -66,6 +68,7 @@ from .rundir import (
     METRICS,
     TENSORBOARD,
     TrainerState,
+    card_facts,
     check_run_dir,
     load_checkpoint,
     prepare_run_dir,
@@ -73,40 +76,7 @@ from .rundir import (
     run_configs,
     save_checkpoint,
 )
-
-
-def check_data(
-    data_dir: Path, model_config: ModelConfig, cfg: TrainConfig, init_from: str = ""
-) -> tuple[Tokenizer, ModelFiles | None]:
-    """The data directory's tokenizer and the files of the model to start from (None: new weights), after checking
-    that data, starting model, model and settings fit together."""
-    meta = read_meta(data_dir)
-    tokenizer = load_tokenizer(data_dir)  # a data directory carries its tokenizer.json
-    if fingerprint(tokenizer) != meta["tokenizer_fingerprint"]:
-        raise UserError(f"{data_dir}: tokenizer.json does not match the one the data was prepared with")
-    for split in SPLITS:
-        check_split(data_dir, split, tokenizer.get_vocab_size())
-    start = check_start(init_from, model_config, tokenizer) if init_from else None
-    if start is not None:  # a released model's table may have rows past its tokenizer's ids (ModernBERT's)
-        check_vocab(tokenizer, model_config.vocab_size, f"--init-from {init_from}")
-    elif model_config.vocab_size != meta["vocab_size"]:
-        raise UserError(
-            f"model vocab_size {model_config.vocab_size} does not match the data's tokenizer "
-            f"({meta['vocab_size']} tokens)"
-        )
-    if cfg.seq_len > model_config.max_position_embeddings:
-        raise UserError(
-            f"--seq-len {cfg.seq_len} exceeds the position table "
-            f"(max_position_embeddings {model_config.max_position_embeddings})"
-        )
-    if cfg.time_budget and cfg.warmup >= 1:
-        raise UserError("with --time-budget, give --warmup as a fraction of the budget (< 1)")
-    if cfg.pair_objective != "none" and model_config.type_vocab_size < 2:
-        raise UserError(
-            f"--pair-objective {cfg.pair_objective} tells segment A from B: it needs --type-vocab-size 2, "
-            f"not {model_config.type_vocab_size}"
-        )
-    return tokenizer, start
+from .schedule import Schedule
 
 
 @dataclass
@@ -155,14 +125,14 @@ class Trainer:
         # (a pickle not trusted, weights that do not fit) leaves no run directory behind.
         torch.manual_seed(cfg.seed)
         self.origin: Origin | None = None  # the directory a continued run started from: what it goes back out with
-        self.head_warmup = 0  # steps a new masked-LM head trains alone, the encoder frozen
+        self.schedule = Schedule(cfg)  # a new masked-LM head's phase, where the start has none
         if start is not None:
             self.origin = read_origin(start)
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
             load_weights(self.model, start, cfg.trust_pickle, longer_positions=True)
-            self.head_warmup = cfg.head_warmup_steps if "mlm_head" in self.model.untrained_heads else 0
+            self.schedule = Schedule.for_model(cfg, self.model)
         check_run_dir(self.run_dir, self.configs, resume, overwrite)
-        self._lock()
+        lock_together(self.locks, self.processes, self.device, self.run_dir, self.data_dir)
         checkpoint = intact_checkpoint(self.run_dir, set_aside=self.processes.is_main) if resume else None
         if resume and checkpoint is None:
             raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
@@ -170,11 +140,10 @@ class Trainer:
             if checkpoint is not None and cfg.init_from:
                 saved = read_model_files(checkpoint)
                 self.origin = read_origin(saved)
-                self.head_warmup = saved.pretraining.get("head_warmup", 0)
+                self.schedule = Schedule.recorded(cfg, saved.pretraining)
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
         self.model.untrained_heads = frozenset()  # every head of a pre-training model trains in the run
-        if self.head_warmup:
-            self.extra_config[PRETRAINING_KEY]["head_warmup"] = self.head_warmup
+        self.extra_config[PRETRAINING_KEY].update(self.schedule.record())
         if self.processes.is_main:
             prepare_run_dir(self.run_dir, self.configs, resume, overwrite)
         if self.processes.world > 1:
@@ -184,9 +153,10 @@ class Trainer:
 
         if start is not None:
             self._say(f"starting from the weights of {start.directory}")
-            self._describe_start(start, model_config, cfg)
+            for said in start_described(start, self.origin, self.model, model_config, cfg, self.schedule):
+                self._say(said)
         caution = model_config.bias_variant.pair_caution
-        if caution and cfg.pair_objective != "none" and not resume:
+        if caution and cfg.pair_task.head and not resume:
             self._say(caution)
         self.model.to(self.device)
         use_fast_paths(self.model, self.device, self.precision.precision)
@@ -243,48 +213,6 @@ class Trainer:
         origin = self.origin
         return origin is not None and origin.encoder_only and origin.pooler and encoder_has_pooler(model_config)
 
-    def _describe_start(self, start: ModelFiles, model_config: ModelConfig, cfg) -> None:
-        """What a continued run does with its starting model beyond taking its weights."""
-        if self.head_warmup:
-            self._say(
-                f"{self.origin.describes} has no masked-LM head: a new one, its decoder tied to the token "
-                f"embeddings, trains alone for the first {self.head_warmup} steps (--head-warmup-steps), the encoder "
-                "frozen, so that a random head's gradients never reach the encoder"
-            )
-        if self.origin.encoder_only:
-            kept = " and its pooler" if self.model.bert.pooler is not None else ""
-            modules = " and its sentence-transformers modules" if self.origin.sentence is not None else ""
-            self._say(f"the model is saved as {self.origin.architecture or 'an encoder'} again{kept}{modules}")
-        if cfg.pair_objective == "none" and start.pretraining.get("pair_objective", "none") != "none":
-            self._say(
-                "this run trains the masked LM alone: the model is saved without the starting model's "
-                "next-sentence head and pooler, as a masked LM (--pair-objective nsp trains them on)"
-            )
-        known = start.config.max_position_embeddings
-        if known < model_config.max_position_embeddings:
-            self._say(
-                f"positions {known} to {model_config.max_position_embeddings - 1} are new to the model: "
-                f"it learns them here, on {cfg.seq_len}-token sequences"
-            )
-
-    def _lock(self) -> None:
-        """The main process locks the run directory (one process per run) and holds the data directory against
-        `prepare` replacing it; every process fails together if it cannot."""
-        failure = None
-        if self.processes.is_main:
-            try:
-                self.locks.enter_context(directory_lock(self.run_dir))
-                self.locks.enter_context(directory_lock(self.data_dir, shared=True))
-            except UserError as e:
-                failure = e
-        if self.processes.world > 1:
-            failed = torch.tensor([float(failure is not None)], device=self.device)
-            dist.all_reduce(failed, op=dist.ReduceOp.MAX)
-            if failed.item() and failure is None:
-                failure = UserError(f"{self.run_dir}: the main process could not lock the run directory")
-        if failure is not None:
-            raise failure
-
     def close(self) -> None:
         """Close the metrics log (TensorBoard's files are flushed), whatever ended the run, and release the run and
         data directories."""
@@ -317,7 +245,7 @@ class Trainer:
             device_ids = [self.processes.local_rank] if self.device.startswith("cuda") else None
             # Without a pair objective the pair head and pooler (and ELECTRA's generator's) get no gradient:
             # DDP must be told, or it waits for them and fails at the second step.
-            unused = self.cfg.pair_objective == "none"
+            unused = not self.cfg.pair_task.head
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=device_ids, find_unused_parameters=unused
             )
@@ -349,15 +277,15 @@ class Trainer:
             self.state.elapsed,
         )
         with StopSignals() as signals, progress:
-            if self.state.step == 0 and cfg.init_from and cfg.eval_every and not self.head_warmup:
+            if self.state.step == 0 and cfg.init_from and cfg.eval_every and not self.schedule.encoder_starts:
                 self.evaluate()  # the starting model's held-out score: what continuing it buys is measured from here
             try:
                 while True:
                     elapsed, stop = self._agree(time.perf_counter() - started, signals.received)
-                    if stop or self._budget_spent(elapsed):
+                    if stop or self.schedule.spent(self.state.step, elapsed):
                         break
-                    run_progress = self._progress(elapsed)
-                    lr = self._lr(run_progress)
+                    run_progress = self.schedule.progress(self.state.step, elapsed, self.state.warmup_elapsed)
+                    lr = self.schedule.lr(self.state.step, run_progress)
                     set_lr(self.optimizer, lr)
                     micro_batches = [next(batches) for _ in range(cfg.grad_accum)]
                     if cfg.mask_prob_final:
@@ -366,7 +294,7 @@ class Trainer:
                     grad_norm, tokens = self._step(micro_batches)
                     self._count_step(grad_norm, tokens, [plan.positions.popleft() for _ in range(cfg.grad_accum)][-1])
                     self.state.elapsed = time.perf_counter() - started
-                    if self.state.step == self.head_warmup:
+                    if self.state.step == self.schedule.encoder_starts:
                         self.state.warmup_elapsed = self.state.elapsed  # where a time budget's schedule starts
                     progress.update(self.state.step, self.state.elapsed)
                     self._periodic(lr, progress)
@@ -394,27 +322,6 @@ class Trainer:
         self._write_model()
         return RunResult(self.state, final_eval=final, is_main=self.processes.is_main)
 
-    def _progress(self, elapsed: float) -> float:
-        """How far the schedules (lr, mask rate) are, in [0, 1]. A new head's warm-up is not counted: the encoder's
-        schedule, its warm-up first, begins when the encoder starts to learn."""
-        cfg, head = self.cfg, self.head_warmup
-        if cfg.time_budget:
-            start = self.state.warmup_elapsed if head else 0.0
-            return min(1.0, max(elapsed - start, 0.0) / max(cfg.time_budget - start, 1e-9))
-        return min(1.0, max(self.state.step - head + 1, 0) / max(cfg.max_steps - head, 1))
-
-    def _lr(self, progress: float) -> float:
-        """The learning rate of the next step: a new head's own, constant, while it trains alone (it learns from
-        nothing, as a model trained from scratch does); then the schedule's."""
-        cfg = self.cfg
-        if self.state.step < self.head_warmup:
-            return cfg.head_warmup_lr
-        steps = cfg.max_steps - self.head_warmup  # the encoder's, for a warm-up given in steps
-        return cfg.lr * lr_factor(progress, warmup_fraction(cfg.warmup, max(steps, 1)), cfg.schedule)
-
-    def _budget_spent(self, elapsed: float) -> bool:
-        return elapsed >= self.cfg.time_budget if self.cfg.time_budget else self.state.step >= self.cfg.max_steps
-
     def _agree(self, elapsed: float, signalled: int) -> tuple[float, bool]:
         """All processes take the same clock (the slowest one's) and stop together if any was signalled.
 
@@ -430,7 +337,7 @@ class Trainer:
     def _step(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, int]:
         """Forward and backward over the micro-batches, then one update. Returns (grad norm, tokens of all ranks)."""
         masked, sequences, tokens = self._global_counts(micro_batches)
-        pair = self.cfg.pair_objective != "none"
+        pair = self.cfg.pair_task.head
         for i, batch in enumerate(micro_batches):
             # Decided on the CPU copy: no padding (and one document a window) means no mask (flash attention),
             # without a device sync.
@@ -460,19 +367,10 @@ class Trainer:
                     loss = loss + self.cfg.rtd_weight * out.rtd_loss * (out.rtd_tokens / tokens)
                 self.precision.backward(loss * self.processes.world)
             self.window.add_batch(out, batch["nsp_labels"] if pair else None)
-        if self.state.step < self.head_warmup:
-            self._keep_encoder()
+        self.schedule.drop_frozen_gradients(self.model, self.state.step)
         grad_norm = self.precision.step(self.optimizer, self.model.parameters(), self.cfg.grad_clip)
         self.window.add_step(grad_norm)
         return grad_norm, int(tokens)
-
-    def _keep_encoder(self) -> None:
-        """A new masked-LM head's warm-up: every gradient but the head's own is dropped before the update, so the
-        encoder (the tied decoder, the token table, included) stays as it was while the head learns to read it.
-        Dropping gradients, rather than not computing them, works under DDP and torch.compile alike."""
-        for name, parameter in self.model.named_parameters():
-            if not name.startswith("mlm_head."):
-                parameter.grad = None
 
     def _global_counts(self, micro_batches: list[dict[str, torch.Tensor]]) -> tuple[float, float, float]:
         """Masked tokens, sequences and real tokens in the whole step, over all processes."""
@@ -511,8 +409,8 @@ class Trainer:
         cfg, step = self.cfg, self.state.step
         if step % cfg.log_every == 0:
             progress.show(self._log_window(lr), cfg.pair_objective)
-        # A new head's warm-up ends with the starting encoder's score (its own head, untrained, would score nothing)
-        if cfg.eval_every and (step % cfg.eval_every == 0 or (cfg.init_from and step == self.head_warmup)):
+        # the starting encoder is scored where it starts to learn (after a new head's phase, which scores nothing)
+        if cfg.eval_every and (step % cfg.eval_every == 0 or (cfg.init_from and step == self.schedule.encoder_starts)):
             self.evaluate()
         if cfg.save_every and step % cfg.save_every == 0:
             self.save()
@@ -559,7 +457,7 @@ class Trainer:
         self._say(
             f"step {self.state.step}: held-out MLM loss {result['mlm_loss']:.3f}, accuracy {result['mlm_acc']:.3f}, "
             f"perplexity {result['perplexity']:.1f}"
-            + (f", {pair.upper()} accuracy {result[pair + '_acc']:.3f}" if pair != "none" else "")
+            + (f", {pair.upper()} accuracy {result[pair + '_acc']:.3f}" if pair_objective(pair).head else "")
             + (f", replaced-token accuracy {result['rtd_acc']:.3f}" if "rtd_acc" in result else "")
         )
         return record
@@ -606,31 +504,15 @@ class Trainer:
             self._saving = False
 
     def _card(self) -> dict[str, Any]:
-        """What the model card of a directory saved now says: the corpus, how far the run got, and the held-out
-        scores when they were taken at this step."""
-        meta = read_meta(self.data_dir)
-        splits = meta["splits"]
-        facts: dict[str, Any] = {
-            "corpus": {
-                "files": meta.get("sources", []),
-                "characters": meta.get("filters", {}).get("chars_kept", 0),
-                "train_tokens": splits["train"]["tokens"],
-                "valid_tokens": splits["valid"]["tokens"],
-            },
-            "training": {
-                "steps": self.state.step,
-                "tokens": self.state.tokens_seen,
-                "seconds": self.state.elapsed,
-                "device": self.device,
-            },
-        }
+        """What the model card of a directory saved now says (rundir.card_facts): the held-out scores where they were
+        taken at this step, and a continued run's starting score."""
+        held_out = None
         if self.last_eval.get("step") == self.state.step:
             baseline = unigram_baseline(self.eval_batches) if self.eval_batches else None
-            facts["held_out"] = {**self.last_eval, "unigram_baseline_acc": baseline}
+            held_out = {**self.last_eval, "unigram_baseline_acc": baseline}
         start = self._starting_score()
-        if start is not None and start.get("step") != self.state.step:
-            facts["held_out_before"] = start
-        return facts
+        before = start if start is not None and start.get("step") != self.state.step else None
+        return card_facts(self.data_dir, self.state, self.device, held_out, before)
 
     def _starting_score(self) -> dict[str, Any] | None:
         """A continued run's held-out score of the model it started from: at step 0, or for a new head at the end
@@ -638,7 +520,7 @@ class Trainer:
         if not self.cfg.init_from or self.log is None or not self.log.path.is_file():
             return None
         _, valid = read_metrics(self.log.path)
-        return next((row for row in valid if row["step"] == self.head_warmup), None)
+        return next((row for row in valid if row["step"] == self.schedule.encoder_starts), None)
 
     def _check_finite(self) -> None:
         """Weights that are no longer numbers are never saved: the run stops, naming the step."""
