@@ -41,7 +41,7 @@ SUBPACKAGES = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init_
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
-    """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `tokenizer.py` -> "tokenizer"."""
+    """`cli/data.py` -> "cli.data", `cli/__init__.py` -> "cli", `errors.py` -> "errors"."""
     parts = path.relative_to(package).with_suffix("").parts
     if len(parts) > 1 and parts[-1] == "__init__":
         parts = parts[:-1]
