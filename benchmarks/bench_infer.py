@@ -47,7 +47,7 @@ from common import machine_description
 def sentences(n: int, sst2: str | None = None) -> list[str]:
     """`n` sentences of the bundled book sample, or of SST-2's training split (its `sentence` column) with `sst2`."""
     if sst2:
-        from bertforge.formats.textfiles import read_rows
+        from bertforge.formats.rows import read_rows
 
         rows = read_rows(Path(sst2) / "train.tsv", ["sentence"])
         return [row["sentence"] for _, (_, row) in zip(range(n), rows)]

@@ -13,7 +13,7 @@ import pytest
 
 from bertforge.errors import UserError
 from bertforge.formats.corpus import ReadStats, read_paragraphs, read_passages
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, make_documents, needs, one_line_error, save_random_model
 

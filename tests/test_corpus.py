@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from bertforge.errors import UserError
 from bertforge.fileio import asset_path
-from bertforge.formats import textfiles
+from bertforge.formats import rows as row_reader
 from bertforge.formats.corpus import ReadStats, describe_files, find_files, read_paragraphs
 from bertforge.formats.layouts import looks_wrapped
 from bertforge.formats.options import CorpusOptions
+from bertforge.formats.rows import read_rows
 from bertforge.formats.text import clean_text, split_sentences
-from bertforge.formats.textfiles import open_text, read_rows
+from bertforge.formats.textfiles import open_text
 
 from conftest import documents_of
 
@@ -66,7 +67,7 @@ def test_a_json_array_of_records_reads_as_its_rows_wherever_the_pieces_are_cut(
 ):
     """A .json file holding one array of objects (not JSON lines) gives its objects, each numbered by the line it
     starts on, however the pieces it is read in cut it: in a number, a string, an escape, between elements."""
-    monkeypatch.setattr(textfiles, "JSON_PIECE", piece)
+    monkeypatch.setattr(row_reader, "JSON_PIECE", piece)
     rows = [{"text": t, "n": 10**i + 0.5, "more": [i, None, {"x": True}]} for i, t in enumerate(texts)]
     path = tmp_path / "a.json"
     path.write_text("\n " + json.dumps(rows, indent=indent) + " \n", encoding="utf-8")

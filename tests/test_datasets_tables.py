@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bertforge.errors import UserError
-from bertforge.formats.textfiles import class_label_names
+from bertforge.formats.rows import class_label_names
 from bertforge.model.heads import REGRESSION
 from bertforge.studies.score import parse_task
 from bertforge.tasks.classification import ClassificationTask, Columns, read_examples

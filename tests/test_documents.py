@@ -8,7 +8,7 @@ import pytest
 
 from bertforge.errors import UserError
 from bertforge.formats.corpus import ReadStats, find_files, read_paragraphs
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 
 from conftest import bertforge, documents_of, one_line_error
 

@@ -19,7 +19,7 @@ from bertforge.formats.corpus import read_paragraphs
 from bertforge.formats.filters import ParagraphFilter, compression_verdict
 from bertforge.formats.layouts import Paragraph
 from bertforge.formats.options import CorpusOptions
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 from bertforge.tokenizer import save_tokenizer, train_tokenizer
 
 from conftest import SUBJECTS, VERBS, bertforge, bertforge_ok, needs, one_line_error

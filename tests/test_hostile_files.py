@@ -29,7 +29,7 @@ from tokenizers import normalizers
 from bertforge.errors import UserError
 from bertforge.formats.corpus import read_paragraphs
 from bertforge.formats.options import CorpusOptions
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 from bertforge.tokenizer import load_tokenizer
 
 from conftest import bertforge, needs, one_line_error, save_random_model
@@ -247,7 +247,7 @@ def test_every_reader_caps_a_paragraph_and_records_have_a_limit(tmp_path, monkey
     (tmp_path / "long.jsonl").write_text(json.dumps({"text": words}) + "\n")
     pieces = [p.text for p in read_paragraphs([tmp_path / "long.jsonl"])]
     assert max(map(len, pieces)) <= 1 << 16 and " ".join(pieces) == words  # cut at spaces, nothing lost
-    monkeypatch.setattr("bertforge.formats.textfiles.MAX_RECORD_CHARS", 100_000)  # the limit, small enough to test
+    monkeypatch.setattr("bertforge.formats.rows.MAX_RECORD_CHARS", 100_000)  # the limit, small enough to test
     with pytest.raises(UserError, match=r"long\.jsonl:1: a line of more than 100,000 characters"):
         list(read_paragraphs([tmp_path / "long.jsonl"]))
     (tmp_path / "long.csv").write_text(f'id,text\n1,"{words}"\n')
@@ -320,7 +320,7 @@ BOUNDED_READER = """
 import json, sys
 from bertforge.errors import UserError
 from bertforge.formats.corpus import read_paragraphs
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 for path in sys.argv[1:]:
     try:  # a sheet's rows by their first column; any other file's paragraphs
         items = read_rows(path, ["0"]) if path.endswith(".ods") else read_paragraphs([path])

@@ -300,3 +300,16 @@ def test_no_objective_is_compared_by_name_outside_its_records(tmp_path):
     planted.mkdir()
     (planted / "loop.py").write_text('if cfg.pair_objective != "none":\n    pass\n')
     assert objective_comparisons(planted) == ["loop.py:1"]  # the check sees one
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_grows_into_a_hall():
+    """A module has one job: none past MAX_MODULE_LINES lines (a longer one is split by job, as tokenizer/ was)."""
+    long = {
+        name: n
+        for name, path in package_modules().items()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long

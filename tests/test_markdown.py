@@ -9,7 +9,7 @@ import pytest
 
 from bertforge.errors import UserError
 from bertforge.formats.corpus import find_files, read_document, read_paragraphs, read_texts
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 
 from conftest import bertforge, bertforge_ok, documents_of, one_line_error, save_random_model
 

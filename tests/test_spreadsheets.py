@@ -11,7 +11,7 @@ import pytest
 from bertforge.errors import UserError
 from bertforge.formats.corpus import read_paragraphs, read_texts
 from bertforge.formats.options import CorpusOptions
-from bertforge.formats.textfiles import read_rows
+from bertforge.formats.rows import read_rows
 from bertforge.studies.score import parse_task
 from bertforge.tasks.classification import Columns, Example, read_examples
 from bertforge.tokenizer import train_tokenizer

@@ -8,7 +8,8 @@ Never imports torch: `tokenizer train` and `prepare` start fast and their worker
     catalog       the formats: one row each (suffixes, shape, reader, text or not, optional package)
     options       CorpusOptions: columns, cleaning, line breaks, filters, archive limits
     text          cleaning and sentence splitting
-    textfiles     opening text (compression, encodings) and reading rows of tables and JSON lines
+    textfiles     opening text: compression, bounds on expansion, encodings
+    rows          reading rows of tables and JSON lines, streaming
     layouts       how a text file lays out documents and paragraphs (wrapped lines, Wikipedia, web pages, subtitles)
     spreadsheets  .xlsx and .ods sheets as tables
     documents     EPUB, Word, PowerPoint and OpenDocument files (zip packages of XML parts)

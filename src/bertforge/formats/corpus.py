@@ -32,6 +32,7 @@ from .catalog import ARCHIVE, DOCUMENT, LAYOUT, LINES, format_named, suffixes
 from .filters import ParagraphFilter
 from .layouts import WIKIEXTRACTOR_FILE, Paragraph, paragraph_pieces, text_paragraphs, wikipedia_articles
 from .options import CorpusOptions
+from .rows import read_rows, text_rows
 from .spreadsheets import split_sheet
 from .text import clean_text
 from .textfiles import (
@@ -43,8 +44,6 @@ from .textfiles import (
     hidden,
     open_text,
     read_errors,
-    read_rows,
-    text_rows,
     text_stream,
 )
 

@@ -41,7 +41,8 @@ from ..errors import UserError
 from ..fileio import write_answers
 from ..formats.catalog import format_named
 from ..formats.corpus import read_documents
-from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
+from ..formats.rows import class_label_names, label_name, read_rows
+from ..formats.textfiles import format_of, open_text
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
 from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length

@@ -25,7 +25,7 @@ from tokenizers import Tokenizer
 from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
-from ..formats.textfiles import read_rows
+from ..formats.rows import read_rows
 from ..model.heads import BertForMultipleChoice
 from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length

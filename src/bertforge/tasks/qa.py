@@ -42,7 +42,8 @@ from tokenizers import Encoding, Tokenizer
 from ..data.batching import windowing_tokenizer, windows
 from ..engine.runtime import MixedPrecision, release_freed_memory, resolve_device
 from ..errors import UserError
-from ..formats.textfiles import format_of, read_rows
+from ..formats.rows import read_rows
+from ..formats.textfiles import format_of
 from ..model.heads import BertForQuestionAnswering
 from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
 from ..tokenizer import max_input_length, special_ids

@@ -31,7 +31,7 @@ from tokenizers import Tokenizer
 from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_buckets
 from ..engine.runtime import MixedPrecision
 from ..errors import UserError
-from ..formats.textfiles import read_rows
+from ..formats.rows import read_rows
 from ..model.heads import BertForSentenceEmbedding
 from .registry import SENTENCE_SIMILARITY, ColumnNames, MissingColumns
 from .targets import regression_metrics

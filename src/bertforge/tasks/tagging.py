@@ -40,7 +40,8 @@ from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..fileio import write_answers
 from ..formats.catalog import format_named
-from ..formats.textfiles import class_label_names, format_of, label_name, open_text, read_rows
+from ..formats.rows import class_label_names, label_name, read_rows
+from ..formats.textfiles import format_of, open_text
 from ..labels import IGNORE_INDEX
 from ..model.heads import BertForTokenClassification
 from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
