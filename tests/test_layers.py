@@ -313,3 +313,17 @@ def test_no_module_grows_into_a_hall():
         if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert not long, long
+
+
+def test_vectors_are_pooled_and_normalised_in_one_place():
+    """A sentence vector is pooled by model/heads.py `pool` and made unit length by its `unit_length`: the head,
+    the export graph, serving and search call them, and no other module normalises vectors its own way."""
+    found = []
+    for name, path in package_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = ast.unparse(node.func)
+                if called.endswith(("functional.normalize", "F.normalize", "linalg.norm")):
+                    found.append(f"{name}:{node.lineno} {called}")
+    assert [f for f in found if not f.startswith("model.heads:")] == [], found
+    assert len(found) == 1  # unit_length's own

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from .data.batching import TextBatcher, length_buckets, mean_over_windows
@@ -28,7 +27,7 @@ from .display import Record, markdown_table
 from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
 from .model.bert import BertForPreTraining
-from .model.heads import pool
+from .model.heads import pool, unit_length
 from .modelfiles.directory import electra_generator, load_model_and_tokenizer, read_model_files
 from .modelfiles.onnx import OnnxModel
 from .modelfiles.origin import Origin, read_origin
@@ -305,9 +304,7 @@ class Bert:
             hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
             out[indices] = pool(hidden.float(), batch["attention_mask"], modes).cpu().numpy()  # (b, D)
         vectors = mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), D)
-        if unit:
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
-        return vectors
+        return unit_length(torch.from_numpy(vectors)).numpy() if unit else vectors
 
     def search(
         self,
@@ -374,7 +371,7 @@ class Bert:
         lie near "tuesday"). Special tokens, pieces that continue a word and the word's own pieces are left out."""
         vectors = torch.from_numpy(self.word_vectors(words))  # (W, H)
         table = self.model.bert.embeddings.token.weight[: len(self._whole_words)].float().cpu()  # (V, H)
-        cosines = F.normalize(vectors, dim=-1) @ F.normalize(table, dim=-1).T  # (W, V)
+        cosines = unit_length(vectors) @ unit_length(table).T  # (W, V)
         results = []
         for word, row in zip(words, cosines):  # row: (V,)
             row = row.masked_fill(~self._whole_words, float("-inf"))

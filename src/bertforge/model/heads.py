@@ -142,6 +142,21 @@ class BertForMultipleChoice(nn.Module):
         return logits, F.cross_entropy(logits.float(), labels) if labels is not None else None
 
 
+def unit_length(vectors: torch.Tensor) -> torch.Tensor:
+    """(..., D) -> each vector scaled to length 1, as sentence-transformers' Normalize module does (a zero vector
+    stays zero). The one place vectors are normalised: the sentence-embedding head, its export, serving and search."""
+    return F.normalize(vectors, dim=-1)
+
+
+def sentence_vectors(
+    hidden: torch.Tensor, attention_mask: torch.Tensor | None, modes: tuple[str, ...], normalize: bool
+) -> torch.Tensor:
+    """hidden (B, T, H) -> (B, D): each text's vector as a sentence-transformers pipeline makes it: its pooling modes
+    (`pool`), then unit length where it has a Normalize module."""
+    vectors = pool(hidden, attention_mask, modes)  # (B, D)
+    return unit_length(vectors) if normalize else vectors
+
+
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor | None, modes: tuple[str, ...] = ("mean",)) -> torch.Tensor:
     """hidden (B, T, H) -> (B, H · len(modes)): each text's vector by each of sentence-transformers' pooling modes
     (sentence.py), concatenated in order. Padding (attention_mask 0, on the right) is left out of each."""
@@ -197,7 +212,7 @@ class BertForSentenceEmbedding(nn.Module):
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """input_ids etc. (2B, T): B first texts, then their B partners in the same order. labels (B,): each pair's
         score, or None for pairs that all match. Returns (each pair's cosine similarity (B,), loss)."""
-        vectors = F.normalize(self.embed(input_ids, token_type_ids, attention_mask).float(), dim=-1)  # (2B, H)
+        vectors = unit_length(self.embed(input_ids, token_type_ids, attention_mask).float())  # (2B, H)
         first, second = vectors.chunk(2)  # (B, H) each
         cosine = (first * second).sum(-1)  # (B,)
         if labels is None:  # row i's match is column i; the rest of the row are its negatives

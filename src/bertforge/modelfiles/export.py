@@ -36,7 +36,7 @@ from ..families import ARCHITECTURES, Architecture, family_of
 from ..families.architectures import BATCH, CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
 from ..model.config import ModelConfig
-from ..model.heads import pool
+from ..model.heads import pool, sentence_vectors
 from ..model.unpadding import unpadding_mode
 from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
 from .card import CARD, card_with_section
@@ -121,8 +121,7 @@ class Graph(nn.Module):
             hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
             if not self.pooling:
                 return hidden
-            vectors = pool(hidden, attention_mask, self.pooling)  # (B, D)
-            return hidden, nn.functional.normalize(vectors, dim=-1) if self.normalize else vectors
+            return hidden, sentence_vectors(hidden, attention_mask, self.pooling, self.normalize)  # (B, T, H), (B, D)
         logits, _ = self.model(input_ids, token_type_ids, attention_mask)
         return logits.unbind(-1) if self.answers == SPANS else logits  # QA: (B, T) start, (B, T) end
 

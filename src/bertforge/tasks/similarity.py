@@ -32,7 +32,7 @@ from ..data.batching import Encoded, TextBatcher, length_buckets, shuffled_bucke
 from ..engine.runtime import MixedPrecision
 from ..errors import UserError
 from ..formats.rows import read_rows
-from ..model.heads import BertForSentenceEmbedding
+from ..model.heads import BertForSentenceEmbedding, unit_length
 from .registry import SENTENCE_SIMILARITY, ColumnNames, MissingColumns
 from .targets import regression_metrics
 
@@ -81,15 +81,14 @@ def embed_texts(model, batcher: TextBatcher, encoded: Encoded, precision: MixedP
         batch = {k: v.to(precision.device) for k, v in batcher.batch(encoded, indices).items()}
         with precision.autocast():
             vectors = model.embed(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        out[indices] = torch.nn.functional.normalize(vectors.float(), dim=-1).cpu().numpy()
+        out[indices] = unit_length(vectors.float()).cpu().numpy()
     return out
 
 
 def nearest(queries: np.ndarray, corpus: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """For each query vector (Q, H), the k corpus vectors (N, H) nearest by cosine, best first: their indices and
     cosines, each (Q, min(k, N)). Queries go 256 at a time, so a large corpus needs (256, N) floats at once."""
-    queries = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(min=1e-12)
-    corpus = corpus / np.linalg.norm(corpus, axis=1, keepdims=True).clip(min=1e-12)
+    queries, corpus = (unit_length(torch.from_numpy(np.ascontiguousarray(x))).numpy() for x in (queries, corpus))
     k = min(k, len(corpus))
     indices, cosines = [], []
     for start in range(0, len(queries), 256):
