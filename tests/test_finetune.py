@@ -6,6 +6,8 @@ import csv
 import functools
 import json
 import random
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -444,3 +446,82 @@ def test_a_task_of_ones_own_is_fine_tuned_saved_and_answered_like_a_built_in_one
     assert [a["label"] for a in answers] == ["yes", "no"]
     with pytest.raises(UserError, match="'classification' is registered already"):
         bertforge_package.register_task("classification", MentionsAnAnimal)
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+
+
+class ReadingTimes:
+    """The guide's task with a new head: a number for every token (here 1.0 on an animal's tokens, 0.0 elsewhere,
+    read off the text), scored by R² on dev."""
+
+    main_metric = "r2"
+
+    def __init__(self, tokenizer, train, dev, seq_len, cfg, columns):
+        self.batcher = TextBatcher(tokenizer, seq_len)
+        self.animal_ids = torch.tensor(sorted({i for a in ANIMALS for i in tokenizer.encode(a).ids[1:-1]}))
+        self.train = self.batcher.encode(train.read_text(encoding="utf-8").splitlines())
+        self.dev = self.batcher.encode(dev.read_text(encoding="utf-8").splitlines())
+
+    def _batch(self, encoded, rows):
+        batch = self.batcher.batch(encoded, rows)
+        values = torch.isin(batch["input_ids"], self.animal_ids).float()  # (B, T)
+        return {**batch, "labels": values.masked_fill(batch["attention_mask"] == 0, float("nan"))}
+
+    def model_kwargs(self):
+        return {}
+
+    def train_batches(self, batch_size, rng):
+        order = rng.permutation(len(self.train)).tolist()
+        return [self._batch(self.train, order[i : i + batch_size]) for i in range(0, len(order), batch_size)]
+
+    def evaluate(self, model, precision):
+        model.eval()
+        batch = self._batch(self.dev, list(range(len(self.dev))))
+        with torch.no_grad():
+            values, _ = model(**{k: v for k, v in batch.items() if k != "labels"})
+        real = batch["labels"].isfinite()
+        target, got = batch["labels"][real], values[real]
+        return {"r2": float(1 - ((got - target) ** 2).mean() / target.var())}
+
+    def saved_config(self):
+        return {}
+
+    def summary(self):
+        return {"train_texts": len(self.train)}
+
+
+def test_the_guides_task_with_a_new_head_touches_only_its_own_files(pretrained, tmp_path, monkeypatch):
+    """docs/architecture.md's walkthrough, run as written: a head `transformers` has no class for, its architecture
+    record and its task, all from user code, are fine-tuned by the one loop, saved as the family's
+    BertForTokenRegression with a card the record wrote, read back, and exported to a graph within tolerance."""
+    from bertforge.families.architectures import ARCHITECTURES
+    from bertforge.modelfiles.directory import load_model
+    from bertforge.modelfiles.export import export_model
+
+    block = re.search(r"### A task with a new head.*?```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
+    monkeypatch.setattr(registry, "TASKS", registry.TASKS.copy())  # the task is forgotten after the test
+    task = type("ReadingTimes", (ReadingTimes,), {})  # its model_class is the guide's head, made below
+    namespace = {"ReadingTimes": task}
+    try:
+        exec(block.group(1), namespace)  # the guide's own code, as a reader would paste it
+        task.model_class = namespace["BertForTokenRegression"]
+        rng = random.Random(5)
+        texts = [f"{rng.choice(ANIMALS + PEOPLE)} sat on {rng.choice(PLACES)}." for _ in range(48)]
+        (tmp_path / "train.txt").write_text("\n".join(texts), encoding="utf-8")
+        (tmp_path / "dev.txt").write_text("\n".join(texts[:12]), encoding="utf-8")
+        out = tmp_path / "out"
+        summary = finetune(pretrained, "token-regression", tmp_path / "train.txt", tmp_path / "dev.txt", out, fast())
+        assert summary["best"]["dev_r2"] > 0.5
+        config = json.loads((out / "model" / "config.json").read_text())
+        assert config["architectures"] == ["BertForTokenRegression"] and config["model_type"] == "bert"
+        assert 'pipeline_tag: "token-classification"' in (out / "model" / "README.md").read_text()
+        cls = namespace["BertForTokenRegression"]
+        model = load_model(cls, out / "model")
+        ids = torch.tensor([[2, 5, 6, 3]])
+        assert model(ids)[0].shape == (1, 4)
+        made = export_model(out / "model", tmp_path / "onnx")
+        assert made.answers == "token-regression" and made.outputs == ["logits"] and made.max_difference < 1e-3
+    finally:
+        if "BertForTokenRegression" in ARCHITECTURES:
+            ARCHITECTURES.unregister("BertForTokenRegression")
