@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bertforge.errors import UserError
 from bertforge.families import BERT_SPECIALS, FAMILIES, titles
 from bertforge.model.bert import BertForPreTraining
 from bertforge.modelfiles.directory import load_model_and_tokenizer, read_model_files, save_model
@@ -255,3 +256,17 @@ def _tiny_config():
     return ModelConfig(
         vocab_size=wordpiece().get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64
     )
+
+
+@pytest.mark.parametrize("model_type", sorted(FAMILIES))
+def test_a_familys_record_types_its_own_config_keys(model_type):
+    """Each family's config.json keys are typed in its record (`config_keys`), and the one schema applies them: a
+    key of the family's holding the wrong kind of value is refused naming it, before any value is used; the schema
+    itself keeps only the keys every family shares."""
+    from bertforge.modelfiles.schema import CONFIG, check_config
+
+    family = FAMILIES.get(model_type)
+    assert family.config_keys and not set(family.config_keys) & set(CONFIG)
+    for key in family.config_keys:
+        with pytest.raises(UserError, match=f"{key} "):
+            check_config({"model_type": model_type, key: [1, 2]}, "config.json")

@@ -122,6 +122,15 @@ class Key:
 
 
 FLAG = Key((bool,), "true or false")  # a switch, in every file's schema
+# The kinds of value a model's config.json holds, in the ranges no setting of any model leaves (how large a model
+# may be is ModelConfig's to say): modelfiles/schema.py's keys and each family's own (families/).
+MAX_ID = 1 << 40
+COUNT = Key((int,), "a positive whole number", lambda v: 1 <= v < MAX_ID)
+INDEX = Key((int,), "a whole number, 0 or more", lambda v: 0 <= v < MAX_ID)
+RATE = Key((int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1)
+POSITIVE = Key((int, float), "a positive number", lambda v: 0 < v < 1e30)
+NAME = Key((str,), "a name", lambda v: 0 < len(v) <= 200)
+TABLE = Key((dict,), "a JSON object")
 
 
 def check_keys(values: dict[str, Any], schema: dict[str, Key], source: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import COUNT, FLAG, INDEX, NAME, POSITIVE, RATE
 from ..errors import UserError
 from .family import Family, ModelConfig, require_keys
 
@@ -12,6 +13,15 @@ from .family import Family, ModelConfig, require_keys
 BERT_SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 
 REQUIRED_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+# BertConfig's keys that bert_style_values reads, with what each must hold (RoBERTa's and ELECTRA's too).
+BERT_KEYS = {
+    **dict.fromkeys((*REQUIRED_KEYS, "max_position_embeddings"), COUNT),
+    "type_vocab_size": INDEX,
+    **dict.fromkeys(("hidden_dropout_prob", "attention_probs_dropout_prob"), RATE),
+    **dict.fromkeys(("layer_norm_eps", "initializer_range"), POSITIVE),
+    **dict.fromkeys(("hidden_act", "position_embedding_type"), NAME),
+    "tie_word_embeddings": FLAG,
+}
 
 # The settings bertforge records under config.json's "bertforge" key for a model of a BERT-built family that no
 # `transformers` class computes (ALiBi, a gated feed-forward, rotary positions, ModernBERT's settings outside its
@@ -124,6 +134,7 @@ BERT = Family(
     # BertForPreTraining keeps its next-sentence head (their class for ours of that name).
     classes={"BertForPreTraining": "BertForPreTraining"},
     config_class="BertConfig",
+    config_keys=BERT_KEYS,
     pretraining_classes={"BertForPreTraining": {"pair_objective": "nsp"}},
     read_config=lambda hf, source: bert_style_values(hf, source),
     write_config=lambda config, architecture: bert_style_config(config, "bert", architecture),

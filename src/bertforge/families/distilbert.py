@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import COUNT, FLAG, NAME, POSITIVE, RATE
 from ..errors import UserError
 from .bert import BERT_SPECIALS
 from .family import Family, ModelConfig, require_keys
@@ -84,6 +85,13 @@ DISTILBERT = Family(
     },
     params={"mlm_head.bias": "vocab_projector.bias", "mlm_head.decoder_weight": "vocab_projector.weight"},
     config_class="DistilBertConfig",
+    config_keys={
+        **dict.fromkeys(("vocab_size", "dim", "n_layers", "n_heads", "hidden_dim", "max_position_embeddings"), COUNT),
+        **dict.fromkeys(("dropout", "attention_dropout"), RATE),
+        "initializer_range": POSITIVE,
+        "activation": NAME,
+        **dict.fromkeys(("sinusoidal_pos_embds", "tie_word_embeddings"), FLAG),
+    },
     read_config=_read,
     write_config=_write,
     qkv=LAYER + ".attention.{part}",

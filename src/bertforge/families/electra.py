@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import COUNT
 from ..errors import UserError
-from .bert import BERT_SPECIALS, bert_style_config, bert_style_modules, bert_style_values
+from .bert import BERT_KEYS, BERT_SPECIALS, bert_style_config, bert_style_modules, bert_style_values
 from .family import Family, ModelConfig
 
 
@@ -46,6 +47,7 @@ ELECTRA = Family(
     params={"mlm_head.bias": "generator_lm_head.bias", "mlm_head.decoder_weight": "generator_lm_head.weight"},
     classes={"BertForReplacedTokenDetection": "ElectraForPreTraining"},
     config_class="ElectraConfig",
+    config_keys={**BERT_KEYS, "embedding_size": COUNT},
     pretraining_classes={"ElectraForPreTraining": {"objective": "electra", "pair_objective": "none"}},
     read_config=_read,
     write_config=_write,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import Key
 from ..errors import UserError
 from .architectures import ARCHITECTURES
 
@@ -47,6 +48,9 @@ class Family:
     decoder_bias: str | None = None  # a second copy of the MLM bias that `transformers` applies (BERT's decoder's)
     head_modules: dict[str, dict[str, str]] = field(default_factory=dict)
     classes: dict[str, str] = field(default_factory=dict)  # our architecture -> the family's, where not the rule's
+    # The config.json keys `read_config` reads, each with what it must hold: checked (modelfiles/schema.py) before
+    # any value is used. Keys every family shares (model_type, the special tokens' ids, labels) are the schema's.
+    config_keys: dict[str, Key] = field(default_factory=dict)
     # Queries, keys and values as three matrices (ours are one): the name of each, or None where the family fuses
     # them as we do (ModernBERT's Wqkv).
     qkv: str | None = "{body}.encoder.layer.{i}.attention.self.{part}"

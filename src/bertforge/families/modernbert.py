@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config import COUNT, FLAG, NAME, POSITIVE, RATE, TABLE, Key, strings
 from ..errors import UserError
 from .bert import BERT_SPECIALS
 from .family import Family, ModelConfig, require_keys
@@ -163,6 +164,29 @@ MODERNBERT = Family(
     },
     params={"mlm_head.bias": "decoder.bias", "mlm_head.decoder_weight": "decoder.weight"},
     config_class="ModernBertConfig",
+    config_keys={
+        **dict.fromkeys(
+            (
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "num_attention_heads",
+                "intermediate_size",
+                "max_position_embeddings",
+                "local_attention",
+                "global_attn_every_n_layers",
+            ),
+            COUNT,
+        ),
+        **dict.fromkeys(("attention_dropout", "mlp_dropout", "embedding_dropout", "classifier_dropout"), RATE),
+        **dict.fromkeys(("norm_eps", "initializer_range", "global_rope_theta", "local_rope_theta"), POSITIVE),
+        **dict.fromkeys(("hidden_activation", "classifier_activation", "classifier_pooling"), NAME),
+        **dict.fromkeys(
+            ("norm_bias", "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias", "tie_word_embeddings"), FLAG
+        ),
+        "layer_types": Key((list,), "a list of layer kinds", lambda v: len(v) <= 1024 and strings(v)),
+        **dict.fromkeys(("rope_parameters", "rope_scaling"), TABLE),
+    },  # fmt: skip
     read_config=_read,
     write_config=_write,
     qkv=None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import UserError
-from .bert import bert_style_config, bert_style_modules, bert_style_values
+from .bert import BERT_KEYS, bert_style_config, bert_style_modules, bert_style_values
 from .family import Family, ModelConfig
 
 ROBERTA_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
@@ -56,6 +56,7 @@ def _roberta(model_type: str, title: str, body: str, prefix: str, tokenizer: str
         params={"mlm_head.bias": "lm_head.bias", "mlm_head.decoder_weight": "lm_head.decoder.weight"},
         decoder_bias="lm_head.decoder.bias",
         config_class=f"{prefix}Config",
+        config_keys=BERT_KEYS,
         read_config=read,
         write_config=write,
         positions_after_pad=True,

@@ -1,6 +1,7 @@
-"""What a model directory's config.json may hold: every key bertforge reads, of any family, its type and range, and
-how keys relate, checked once when the file is read (directory.read_config), before any value is used. A family's
-reader (families/) then maps the values; ModelConfig checks the architecture they make.
+"""What a model directory's config.json may hold, checked once when the file is read (directory.read_config), before
+any value is used: the keys every family shares (model_type, the special tokens' ids, labels, bertforge's records)
+here, and each family's own keys as its record types them (`Family.config_keys`). A family's reader then maps the
+values; ModelConfig checks the architecture they make.
 
 A key bertforge does not read is left alone: `transformers` writes many (`transformers_version`, `use_cache`, ...).
 """
@@ -9,84 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import FLAG, Key, check_keys, strings
+from ..config import COUNT, FLAG, INDEX, MAX_ID, NAME, TABLE, Key, check_keys, strings
 from ..errors import UserError
+from ..families import FAMILIES
 from ..objectives import OBJECTIVES, PAIR_OBJECTIVES
-
-# Types, and the ranges no setting of any model leaves; how large a model may be is ModelConfig's to say.
-MAX_ID = 1 << 40
-COUNT = Key((int,), "a positive whole number", lambda v: 1 <= v < MAX_ID)
-INDEX = Key((int,), "a whole number, 0 or more", lambda v: 0 <= v < MAX_ID)
-RATE = Key((int, float), "a number from 0 to 1", lambda v: 0 <= v <= 1)
-POSITIVE = Key((int, float), "a positive number", lambda v: 0 < v < 1e30)
-NAME = Key((str,), "a name", lambda v: 0 < len(v) <= 200)
-TABLE = Key((dict,), "a JSON object")
+from .hf import OWN_MODEL_TYPE
 
 CONFIG: dict[str, Key] = {
     "model_type": NAME,
     "architectures": Key((list,), "a list of class names", lambda v: 0 < len(v) <= 8 and strings(v)),
-    **dict.fromkeys(
-        (
-            "vocab_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "intermediate_size",
-            "max_position_embeddings",
-            "embedding_size",
-            "dim",
-            "n_layers",
-            "n_heads",
-            "hidden_dim",
-            "num_labels",
-            "local_attention",
-            "global_attn_every_n_layers",
-        ),
-        COUNT,
-    ),  # fmt: skip
-    "type_vocab_size": INDEX,
+    "num_labels": COUNT,
     **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"), INDEX),
-    **dict.fromkeys(
-        (
-            "hidden_dropout_prob",
-            "attention_probs_dropout_prob",
-            "dropout",
-            "attention_dropout",
-            "mlp_dropout",
-            "embedding_dropout",
-            "classifier_dropout",
-        ),
-        RATE,
-    ),  # fmt: skip
-    **dict.fromkeys(
-        ("layer_norm_eps", "norm_eps", "initializer_range", "global_rope_theta", "local_rope_theta"), POSITIVE
-    ),
-    **dict.fromkeys(
-        (
-            "hidden_act",
-            "activation",
-            "hidden_activation",
-            "classifier_activation",
-            "classifier_pooling",
-            "position_embedding_type",
-            "problem_type",
-        ),
-        NAME,
-    ),  # fmt: skip
-    **dict.fromkeys(
-        (
-            "tie_word_embeddings",
-            "sinusoidal_pos_embds",
-            "norm_bias",
-            "attention_bias",
-            "mlp_bias",
-            "classifier_bias",
-            "decoder_bias",
-        ),
-        FLAG,
-    ),  # fmt: skip
-    "layer_types": Key((list,), "a list of layer kinds", lambda v: len(v) <= 1024 and strings(v)),
-    **dict.fromkeys(("rope_parameters", "rope_scaling", "id2label", "label2id", "auto_map"), TABLE),
+    "problem_type": NAME,
+    **dict.fromkeys(("id2label", "label2id", "auto_map"), TABLE),
     **dict.fromkeys(("bertforge", "bertforge_pretrain", "bertforge_finetune"), TABLE),
 }
 
@@ -111,6 +47,9 @@ def check_config(raw: Any, source: str) -> dict[str, Any]:
         raise UserError(f"{source}: not a JSON object")
     raw = {key: value for key, value in raw.items() if value is not None}
     check_keys(raw, CONFIG, source)
+    family = _family_of(raw)
+    if family is not None:
+        check_keys(raw, family.config_keys, source)
     for table in ("bertforge_pretrain", "bertforge_finetune", "bertforge"):
         if table in raw:
             check_keys(raw[table], PRETRAINING if table == "bertforge_pretrain" else {}, f"{source}: {table}")
@@ -118,3 +57,12 @@ def check_config(raw: Any, source: str) -> dict[str, Any]:
     if vocab is not None and pad is not None and pad >= vocab:  # the embedding's padding row, RoBERTa's offset
         raise UserError(f"{source}: pad_token_id {pad:,} is not an id of the {vocab:,}-token vocabulary")
     return raw
+
+
+def _family_of(raw: dict[str, Any]):
+    """The family whose keys a config.json holds, where it names one bertforge reads (else its reader refuses it):
+    its model_type, or for a bertforge variant the layout its weights keep."""
+    model_type = raw.get("model_type", "bert")
+    if model_type == OWN_MODEL_TYPE:
+        model_type = (raw.get("bertforge") or {}).get("weight_layout")
+    return FAMILIES.get(model_type) if isinstance(model_type, str) and model_type in FAMILIES else None
