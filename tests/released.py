@@ -13,6 +13,7 @@ and `tokenizers` (no hub at run time): their file names, weight names, config ke
                       ElectraForPreTraining
     modernbert        ModernBERT-base: byte-level BPE with its special tokens at the end of the vocabulary and an
                       embedding table padded past them to a multiple of 64
+    mpnet             microsoft/mpnet-base: MPNetForMaskedLM, MPNet's WordPiece tokenizer (<s> </s> <mask>, [UNK])
 
 Every parameter is random (biases and norms too, N(0, 0.2)), so nothing matches by accident.
 """
@@ -259,6 +260,38 @@ def modernbert(directory: Path) -> Path:
     return directory
 
 
+def mpnet_tokenizer():
+    """MPNet's own tokenizer class over a WordPiece vocabulary laid out as all-mpnet-base-v2's: <s> <pad> </s>
+    <unk> first, BERT's [UNK] among the pieces, <mask> the last id."""
+    import transformers
+
+    pieces = [t for t, _ in sorted(wordpiece().get_vocab().items(), key=lambda item: item[1]) if t != "[MASK]"]
+    pieces = [t for t in pieces if t not in ("[PAD]", "[CLS]", "[SEP]")]
+    vocab = ["<s>", "<pad>", "</s>", "<unk>", *pieces, "<mask>"]
+    return transformers.MPNetTokenizer(vocab={token: i for i, token in enumerate(vocab)})
+
+
+def mpnet_config(vocab_size: int):
+    import transformers
+
+    return transformers.MPNetConfig(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=514, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+    )  # fmt: skip
+
+
+def mpnet(directory: Path) -> Path:
+    """microsoft/mpnet-base's layout: MPNetForMaskedLM (a relative attention bias shared by the layers, RoBERTa's
+    positions, no segments) and MPNet's tokenizer, positions for 512 tokens so that long texts reach the
+    logarithmic buckets."""
+    import transformers
+
+    tokenizer = mpnet_tokenizer()
+    _save(randomised(transformers.MPNetForMaskedLM(mpnet_config(len(tokenizer)))), directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 # ------------------------------------------------------------------------- what people download most
 
 SENTENCE_LENGTH = 128  # sentence-transformers' tokenizer files pad and truncate to this (all-MiniLM-L6-v2's)
@@ -314,6 +347,22 @@ def sentence_embedding(directory: Path) -> Path:
         models.Pooling(32, "mean"),
         models.Normalize(),
     ]
+    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
+    return directory
+
+
+def mpnet_sentence_embedding(directory: Path) -> Path:
+    """all-mpnet-base-v2's layout, saved by `SentenceTransformer.save`: a headless MPNetModel with its pooler, mean
+    pooling and Normalize."""
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    models = sentence_transformers_modules()
+    tokenizer = mpnet_tokenizer()
+    encoder = directory.parent / f"{directory.name}_encoder"
+    randomised(transformers.MPNetModel(mpnet_config(len(tokenizer)))).save_pretrained(encoder)
+    tokenizer.save_pretrained(encoder)
+    modules = [models.Transformer(str(encoder), max_seq_length=384), models.Pooling(32, "mean"), models.Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(directory))
     return directory
 
@@ -405,6 +454,7 @@ HEADLESS = {
     "distilbert_model": distilbert_model,
     "electra_model": electra_model,
     "modernbert_model": modernbert_model,
+    "mpnet_sentence_embedding": mpnet_sentence_embedding,
 }
 OLDER_TOKENIZER_FILES = {"roberta_bpe_files": roberta_bpe_files, "xlm_roberta_sentencepiece": xlm_roberta_sentencepiece}
 
@@ -417,6 +467,7 @@ LAYOUTS = {
     "distilbert": distilbert,
     "electra_generator": electra_generator,
     "modernbert": modernbert,
+    "mpnet": mpnet,
 }
 # The masked LMs above, and the one that is not (its model tells replaced tokens from original ones)
 DISCRIMINATORS = {"electra_discriminator": electra_discriminator}

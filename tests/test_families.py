@@ -230,9 +230,22 @@ def files_naming(word: str) -> set[str]:
 
 
 def test_the_guide_lists_every_file_a_family_that_computes_differently_touched():
-    """The guide's second walkthrough names the files DistilBERT's and ELECTRA's pooler activation touched: they
-    are exactly the files whose code names `pooler_activation`."""
+    """The guide's walkthrough of MPNet names the files its block touched: exactly the package's files that name
+    MPNet at all; bert.py is not among them."""
     section = guide_section("A family that computes differently")
+    listed = set(re.findall(r"`([^`]+)`", re.search(r"^- files: (.*)$", section, re.M).group(1)))
+    naming = {
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "assets" not in path.parts and "mpnet" in path.read_text(encoding="utf-8").lower()
+    }
+    assert listed == naming and "model/bert.py" not in naming
+
+
+def test_the_guide_lists_every_file_a_difference_of_a_known_block_touched():
+    """The guide's walkthrough of a field names the files DistilBERT's and ELECTRA's pooler activation touched:
+    they are exactly the files whose code names `pooler_activation`."""
+    section = guide_section("A difference that is a field")
     listed = re.search(r"^- files: (.*)$", section, re.M).group(1)
     assert set(re.findall(r"`([^`]+)`", listed)) == files_naming("pooler_activation")
     assert files_naming("pooler_activation") >= {"model/bert.py", "families/electra.py"}  # the check sees

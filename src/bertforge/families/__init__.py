@@ -8,6 +8,7 @@
     distilbert.py   DistilBERT
     electra.py      ELECTRA: the generator (a masked LM) and the discriminator (replaced-token detection)
     modernbert.py   ModernBERT (bertforge's `budget` recipe)
+    mpnet.py        MPNet: RoBERTa's positions, no segments, a relative attention bias shared by every layer
 
 A record is data and torch-free, so every layer reads the same one: the tokenizer loader its special tokens,
 modelfiles/hf.py its weight names and config keys, the model card its names, the command line's help its titles.
@@ -27,10 +28,11 @@ from .distilbert import DISTILBERT
 from .electra import ELECTRA
 from .family import ROLES, Family, ModelConfig
 from .modernbert import MODERNBERT, MODERNBERT_SHAPE
+from .mpnet import MPNET, MPNET_SHAPE
 from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
 
 FAMILIES: Registry[Family] = Registry("model family", Family, name_of=lambda family: family.model_type)
-for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT):
+for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT, MPNET):
     FAMILIES.register(built_in)
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "BERT_SPECIALS",
     "FAMILIES",
     "MODERNBERT_SHAPE",
+    "MPNET_SHAPE",
     "ROLES",
     "VARIANT_DEFAULTS",
     "Family",
@@ -47,6 +50,7 @@ __all__ = [
     "family_computes",
     "family_named",
     "is_modernbert",
+    "is_mpnet",
     "titles",
     "tokenizer_specials",
 ]
@@ -57,13 +61,20 @@ def is_modernbert(config: ModelConfig) -> bool:
     return all(getattr(config, name) == value for name, value in MODERNBERT_SHAPE.items())
 
 
+def is_mpnet(config: ModelConfig) -> bool:
+    """Whether `transformers`' MPNet computes this model: its shape (a relative attention bias, no segments)."""
+    return all(getattr(config, name) == value for name, value in MPNET_SHAPE.items())
+
+
 def family_of(config: ModelConfig) -> Family:
     """The family a model is saved in: its own, if it was read from one; else the family of its shape: ModernBERT's,
-    RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
+    MPNet's, RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
     if config.family:
         return family_named(config.family)
     if is_modernbert(config):
         return MODERNBERT
+    if is_mpnet(config):
+        return MPNET
     return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
 
 

@@ -153,7 +153,7 @@ class ModelConfig(Configurable):
         "",
         f"the transformers model family the model is saved as ({', '.join(FAMILIES)}): a model read from a "
         "directory keeps its own; empty: chosen by its shape (bert; roberta-prelayernorm for pre-LN; modernbert for "
-        "ModernBERT's)",
+        "ModernBERT's; the family the relative attention bias comes from)",
     )
     embedding_size: int = documented(
         0,
@@ -218,6 +218,15 @@ class ModelConfig(Configurable):
                 ),
                 (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
                 (self.type_vocab_size >= 0, f"type_vocab_size must be >= 0, not {self.type_vocab_size}"),
+                *(
+                    (
+                        getattr(self, name) == value,
+                        f"attention_bias {self.attention_bias} comes with {name} {value}, not {getattr(self, name)}",
+                    )
+                    for name, value in (
+                        self.bias_variant.requires.items() if self.attention_bias in ATTENTION_BIASES else ()
+                    )
+                ),
                 (
                     self.first_attention_norm or self.norm_style == "pre",
                     "first_attention_norm false leaves out a pre-LN norm: it needs norm_style pre",

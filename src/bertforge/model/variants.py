@@ -11,9 +11,10 @@ Torch is imported only where a variant computes something: the configs are read 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..families import MPNET_SHAPE
 from ..registry import Registry, resolve
 
 if TYPE_CHECKING:
@@ -47,6 +48,10 @@ class AttentionBias:
     bias: str | Callable[..., torch.Tensor] | None = None
     native: bool = True  # transformers' BERT computes it (only "none" does)
     pair_caution: str | None = None  # said when a run with a pair objective (NSP, SOP) starts with it
+    # the sight built for it, "module:Class", where a block computes it with weights of its own (MPNet's table);
+    # None: `bias` (or nothing) on bert.py's sight
+    sight: str | None = None
+    requires: dict[str, object] = field(default_factory=dict)  # the settings it comes with: a family's shape
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,10 @@ def blocks_of(config: ModelConfig) -> Blocks:
         attention=resolve(config.position_scheme.attention),
         feed_forward=resolve(config.feed_forward_kind.block),
         layer=resolve(config.norm.layer),
-        sight=resolve("bertforge.model.bert:Sight" if plain_sight else "bertforge.model.blocks:VariantSight"),
+        sight=resolve(
+            config.bias_variant.sight
+            or ("bertforge.model.bert:Sight" if plain_sight else "bertforge.model.blocks:VariantSight")
+        ),
         segments=resolve("bertforge.model.blocks:segment_table"),
         positions=resolve("bertforge.model.blocks:position_table"),
     )
@@ -153,6 +161,17 @@ ATTENTION_BIASES.register(
         pair_caution="ALiBi keeps each head near (slopes 1/2 to 1/2^num_heads), so [CLS] may not read the second "
         "text: the pair head stayed at chance with it on tiny (--position-embedding rotary --attention-bias none "
         "let it learn)",
+    )
+)
+ATTENTION_BIASES.register(
+    AttentionBias(
+        "relative",
+        "a learned value per head for each bucket of query-key distance (exact up to 8, log-spaced to 128), one "
+        "table shared by every layer (MPNet's, as T5's): a model with it is saved as an MPNet, which has MPNet's "
+        "shape (post-LN, learned positions, an mlp feed-forward, no segments)",
+        native=False,
+        sight="bertforge.model.mpnet:RelativeBucketSight",
+        requires={k: v for k, v in MPNET_SHAPE.items() if k != "attention_bias"},
     )
 )
 FEED_FORWARDS.register(FeedForwardKind("mlp", "down(act(up(x))) (BERT)", "bertforge.model.bert:FeedForward"))
