@@ -22,7 +22,14 @@ from bertforge.model.heads import pool
 from bertforge.tokenizer import load_tokenizer
 
 from conftest import bertforge, bertforge_ok, needs, one_line_error, write_corpus
-from released import HEADLESS, OLDER_TOKENIZER_FILES, SENTENCE_LENGTH, build, sentences
+from released import (
+    HEADLESS,
+    OLDER_TOKENIZER_FILES,
+    SENTENCE_LENGTH,
+    build,
+    sentence_transformers_modules,
+    sentences,
+)
 
 TEXTS = ["The cat sat on the mat.", "My friend painted the red house by the river bank.", "covid lockdown"]
 
@@ -129,25 +136,34 @@ def test_every_pooling_mode_is_sentence_transformers_own(modes):
     torch.testing.assert_close(pool(hidden, mask, modes), theirs, rtol=1e-5, atol=1e-6)
 
 
-def test_a_module_bertforge_does_not_compute_is_refused_by_embed_and_carried_by_finetune(downloaded, tmp_path):
-    """A Dense module after pooling: embed refuses in one line (its vectors would not be the model's); the files
-    go back out with a model saved from it."""
+def test_a_module_bertforge_does_not_compute_is_refused_by_every_verb_that_would_use_it(downloaded, corpus, tmp_path):
+    """A Dense module after pooling, as `SentenceTransformer.save` writes one: every verb that would serve the
+    model's vectors or save its modules back beside weights it changed (embed, search, export, finetune,
+    pretrain --init-from, tokenizer extend) refuses in one line, through the one check, and writes nothing."""
+    from sentence_transformers import SentenceTransformer
+
+    models = sentence_transformers_modules()
+    source = SentenceTransformer(str(downloaded["sentence_embedding"]), device="cpu")
     model = tmp_path / "dense"
-    model.mkdir()
-    source = downloaded["sentence_embedding"]
-    for path in source.rglob("*"):
-        if path.is_file():
-            (model / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
-            (model / path.relative_to(source)).write_bytes(path.read_bytes())
-    modules = json.loads((model / "modules.json").read_text())
-    modules.append({"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"})
-    (model / "modules.json").write_text(json.dumps(modules))
-    (model / "3_Dense").mkdir()
-    (model / "3_Dense" / "config.json").write_text(json.dumps({"in_features": 32, "out_features": 8}))
-    (tmp_path / "texts.txt").write_text("a text\n")
-    done = bertforge("embed", model, "--input", tmp_path / "texts.txt", "--out", tmp_path / "v.npy")
-    one_line_error(done, "Dense", "sentence-transformers")
-    assert not (tmp_path / "v.npy").exists()
+    SentenceTransformer(modules=[*source, models.Dense(32, 8)], device="cpu").save(str(model))
+    assert "Dense" in (model / "modules.json").read_text()
+    (tmp_path / "texts.txt").write_text("a text\nanother text\n")
+    rows = "".join(f"{s}\t{i % 2}\n" for i, s in enumerate(sentences(40)))
+    (tmp_path / "train.tsv").write_text("text\tlabel\n" + rows)
+    bertforge_ok("prepare", corpus, "--tokenizer", model, "--out", tmp_path / "data")
+    out = tmp_path / "out"
+    verbs = {
+        "embed": ["embed", model, "--input", tmp_path / "texts.txt", "--out", out],
+        "search": ["search", model, "a text", "--corpus", tmp_path / "texts.txt"],
+        "export": ["export", model, "--out", out],
+        "finetune": ["finetune", model, "--task", "classification", "--train", tmp_path / "train.tsv",
+                     "--text-column", "text", "--label-column", "label", "--out", out],
+        "pretrain": ["pretrain", "--data", tmp_path / "data", "--init-from", model, "--out", out, "--max-steps", "2"],
+        "extend": ["tokenizer", "extend", model, corpus, "--add", "2", "--out", out],
+    }  # fmt: skip
+    for verb, args in verbs.items():
+        one_line_error(bertforge(*args), "Dense module after pooling")
+        assert not out.exists(), verb
 
 
 # ----------------------------------------------------------------------------- tokenizer files that pad

@@ -221,3 +221,18 @@ def test_an_export_serves_and_nothing_trains_it(tmp_path, wordpiece_tokenizer):
     )  # fmt: skip
     one_line_error(done, "is an exported model")
     assert not (tmp_path / "tuned").exists()
+
+
+@pytest.mark.parametrize("check", [["the cat sat."], ["the cat sat."] * 5])
+def test_the_graph_is_traced_with_padding_whatever_the_check_texts(tmp_path, wordpiece_tokenizer, check):
+    """--check-data of one text, or of identical lines, holds no padding: the graph is traced on texts of different
+    lengths all the same, so it reads attention_mask and a padded batch gets PyTorch's answers."""
+    (tmp_path / "check.txt").write_text("\n".join(check) + "\n")
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification")
+    done = export(model, tmp_path / "onnx", "--check-data", tmp_path / "check.txt")
+    assert "attention_mask" in done["inputs"] and done["texts"] == len(check)
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    args = ["--input", tmp_path / "texts.txt", "--json"]
+    ours = json.loads(bertforge_ok("classify", model, *args).stdout)
+    exported = json.loads(bertforge_ok("classify", tmp_path / "onnx", *args).stdout)
+    assert _rounded(exported) == _rounded(ours)

@@ -306,6 +306,7 @@ def test_a_start_and_its_continuation_are_scored_on_the_same_instances(released,
     # laid out as the start was pre-trained, in sentence pairs: its NSP head is scored, the masked LM's MLM alone
     pairs = json.loads(bertforge_ok("evaluate", start, tmp_path / "run", "--data", corpus, "--json").stdout)
     assert [r["pair_objective"] for r in pairs] == ["nsp", "none"]
+    assert [r["model"] for r in pairs] == [str(start), str(tmp_path / "run" / "model")]  # named by their paths
     assert pairs[0]["masked_tokens"] == pairs[1]["masked_tokens"]
     extended = tmp_path / "extended"
     bertforge_ok("tokenizer", "extend", start, corpus, "--add", "2", "--out", extended)

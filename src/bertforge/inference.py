@@ -274,8 +274,8 @@ class Bert:
         sentence.POOLING_MODES) and `normalize` override. A text longer than the model reads (its position table,
         or the length its files give) is cut to it, and how many were is said; with `whole` it is read in windows
         of that length overlapping by a quarter, its vector the mean of theirs."""
-        if self.sentence is not None:
-            self.sentence.check_computable(str(self.origin.directory))
+        if self.origin is not None:
+            self.origin.check_computable()
         modes = (pooling,) if pooling else self.sentence.pooling if self.sentence is not None else ("cls",)
         if any(mode not in POOLING_MODES for mode in modes):
             raise UserError(f"pooling must be one of {', '.join(POOLING_MODES)}, not {pooling!r}")

@@ -171,6 +171,7 @@ def export_model(
         raise UserError(f"{directory} is an exported model already; export the PyTorch model it came from")
     files = read_model_files(directory)
     config, origin = files.config, read_origin(files)
+    origin.check_computable()
     record, kwargs = what_it_answers(directory, files.raw, config, origin)
     answers = record.answers
     if answers == MASKED_LM and "mlm" not in files.heads:
@@ -183,9 +184,12 @@ def export_model(
     segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
+    # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
+    # that ignores attention_mask (one text, or identical lines)
+    trace = _batches(tokenizer, config, SAMPLE_TEXTS, answers)[0]
     with atomic_directory(out) as tmp:
         (tmp / GRAPH).parent.mkdir()
-        _export(graph, batches[0], inputs, tmp / GRAPH)
+        _export(graph, trace, inputs, tmp / GRAPH)
         if quantize:
             _quantize(tmp / GRAPH)
         report = _compare(graph, session(tmp / GRAPH), batches, inputs, answers, quantize)
@@ -201,8 +205,8 @@ def export_model(
 
 
 def _batches(tokenizer, config: ModelConfig, texts: list[str], answers: str) -> list[dict[str, torch.Tensor]]:
-    """The check's texts as padded batches of 8 (the first traces the graph: it holds padding where texts differ
-    in length); a multiple-choice model reads each text as a question with two choices."""
+    """The texts as padded batches of 8, short and long texts together; a multiple-choice model reads each text as
+    a question with two choices."""
     if not texts:
         raise UserError("--check-data holds no texts")
     batcher = TextBatcher(tokenizer, max_input_length(tokenizer, config.max_position_embeddings))

@@ -38,6 +38,14 @@ class Origin:
     card: str | None  # its README.md
     sentence: SentencePipeline | None  # its sentence-transformers modules
 
+    def check_computable(self) -> None:
+        """The one check of what bertforge computes, which every verb that serves a model's vectors or saves its
+        modules back beside weights it changed asks (embed, search, export, finetune, pretrain --init-from,
+        tokenizer extend): a module it does not compute (a Dense layer after pooling) is refused in one line, so
+        that no verb writes or serves other vectors than sentence-transformers would."""
+        if self.sentence is not None:
+            self.sentence.check_computable(str(self.directory))
+
     @property
     def describes(self) -> str:
         """The directory as messages name it: `path (BertModel)`."""

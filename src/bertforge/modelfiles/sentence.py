@@ -50,7 +50,7 @@ class SentencePipeline:
         if self.others:
             raise UserError(
                 f"{where}: its sentence-transformers pipeline has a {', '.join(self.others)} module after pooling, "
-                "which bertforge does not compute; embed it with sentence-transformers"
+                "which bertforge does not compute (its vectors would not be the model's); use sentence-transformers"
             )
 
 

@@ -100,6 +100,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
     seq_len = min(cfg.seq_len or record.seq_len, max_input_length(tokenizer, config.max_position_embeddings))
     task = record.build(tokenizer, train, dev, seq_len, cfg, columns)
     origin = read_origin(files)  # its sentence-transformers modules go back out with the fine-tuned model
+    origin.check_computable()
     kwargs = task.model_kwargs()
     if task.model_class is BertForSentenceEmbedding and origin.sentence is not None:
         kwargs["pooling"] = origin.sentence.pooling  # a sentence-embedding model learns with its own pooling

@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..labels import IGNORE_INDEX
 from ..modelfiles.directory import load_model_and_tokenizer, resolve_model_dir
 from ..modelfiles.origin import read_origin
+from ..objectives import NO_PAIRS
 from ..tokenizer import fingerprint, max_input_length, save_tokenizer
 from .metrics import evaluate_batches
 
@@ -104,15 +105,15 @@ def evaluate_models(
         collator = MaskingCollator(tokenizer, masking, seed=mask_seed, document_ids=document_mask)
         batches = fixed_batches(dataset, collator, batch_size, max_batches)
     results = []
-    for model_dir, model, _ in loaded:
-        scored = pair_objective if model.nsp_head is not None else "none"  # a masked LM: MLM on the same pairs
+    for files, model, _ in loaded:
+        scored = pair_objective if model.nsp_head is not None else NO_PAIRS  # a masked LM: MLM on the same pairs
         result = evaluate_batches(
             model.to(device), batches, MixedPrecision(device, resolve_precision(precision, device)), scored
         )
         model.cpu()
         result["unigram_baseline_acc"] = unigram_baseline(batches)
         result["pair_objective"] = scored
-        result["model"] = str(model_dir)
+        result["model"] = str(files.directory)  # the model as the user named it: its directory
         results.append(Record(result))
     return results
 

@@ -104,6 +104,7 @@ def extend_vocabulary(
     grown = with_new_tokens(model, pieces)
     facts = {"vocabulary_extended": {"from": str(model_files.directory.absolute()), "words": len(chosen)}}
     origin = read_origin(model_files)
+    origin.check_computable()
     save_model(grown, out, extended, {PRETRAINING_KEY: {**model_files.pretraining, **facts}}, facts, origin)
     new = set(chosen)
     return Extension(

@@ -128,6 +128,7 @@ class Trainer:
         self.schedule = Schedule(cfg)  # a new masked-LM head's phase, where the start has none
         if start is not None:
             self.origin = read_origin(start)
+            self.origin.check_computable()
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
             load_weights(self.model, start, cfg.trust_pickle, longer_positions=True)
             self.schedule = Schedule.for_model(cfg, self.model)
