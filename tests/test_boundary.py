@@ -197,6 +197,7 @@ def test_config_json_faults_are_one_line(workdir, tmp_path):
         ({**config, "bertforge_pretrain": "x"}, "bertforge_pretrain is 'x'"),
         ({**config, "bertforge_pretrain": {"pair_objective": 3}}, "pair_objective is 3"),
         ({**config, "pad_token_id": 99999}, "pad_token_id 99,999 is not an id"),
+        ({**config, "problem_type": "evil"}, "problem_type is 'evil'"),
     ]
     for i, (value, fragment) in enumerate(cases):
         bad = copy(model, tmp_path / f"bad{i}")
@@ -328,6 +329,7 @@ def test_register_task_checks_what_the_command_line_checks(monkeypatch):
         (("mine", None), {}, "make is a function"),
         (("mine", "nomodule:Nope"), {}, "names no module"),
         (("mine", task), {"seq_len": "long"}, "seq_len is 'long'"),
+        (("mine", task), {"seq_len": -5}, "seq_len -5 is not a length"),
         (("mine", task), {"colour": "red"}, "'colour' is not a fact"),
         (("classification", task), {}, "a task named 'classification' is registered already"),
     ]:
@@ -338,6 +340,62 @@ def test_register_task_checks_what_the_command_line_checks(monkeypatch):
         registry.register_task("mine", task)
     with pytest.raises(UserError, match="unknown task 'nope'; choose one of classification"):
         registry.task_record("nope")
+
+
+def test_a_variant_record_naming_code_outside_bertforge_is_refused_when_registered():
+    """A record names its block as 'bertforge.module:name', or holds the object itself: `os:system` is refused at
+    registration, in one line, before any model would import it."""
+    from bertforge.model.variants import FEED_FORWARDS, POSITION_SCHEMES, FeedForwardKind, PositionScheme
+
+    with pytest.raises(UserError, match="block 'os:system' names no bertforge code"):
+        FEED_FORWARDS.copy().register(FeedForwardKind("evil", "runs a shell", "os:system"))
+    with pytest.raises(UserError, match="attention 'subprocess:run' names no bertforge code"):
+        POSITION_SCHEMES.copy().register(PositionScheme("evil", "x", attention="subprocess:run"))
+    FEED_FORWARDS.copy().register(FeedForwardKind("mine", "my own block", object))  # an object of one's own
+
+
+def sentence_model_with(tmp_path, name, change):
+    """all-MiniLM-L6-v2's layout (SentenceTransformer.save), copied and changed by `change(directory)`."""
+    model = copy(build("sentence_embedding", tmp_path / name), tmp_path / f"{name}-changed")
+    change(model)
+    return model
+
+
+def test_a_module_folder_linked_outside_the_model_is_refused_and_nothing_is_copied(tmp_path):
+    """A module folder that is a link to a folder elsewhere (another directory's files, a pseudo-filesystem) is
+    refused in one line by every verb that reads the modules, and nothing of it reaches an output."""
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True, "secret": "not yours"}))
+
+    def link_pooling(model):
+        shutil.rmtree(model / "1_Pooling")
+        os.symlink(secret, model / "1_Pooling")
+
+    model = sentence_model_with(tmp_path, "linked", link_pooling)
+    (tmp_path / "texts.txt").write_text("a text\n")
+    for args in (
+        ["embed", model, "--input", tmp_path / "texts.txt", "--out", tmp_path / "v.npy"],
+        ["export", model, "--out", tmp_path / "onnx"],
+    ):
+        one_line_error(bertforge(*args), "lies outside the model directory")
+    assert not (tmp_path / "v.npy").exists() and not (tmp_path / "onnx").exists()
+    proc = sentence_model_with(
+        tmp_path, "proc", lambda m: (shutil.rmtree(m / "1_Pooling"), os.symlink("/proc/self", m / "1_Pooling"))
+    )
+    one_line_error(bertforge("embed", proc, "--input", tmp_path / "texts.txt", "--out", tmp_path / "v.npy"), "outside")
+
+
+def test_a_pooling_mode_named_many_times_is_refused(tmp_path):
+    """One mode named 100,000 times made vectors 3.2 million wide: each mode once."""
+
+    def repeat_mean(model):
+        (model / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode": ["mean"] * 100_000}))
+
+    model = sentence_model_with(tmp_path, "repeated", repeat_mean)
+    (tmp_path / "texts.txt").write_text("a text\n")
+    done = bertforge("embed", model, "--input", tmp_path / "texts.txt", "--out", tmp_path / "v.npy")
+    one_line_error(done, "names a mode more than once")
 
 
 # ----------------------------------------------------------------------------- fuzzing model directories

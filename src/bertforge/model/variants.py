@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..errors import UserError
 from ..families import MPNET_SHAPE
 from ..registry import Registry, resolve
 
@@ -79,10 +80,26 @@ class NormStyle:
     layer: str  # the encoder layer built for it, "module:Class"
 
 
-POSITION_SCHEMES: Registry[PositionScheme] = Registry("position scheme", PositionScheme)
-ATTENTION_BIASES: Registry[AttentionBias] = Registry("attention bias", AttentionBias)
-FEED_FORWARDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind)
-NORM_STYLES: Registry[NormStyle] = Registry("norm style", NormStyle)
+CODE_FIELDS = ("fixed", "attention", "bias", "sight", "block", "layer")  # where a record names code
+
+
+def check_code(record, registry: Registry) -> None:
+    """A record names code as "module:name" inside bertforge (resolved when a model is built), or holds your own
+    object itself: a name outside the package (`os:system`) is refused when the record is registered, before
+    any model imports it."""
+    for name in CODE_FIELDS:
+        target = getattr(record, name, None)
+        if isinstance(target, str) and not (target.startswith("bertforge.") and ":" in target):
+            raise UserError(
+                f"{registry.kind} {record.name!r}: {name} {target!r} names no bertforge code; give your own object "
+                "itself, or 'bertforge.module:name'"
+            )
+
+
+POSITION_SCHEMES: Registry[PositionScheme] = Registry("position scheme", PositionScheme, check_code)
+ATTENTION_BIASES: Registry[AttentionBias] = Registry("attention bias", AttentionBias, check_code)
+FEED_FORWARDS: Registry[FeedForwardKind] = Registry("feed-forward kind", FeedForwardKind, check_code)
+NORM_STYLES: Registry[NormStyle] = Registry("norm style", NormStyle, check_code)
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,17 @@ from typing import Any
 from ..config import COUNT, FLAG, INDEX, MAX_ID, NAME, TABLE, Key, check_keys, strings
 from ..errors import UserError
 from ..families import FAMILIES
+from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL
 from ..objectives import OBJECTIVES, PAIR_OBJECTIVES
 from .hf import OWN_MODEL_TYPE
 
+PROBLEM_TYPES = (SINGLE_LABEL, MULTI_LABEL, REGRESSION)  # a sequence classifier's, as `transformers` names them
 CONFIG: dict[str, Key] = {
     "model_type": NAME,
     "architectures": Key((list,), "a list of class names", lambda v: 0 < len(v) <= 8 and strings(v)),
     "num_labels": COUNT,
     **dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id"), INDEX),
-    "problem_type": NAME,
+    "problem_type": Key((str,), " or ".join(PROBLEM_TYPES), lambda v: v in PROBLEM_TYPES),
     **dict.fromkeys(("id2label", "label2id", "auto_map"), TABLE),
     **dict.fromkeys(("bertforge", "bertforge_pretrain", "bertforge_finetune"), TABLE),
 }

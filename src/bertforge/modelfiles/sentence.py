@@ -106,6 +106,8 @@ def _pooling_modes(data: bytes | None, path: Path) -> tuple[str, ...]:
     unknown = [mode for mode in modes if mode not in POOLING_MODES]
     if unknown or not modes:
         raise UserError(f"{path}: pooling {unknown or 'none'}; bertforge pools by {', '.join(POOLING_MODES)}")
+    if len(set(modes)) != len(modes):  # 100,000 times "mean" made vectors 3.2 million wide
+        raise UserError(f"{path}: pooling names a mode more than once ({len(modes):,} modes); each once")
     return modes
 
 
@@ -117,9 +119,13 @@ def _max_seq_length(data: bytes | None, path: Path) -> int | None:
 
 
 def _module_files(directory: Path, folder: str) -> dict[str, bytes]:
-    """Every file of a module's folder (none for a module without one: a Normalize saved with no folder)."""
+    """Every regular file of a module's folder (none for a module without one: a Normalize saved with no folder).
+    The folder must resolve inside the model directory: one linked elsewhere (another model, /proc) is refused,
+    never read nor copied into what a verb writes."""
     if not folder or not (directory / folder).is_dir():
         return {}
+    if not (directory / folder).resolve().is_relative_to(directory.resolve()):
+        raise UserError(f"{directory / folder}: a module folder that lies outside the model directory (a link)")
     files = [path for path in sorted((directory / folder).rglob("*")) if path.is_file() and not path.is_symlink()]
     if sum(path.stat().st_size for path in files) > MAX_MODULE_BYTES:  # sized before anything is read
         raise UserError(f"{directory / folder}: more than {MAX_MODULE_BYTES >> 20} MB of module files")

@@ -153,6 +153,7 @@ class TaskRecord:
         return self._task_class().main_metric_for(self, columns, tuned)
 
 
+MAX_SEQ_LEN = 1 << 16  # a task's default input length, at most (a position table is never longer)
 TASK_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")  # what --task NAME accepts
 FACTS = ("summary", "seq_len", "dev_required", "thresholds", "label_names", "main_metric")
 
@@ -173,6 +174,8 @@ def check_task(record: TaskRecord, tasks: Registry) -> None:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             wanted = {str: "a text", int: "a whole number", bool: "true or false"}[kind]
             raise UserError(f"task {name!r}: {fact} is {value!r}, not {wanted}")
+    if not 1 <= record.seq_len <= MAX_SEQ_LEN:
+        raise UserError(f"task {name!r}: seq_len {record.seq_len} is not a length from 1 to {MAX_SEQ_LEN:,} tokens")
     if isinstance(make, str):  # its module found now (not imported: --help lists tasks without torch)
         module, _, cls = make.partition(":")
         if not cls or not module.isidentifier() or importlib.util.find_spec(f"{__package__}.{module}") is None:
