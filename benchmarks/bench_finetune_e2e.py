@@ -1,6 +1,7 @@
 """One epoch of fine-tuning on MRPC, whole processes: `bertforge finetune` against the plain `transformers` loop.
 
     python benchmarks/bench_finetune_e2e.py --glue ../shared/data/glue --rounds 2
+    python benchmarks/bench_finetune_e2e.py --glue ../shared/data/glue --family deberta-v2   # another family's mini
 
 Both start from the same directory (a mini with random weights, a tokenizer trained on MRPC's training text) and
 do the same work: read train.tsv and dev.tsv, tokenise, one epoch at batch 32 with AdamW and a linear schedule,
@@ -49,8 +50,9 @@ def read(name):
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     encoded = tokenizer([r["#1 String"] for r in rows], [r["#2 String"] for r in rows], truncation=True,
                         max_length=128)
-    return [{"input_ids": i, "token_type_ids": t, "labels": int(r["Quality"])}
-            for i, t, r in zip(encoded["input_ids"], encoded["token_type_ids"], rows)]
+    segments = encoded.get("token_type_ids") or [None] * len(rows)  # a model without segments takes none
+    return [{"input_ids": i, **({"token_type_ids": t} if t is not None else {}), "labels": int(r["Quality"])}
+            for i, t, r in zip(encoded["input_ids"], segments, rows)]
 
 collate = DataCollatorWithPadding(tokenizer)
 train = DataLoader(read("train.tsv"), batch_size=32, shuffle=True, collate_fn=collate)
@@ -116,8 +118,16 @@ sys.exit(code)
 """
 
 
-def make_model(glue: Path, where: Path) -> Path:
-    """A mini with random weights and a WordPiece tokenizer trained on MRPC's training sentences."""
+# A mini of another family's shape: the family bertforge saves it as, and the transformers loop loads it as.
+FAMILY_SHAPES = {
+    "bert": {},
+    "deberta-v2": {"position_embedding": "disentangled", "type_vocab_size": 0},
+}
+
+
+def make_model(glue: Path, where: Path, family: str = "bert") -> Path:
+    """A mini of `family`'s shape with random weights and a WordPiece tokenizer trained on MRPC's training
+    sentences."""
     import csv
 
     from bertforge import ModelConfig
@@ -128,7 +138,8 @@ def make_model(glue: Path, where: Path) -> Path:
     with open(glue / "MRPC" / "train.tsv", encoding="utf-8-sig", newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
     tokenizer = train_tokenizer((r[c] for r in rows for c in ("#1 String", "#2 String")), vocab_size=8192)
-    model = BertForPreTraining(ModelConfig.preset("mini", vocab_size=tokenizer.get_vocab_size()))
+    config = ModelConfig.preset("mini", vocab_size=tokenizer.get_vocab_size(), **FAMILY_SHAPES[family])
+    model = BertForPreTraining(config, pair_head=not FAMILY_SHAPES[family])
     save_model(model, where, tokenizer)
     return where
 
@@ -150,11 +161,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--glue", type=Path, required=True, help="the GLUE folder (holding MRPC/)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--family", choices=list(FAMILY_SHAPES), default="bert", help="the mini's family")
     parser.add_argument("--json", help="also write results here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        model = make_model(args.glue, scratch / "model")
+        model = make_model(args.glue, scratch / "model", args.family)
         from bertforge.engine.runtime import resolve_precision
 
         mrpc = args.glue / "MRPC"
@@ -192,7 +204,8 @@ def main() -> None:
     ]
     print(machine_description())
     print(
-        f"MRPC, one epoch (3,668 pairs, batch 32) and a dev pass, mini from random weights, fp32, {args.rounds} rounds"
+        f"MRPC, one epoch (3,668 pairs, batch 32) and a dev pass, a {args.family} mini from random weights, "
+        f"{args.rounds} rounds"
     )
     print("\n| contender | seconds (median) | vs the transformers loop |\n|---|---:|---:|")
     for r in rows:

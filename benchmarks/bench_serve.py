@@ -3,6 +3,7 @@
 
     python benchmarks/bench_serve.py --rounds 3                     # the two models built here
     python benchmarks/bench_serve.py --model all-MiniLM-L6-v2       # a sentence-embedding model you have
+    python benchmarks/bench_serve.py --family mpnet --rounds 1      # all-mpnet-base-v2's layout at that size
 
 Two models of all-MiniLM-L6-v2's size (6 layers, width 384, a 30k WordPiece trained here on the texts and some of
 Gutenberg's, so that English is cut into realistic pieces; random weights: speed does not depend on them): one laid
@@ -87,6 +88,34 @@ def released_layout(root: Path, tokenizer) -> Path:
     ]
     SentenceTransformer(modules=pipeline, device="cpu").save(str(root / "released"))
     return root / "released"
+
+
+def mpnet_layout(root: Path, tokenizer) -> Path:
+    """The same size laid out as all-mpnet-base-v2 is: an MPNetModel (its relative attention bias shared by the
+    layers), MPNet's tokenizer class over the same pieces, mean pooling and Normalize (`SentenceTransformer.save`)."""
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    from released import sentence_transformers_modules
+
+    pieces = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
+    pieces = [t for t in pieces if t not in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")]
+    vocab = {token: i for i, token in enumerate(["<s>", "<pad>", "</s>", "<unk>", *pieces, "<mask>"])}
+    config = transformers.MPNetConfig(
+        vocab_size=len(vocab), hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
+        max_position_embeddings=514,
+    )  # fmt: skip
+    encoder = root / "mpnet-encoder"
+    transformers.MPNetModel(config).save_pretrained(encoder)
+    transformers.MPNetTokenizer(vocab=vocab, model_max_length=MAX_SEQ_LENGTH).save_pretrained(encoder)
+    modules = sentence_transformers_modules()
+    pipeline = [
+        modules.Transformer(str(encoder), max_seq_length=MAX_SEQ_LENGTH),
+        modules.Pooling(384, "mean"),
+        modules.Normalize(),
+    ]
+    SentenceTransformer(modules=pipeline, device="cpu").save(str(root / "mpnet"))
+    return root / "mpnet"
 
 
 def bertforge_model(root: Path, tokenizer) -> Path:
@@ -177,6 +206,8 @@ def main() -> None:
     parser.add_argument("--model", help="a sentence-embedding model directory (default: the two built here)")
     parser.add_argument("--data", default="../shared/data", help="for SST-2 dev's sentences and Gutenberg's text")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--family", choices=["bert", "mpnet"], default="bert", help="the models built here: BERT's "
+                        "two layouts, or all-mpnet-base-v2's at the same size")  # fmt: skip
     args = parser.parse_args()
     print(machine_description(), flush=True)
     print("| model | texts | contender | texts/s, batch 32 | ms a text, batch 1 | least cosine to st torch |")
@@ -189,7 +220,10 @@ def main() -> None:
             models = [Path(args.model)]
         else:
             tokenizer = tokenizer_for(short, Path(args.data))
-            models = [released_layout(scratch, tokenizer), bertforge_model(scratch, tokenizer)]
+            if args.family == "mpnet":
+                models = [mpnet_layout(scratch, tokenizer)]
+            else:
+                models = [released_layout(scratch, tokenizer), bertforge_model(scratch, tokenizer)]
         for model in models:
             race(model, scratch / f"{model.name}-exports", short, long, args.rounds)
 

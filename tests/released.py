@@ -14,12 +14,15 @@ and `tokenizers` (no hub at run time): their file names, weight names, config ke
     modernbert        ModernBERT-base: byte-level BPE with its special tokens at the end of the vocabulary and an
                       embedding table padded past them to a multiple of 64
     mpnet             microsoft/mpnet-base: MPNetForMaskedLM, MPNet's WordPiece tokenizer (<s> </s> <mask>, [UNK])
+    deberta_v3        microsoft/deberta-v3-base: DebertaV2ForMaskedLM (disentangled attention, 256 buckets), its
+                      SentencePiece tokenizer
 
 Every parameter is random (biases and norms too, N(0, 0.2)), so nothing matches by accident.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import random
 from pathlib import Path
@@ -292,6 +295,58 @@ def mpnet(directory: Path) -> Path:
     return directory
 
 
+def deberta_tokenizer():
+    """DeBERTa-v3's own tokenizer class over a SentencePiece unigram model laid out as the released one's: [PAD]
+    [CLS] [SEP] [UNK] first, [MASK] the last id."""
+    import sentencepiece
+    import transformers
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences(2000)), model_writer=model, vocab_size=120, model_type="unigram",
+        pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
+        unk_piece="[UNK]", minloglevel=2,
+    )  # fmt: skip
+    processor = sentencepiece.SentencePieceProcessor(model_proto=model.getvalue())
+    pieces = [(processor.id_to_piece(i), processor.get_score(i)) for i in range(processor.get_piece_size())]
+    return transformers.DebertaV2Tokenizer(vocab=[*pieces, ("[MASK]", 0.0)], unk_id=3)
+
+
+def deberta_config(vocab_size: int):
+    """DeBERTa-v3-base's config at a tiny width: every setting that chooses the computation as released."""
+    import transformers
+
+    return transformers.DebertaV2Config(
+        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=512, relative_attention=True, position_buckets=256, max_relative_positions=-1,
+        pos_att_type=["p2c", "c2p"], share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+        type_vocab_size=0, pooler_hidden_size=32, pooler_hidden_act="gelu", pooler_dropout=0, layer_norm_eps=1e-7,
+        pad_token_id=0,
+    )  # fmt: skip
+
+
+def deberta_v3(directory: Path) -> Path:
+    """microsoft/deberta-v3-base's layout, with a masked-LM head: DebertaV2ForMaskedLM and its SentencePiece
+    tokenizer, positions for 512 tokens so that long texts reach the logarithmic buckets."""
+    import transformers
+
+    tokenizer = deberta_tokenizer()
+    _save(randomised(transformers.DebertaV2ForMaskedLM(deberta_config(len(tokenizer)))), directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def deberta_v3_model(directory: Path) -> Path:
+    """A headless DebertaV2Model, as most released DeBERTa-v3 checkpoints are read (replaced-token detection left
+    them no masked-LM head)."""
+    import transformers
+
+    tokenizer = deberta_tokenizer()
+    randomised(transformers.DebertaV2Model(deberta_config(len(tokenizer)))).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
 # ------------------------------------------------------------------------- what people download most
 
 SENTENCE_LENGTH = 128  # sentence-transformers' tokenizer files pad and truncate to this (all-MiniLM-L6-v2's)
@@ -455,6 +510,7 @@ HEADLESS = {
     "electra_model": electra_model,
     "modernbert_model": modernbert_model,
     "mpnet_sentence_embedding": mpnet_sentence_embedding,
+    "deberta_v3_model": deberta_v3_model,
 }
 OLDER_TOKENIZER_FILES = {"roberta_bpe_files": roberta_bpe_files, "xlm_roberta_sentencepiece": xlm_roberta_sentencepiece}
 
@@ -468,6 +524,7 @@ LAYOUTS = {
     "electra_generator": electra_generator,
     "modernbert": modernbert,
     "mpnet": mpnet,
+    "deberta_v3": deberta_v3,
 }
 # The masked LMs above, and the one that is not (its model tells replaced tokens from original ones)
 DISCRIMINATORS = {"electra_discriminator": electra_discriminator}

@@ -195,11 +195,11 @@ def test_what_is_not_read_is_refused_in_one_line(released, corpus, tmp_path):
     """A family bertforge does not read, a tokenizer without a mask token, an embedding table smaller than the
     tokenizer and a directory without tokenizer files: one line naming the directory and what to do, nothing
     written."""
-    deberta = tmp_path / "deberta"
-    deberta.mkdir()
-    (deberta / "config.json").write_text(json.dumps({"model_type": "deberta-v2", "vocab_size": 10}))
-    save_file({"deberta.embeddings.word_embeddings.weight": torch.zeros(10, 4)}, deberta / "model.safetensors")
-    one_line_error(bertforge("fill-mask", deberta, "a [MASK]."), "deberta-v2", "bert, camembert, distilbert")
+    funnel = tmp_path / "funnel"
+    funnel.mkdir()
+    (funnel / "config.json").write_text(json.dumps({"model_type": "funnel", "vocab_size": 10}))
+    save_file({"funnel.embeddings.word_embeddings.weight": torch.zeros(10, 4)}, funnel / "model.safetensors")
+    one_line_error(bertforge("fill-mask", funnel, "a [MASK]."), "funnel", "bert, camembert, deberta-v2, distilbert")
 
     no_mask = tmp_path / "no_mask"
     build("roberta", no_mask.parent / "no_mask_build").rename(no_mask)

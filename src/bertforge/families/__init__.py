@@ -9,6 +9,7 @@
     electra.py      ELECTRA: the generator (a masked LM) and the discriminator (replaced-token detection)
     modernbert.py   ModernBERT (bertforge's `budget` recipe)
     mpnet.py        MPNet: RoBERTa's positions, no segments, a relative attention bias shared by every layer
+    deberta.py      DeBERTa-v2 and v3: disentangled attention over log-bucketed relative positions
 
 A record is data and torch-free, so every layer reads the same one: the tokenizer loader its special tokens,
 modelfiles/hf.py its weight names and config keys, the model card its names, the command line's help its titles.
@@ -24,6 +25,7 @@ from ..errors import UserError
 from ..registry import Registry
 from .architectures import ARCHITECTURES, Architecture
 from .bert import BERT, BERT_SPECIALS, VARIANT_DEFAULTS
+from .deberta import DEBERTA, DEBERTA_SHAPE
 from .distilbert import DISTILBERT
 from .electra import ELECTRA
 from .family import ROLES, Family, ModelConfig
@@ -32,13 +34,16 @@ from .mpnet import MPNET, MPNET_SHAPE
 from .roberta import CAMEMBERT, ROBERTA, ROBERTA_PRE_LN, XLM_ROBERTA
 
 FAMILIES: Registry[Family] = Registry("model family", Family, name_of=lambda family: family.model_type)
-for built_in in (BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT, MPNET):
+for built_in in (
+    BERT, ROBERTA, XLM_ROBERTA, CAMEMBERT, ROBERTA_PRE_LN, DISTILBERT, ELECTRA, MODERNBERT, MPNET, DEBERTA
+):  # fmt: skip
     FAMILIES.register(built_in)
 
 __all__ = [
     "ARCHITECTURES",
     "Architecture",
     "BERT_SPECIALS",
+    "DEBERTA_SHAPE",
     "FAMILIES",
     "MODERNBERT_SHAPE",
     "MPNET_SHAPE",
@@ -49,6 +54,7 @@ __all__ = [
     "family_of",
     "family_computes",
     "family_named",
+    "is_deberta",
     "is_modernbert",
     "is_mpnet",
     "titles",
@@ -66,15 +72,22 @@ def is_mpnet(config: ModelConfig) -> bool:
     return all(getattr(config, name) == value for name, value in MPNET_SHAPE.items())
 
 
+def is_deberta(config: ModelConfig) -> bool:
+    """Whether `transformers`' DeBERTa-v2 computes this model: its shape (disentangled attention, post-LN)."""
+    return all(getattr(config, name) == value for name, value in DEBERTA_SHAPE.items())
+
+
 def family_of(config: ModelConfig) -> Family:
     """The family a model is saved in: its own, if it was read from one; else the family of its shape: ModernBERT's,
-    MPNet's, RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
+    MPNet's, DeBERTa's, RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
     if config.family:
         return family_named(config.family)
     if is_modernbert(config):
         return MODERNBERT
     if is_mpnet(config):
         return MPNET
+    if is_deberta(config):
+        return DEBERTA
     return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -99,11 +100,13 @@ class Embeddings(nn.Module):
 
 @dataclass
 class View:
-    """What one layer's attention sees: `mask` as SelfAttention.forward takes it, and for rotary positions the
-    (cos, sin) of each position's angles, (T, hs) or (B, T, hs)."""
+    """What one layer's attention sees: `mask` as SelfAttention.forward takes it, for rotary positions the
+    (cos, sin) of each position's angles, (T, hs) or (B, T, hs), and what a family's sight hands every layer beside
+    them (`relative`: DeBERTa's shared table of relative positions and their buckets)."""
 
     mask: torch.Tensor | None
     rotary: tuple[torch.Tensor, torch.Tensor] | None = None
+    relative: Any = None
 
 
 class Sight:
@@ -162,6 +165,11 @@ class SelfAttention(nn.Module):
         they are as projected (blocks.RotarySelfAttention turns them by their positions' angles)."""
         return query_key
 
+    def scores_mask(self, q: torch.Tensor, k: torch.Tensor, view: View) -> torch.Tensor | None:
+        """What is added to the scores q kᵀ / √hs, for q, k (B, nh, T, hs): the view's mask, in BERT. An attention
+        that adds score terms of its own (DeBERTa's content-to-position ones) returns them here, as a float bias."""
+        return view.mask
+
     def forward(self, x: torch.Tensor, view: View, need_weights: bool = False):
         """x (B, T, H); view.mask None (every query sees every key), or bool, True where a query may see a key:
         (B, 1, 1, T) for padding keys, (B or 1, 1, T, T) for documents or windows; or a float bias added to the
@@ -178,7 +186,7 @@ class SelfAttention(nn.Module):
         k = k.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         v = v.view(B, T, self.num_heads, self.head_size).transpose(1, 2)  # (B, nh, T, hs)
         dropout_p = self.dropout_p if self.training else 0.0
-        mask = view.mask
+        mask = self.scores_mask(q, k, view)
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # SDPA wants a bias in the query's dtype (bf16 under autocast)
         probs = None

@@ -218,14 +218,17 @@ class ModelConfig(Configurable):
                 ),
                 (0.0 <= self.hidden_dropout < 1.0 and 0.0 <= self.attention_dropout < 1.0, "dropout must be in [0, 1)"),
                 (self.type_vocab_size >= 0, f"type_vocab_size must be >= 0, not {self.type_vocab_size}"),
-                *(
+                *(  # a variant that is a family's computation comes with that family's shape
                     (
                         getattr(self, name) == value,
-                        f"attention_bias {self.attention_bias} comes with {name} {value}, not {getattr(self, name)}",
+                        f"{field} {getattr(self, field)} comes with {name} {value}, not {getattr(self, name)}",
                     )
-                    for name, value in (
-                        self.bias_variant.requires.items() if self.attention_bias in ATTENTION_BIASES else ()
+                    for field, registry in (
+                        ("attention_bias", ATTENTION_BIASES),
+                        ("position_embedding", POSITION_SCHEMES),
                     )
+                    if getattr(self, field) in registry
+                    for name, value in registry[getattr(self, field)].requires.items()
                 ),
                 (
                     self.first_attention_norm or self.norm_style == "pre",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
-from ..families import MPNET_SHAPE
+from ..families import DEBERTA_SHAPE, MPNET_SHAPE
 from ..registry import Registry, resolve
 
 if TYPE_CHECKING:
@@ -37,6 +37,8 @@ class PositionScheme:
     rotary: bool = False  # attention turns queries and keys by their position's angle (the head size must be even)
     native: bool = True  # transformers' BERT computes it; else the saved directory carries its own code
     attention: str = "bertforge.model.bert:SelfAttention"  # the attention block built for it
+    sight: str | None = None  # the sight built for it, where a block holds weights every layer shares (DeBERTa's)
+    requires: dict[str, object] = field(default_factory=dict)  # the settings it comes with: a family's shape
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ def blocks_of(config: ModelConfig) -> Blocks:
         layer=resolve(config.norm.layer),
         sight=resolve(
             config.bias_variant.sight
+            or config.position_scheme.sight
             or ("bertforge.model.bert:Sight" if plain_sight else "bertforge.model.blocks:VariantSight")
         ),
         segments=resolve("bertforge.model.blocks:segment_table"),
@@ -162,6 +165,19 @@ POSITION_SCHEMES.register(
         rotary=True,
         native=False,
         attention="bertforge.model.blocks:RotarySelfAttention",
+    )
+)
+POSITION_SCHEMES.register(
+    PositionScheme(
+        "disentangled",
+        "DeBERTa's: no table added to the tokens; each layer's attention adds content-to-position and "
+        "position-to-content terms over log-bucketed relative positions, from one table the layers share (a model "
+        "with it is saved as a DeBERTa-v2, which has DeBERTa's shape: post-LN, an mlp feed-forward, no bias)",
+        added=False,
+        native=False,
+        attention="bertforge.model.deberta:DisentangledSelfAttention",
+        sight="bertforge.model.deberta:DisentangledSight",
+        requires={k: v for k, v in DEBERTA_SHAPE.items() if k != "position_embedding"},
     )
 )
 ATTENTION_BIASES.register(AttentionBias("none", "attention scores as they are (BERT)"))
