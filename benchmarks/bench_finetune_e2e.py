@@ -42,7 +42,10 @@ model_dir, glue, out = sys.argv[1:4]
 torch.manual_seed(0)
 tokenizer = AutoTokenizer.from_pretrained(model_dir)
 mark("import the rest")
-model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2, attn_implementation="sdpa")
+try:
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2, attn_implementation="sdpa")
+except ValueError:  # a family without SDPA (DeBERTa's disentangled attention): its own attention
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
 mark("load the model")
 
 def read(name):

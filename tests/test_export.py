@@ -236,3 +236,91 @@ def test_the_graph_is_traced_with_padding_whatever_the_check_texts(tmp_path, wor
     ours = json.loads(bertforge_ok("classify", model, *args).stdout)
     exported = json.loads(bertforge_ok("classify", tmp_path / "onnx", *args).stdout)
     assert _rounded(exported) == _rounded(ours)
+
+
+def changed_graph(source, out, change):
+    """A copy of the export at `source` whose graph `change(model_proto)` altered (what a hostile file could be)."""
+    import shutil
+
+    import onnx
+
+    shutil.copytree(source, out)
+    model = onnx.load(str(out / GRAPH))
+    change(model)
+    onnx.save(model, str(out / GRAPH))
+    return out
+
+
+def _rename_output(model):
+    model.graph.output[0].name = "scores"
+
+
+def _add_loop(model):
+    import onnx
+
+    model.graph.node.append(onnx.helper.make_node("Loop", ["trip", "cond"], ["out"], body=onnx.GraphProto()))
+
+
+def _nan_weight(model):
+    from onnx import numpy_helper
+
+    tensor = next(t for t in model.graph.initializer if t.data_type == 1 and len(t.dims) == 2)
+    values = numpy_helper.to_array(tensor).copy()
+    values[0, 0] = np.nan
+    tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
+
+
+def _wider_logits(model):
+    model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value = 7
+
+
+def _rename_input(model):
+    model.graph.input[1].name = "mask"
+
+
+def _scalar_output(model):
+    del model.graph.output[0].type.tensor_type.shape.dim[:]
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        (_rename_output, "the graph answers scores; the verb reads logits"),
+        (_add_loop, "a Loop operator, which bertforge never exports"),
+        (_nan_weight, "holds values that are not numbers"),
+        (_wider_logits, "logits is 7 wide; the model's config makes 3"),
+        (_rename_input, "the graph takes"),
+        (_scalar_output, "has rank 0, not 2"),
+    ],
+)
+def test_a_served_graph_is_checked_against_its_config_before_it_runs(tmp_path, wordpiece_tokenizer, change, said):
+    """An export directory is an input: its graph's inputs, outputs, widths, operators and weights are checked
+    against config.json and the verb's head before ONNX Runtime runs it; each fault is one line, exit 2."""
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification")
+    export(model, tmp_path / "onnx")
+    bad = changed_graph(tmp_path / "onnx", tmp_path / "bad", change)
+    one_line_error(bertforge("classify", bad, "the cat sat."), said)
+
+
+def test_a_verb_needing_another_head_refuses_the_export(tmp_path, wordpiece_tokenizer):
+    """`answer` or `tag` on a classifier's export: one line saying what the graph answers and what the verb needs."""
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification")
+    export(model, tmp_path / "onnx")
+    done = bertforge("answer", tmp_path / "onnx", "--question", "who?", "--context", "the cat sat.")
+    one_line_error(done, "answers sequence-classification; the verb needs question-answering")
+
+
+def test_a_run_past_its_time_is_terminated_in_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
+    """A served graph runs under a watchdog: a run past RUN_SECONDS (here none at all) is terminated, one line."""
+    import torch
+
+    from bertforge.modelfiles import onnx as served
+    from bertforge.modelfiles.directory import load_model_and_tokenizer
+
+    export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
+    _, model, _ = load_model_and_tokenizer(tmp_path / "onnx", BertForSentenceEmbedding, serve=True)
+    monkeypatch.setattr(served, "RUN_SECONDS", 0.0)
+    ids = torch.randint(5, 50, (64, 64))
+    with pytest.raises(UserError, match="could not answer"):
+        for _ in range(20):  # the watchdog fires before the run or between its nodes
+            model.run(ids, None, torch.ones_like(ids))

@@ -9,5 +9,7 @@ network and the families. A model directory is read here once, through the one b
     sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
     origin        what a model read from a directory goes back out with: its class, modules and card
     export        `bertforge export`: a model directory as an ONNX graph, checked against PyTorch, optionally int8
-    onnx          an exported directory, served by ONNX Runtime: its own type, which no verb that trains accepts
+    onnx          an exported directory, served by ONNX Runtime: its own type, which no verb that trains accepts;
+                  each run bounded in time
+    graph         an exported graph checked against its config and the verb's head before it is served
 """

@@ -546,7 +546,7 @@ def load_model_and_tokenizer(
             f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"
         )
     if serve and files.exported:
-        model = OnnxModel(files.directory, cls, files.config, **model_kwargs)
+        model = OnnxModel(files.directory, cls, files.config, files.raw, **model_kwargs)
     else:
         model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
     if not has_tokenizer(files.directory):

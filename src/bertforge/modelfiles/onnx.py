@@ -12,6 +12,7 @@ is an optional dependency (pip install 'bertforge[onnx]'): without it, one line 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ import numpy as np
 import torch
 
 from ..errors import UserError
+from ..families.architectures import ARCHITECTURES, ENCODER, MASKED_LM
 from ..model.bert import EncoderOutput
+from .graph import RUN_SECONDS, check_graph
 
+WHOLE_MODEL = (MASKED_LM, ENCODER)  # what a pre-training class serves: `embed` reads either graph's hidden states
 GRAPH = Path("onnx") / "model.onnx"  # where sentence-transformers' ONNX backend and transformers.js look for it
 EXPORT_KEY = "bertforge_export"  # config.json: how the graph was exported (inputs, outputs, quantisation, check)
 
@@ -57,12 +61,38 @@ def session(path: Path, threads: int | None = None):
         raise UserError(f"{path}: not a graph ONNX Runtime runs ({str(e).splitlines()[0][:200]})") from None
 
 
-class OnnxModel:
-    """An exported model in the place of the PyTorch model of `cls`: called as it is, answering from the graph."""
+def bounded_run(ort_session, feeds: dict[str, np.ndarray], directory: Path) -> list[np.ndarray]:
+    """The session's outputs for `feeds`, the run terminated by a watchdog past RUN_SECONDS; whatever ONNX Runtime
+    raises (a run terminated, an allocation it cannot make) ends in one line."""
+    options = onnx_runtime().RunOptions()
+    watchdog = threading.Timer(RUN_SECONDS, lambda: setattr(options, "terminate", True))
+    watchdog.start()
+    try:
+        return ort_session.run(None, feeds, options)
+    except Exception as e:  # onnxruntime's own error types
+        said = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+        if options.terminate:
+            said = f"terminated after {RUN_SECONDS:.0f} s"
+        raise UserError(f"{directory}: the exported graph could not answer ({said})") from None
+    finally:
+        watchdog.cancel()
 
-    def __init__(self, directory: Path, cls, config, **model_kwargs):
+
+class OnnxModel:
+    """An exported model in the place of the PyTorch model of `cls`: called as it is, answering from the graph,
+    which is checked against config.json (`raw`) and the head `cls` computes before it is run (graph.py)."""
+
+    def __init__(self, directory: Path, cls, config, raw: dict[str, Any], **model_kwargs):
         with torch.device("meta"):  # the class's attributes and methods, without its weights
             self.meta = cls(config, **model_kwargs)
+        widths = {"last_hidden_state": config.hidden_size}
+        if getattr(self.meta, "num_labels", None) and cls.hf_architecture != "BertForMultipleChoice":
+            widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
+        answers = (raw.get(EXPORT_KEY) or {}).get("answers")
+        record = ARCHITECTURES.get(self.meta.hf_architecture)
+        if record.answers in WHOLE_MODEL and answers in WHOLE_MODEL:  # embed and search read an encoder or a masked
+            record = next(r for r in ARCHITECTURES.records() if r.answers == answers)  # LM's graph as it was exported
+        check_graph(directory / GRAPH, config, record, answers, widths)
         self.session = session(directory / GRAPH)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
@@ -87,7 +117,11 @@ class OnnxModel:
         if feeds["token_type_ids"] is None:
             feeds["token_type_ids"] = torch.zeros_like(input_ids)
         arrays = {name: np.ascontiguousarray(feeds[name].cpu().numpy().astype(np.int64)) for name in self.input_names}
-        return {name: torch.from_numpy(out) for name, out in zip(self.output_names, self.session.run(None, arrays))}
+        outputs = bounded_run(self.session, arrays, self.directory)
+        for name, out in zip(self.output_names, outputs):
+            if out.dtype.kind == "f" and bool(np.isnan(out).any()):
+                raise UserError(f"{self.directory}: the exported graph answered values that are not numbers ({name})")
+        return {name: torch.from_numpy(out) for name, out in zip(self.output_names, outputs)}
 
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """(logits, None) as a task head returns them: QA's start and end logits stacked, (B, T, 2)."""
