@@ -22,8 +22,8 @@ lint: setup
 	$(BIN)/ruff check src tests benchmarks experiments scripts
 	$(BIN)/ruff format --check src tests benchmarks experiments scripts
 
-# Two workers, one torch thread each (tests/conftest.py): on 2 cores (an Intel Xeon) the suite's 590 tests take
-# about 390 s (benchmarks are not tests, so nothing here is timed). TEST_WORKERS=0 runs it in one process.
+# Two workers, one torch thread each (tests/conftest.py): on 2 cores (an Intel Xeon) the suite's 950 tests take
+# about 410 s (benchmarks are not tests, so nothing here is timed). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 
 test: lint
