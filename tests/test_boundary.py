@@ -198,6 +198,7 @@ def test_config_json_faults_are_one_line(workdir, tmp_path):
         ({**config, "bertforge_pretrain": {"pair_objective": 3}}, "pair_objective is 3"),
         ({**config, "pad_token_id": 99999}, "pad_token_id 99,999 is not an id"),
         ({**config, "problem_type": "evil"}, "problem_type is 'evil'"),
+        ({**config, "model_type": "bertforge", "bertforge": {}}, "bertforge.weight_layout names; this file names none"),
     ]
     for i, (value, fragment) in enumerate(cases):
         bad = copy(model, tmp_path / f"bad{i}")
@@ -472,3 +473,18 @@ def test_fuzzed_model_directories_end_in_exit_0_or_2(fuzz_model, tmp_path_factor
         done = bertforge(*args)
         assert done.returncode in (0, 2) and "Traceback" not in done.stderr, (file, path, value, done.stderr[-2000:])
         assert time.perf_counter() - started < 10
+
+
+def test_a_weights_file_far_larger_than_what_the_model_reads_is_refused_unmapped(workdir, tmp_path, monkeypatch):
+    """A tensor the model never reads (here a next-sentence head a classifier drops, made large) is refused before
+    the file is mapped: memory and address space stay bounded by the model, not the file."""
+    from bertforge.model.heads import BertForSequenceClassification
+    from bertforge.modelfiles import directory as model_files
+
+    model = copy(workdir / "model", tmp_path / "padded")
+    weights = load_file(model / "model.safetensors")
+    weights["cls.seq_relationship.weight"] = torch.zeros(2, 2_000_000)  # 16 MB the classifier never reads
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    monkeypatch.setattr(model_files, "UNREAD_SLACK", 1 << 20)
+    with pytest.raises(UserError, match="far more than the .* MB of tensors this model reads"):
+        load_model(BertForSequenceClassification, model, keep_heads=False, num_labels=2)

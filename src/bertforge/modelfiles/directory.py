@@ -288,6 +288,7 @@ def check_index(directory: Path, index: WeightIndex, model) -> None:
         dtype = index[stored[0]][1]
         raise UserError(f"{directory}: {stored[0]} is stored as {dtype}, not as a weight (a float)")
     own = model.state_dict()
+    check_file_size(directory, {name: own[name] for name in state if name in own})
     for name, tensor in state.items():
         if name in own and tensor.shape != own[name].shape and name != POSITIONS:  # a longer table may grow
             shape = " x ".join(map(str, tensor.shape))
@@ -295,6 +296,22 @@ def check_index(directory: Path, index: WeightIndex, model) -> None:
                 f"{directory}: weight shapes do not match config.json: {their_name(name, model.config, architecture)} "
                 f"is {shape}, the config makes {' x '.join(map(str, own[name].shape))}"
             )
+
+
+UNREAD_SLACK = 64 << 20  # bytes a weights file may hold beyond twice what the model reads of it (metadata, padding)
+
+
+def check_file_size(directory: Path, used: dict[str, torch.Tensor]) -> None:
+    """A weights file far larger than the tensors the model reads of it (a 2 GB tensor it never uses) is refused
+    before it is mapped: reading it whole would bound memory and address space by the file, not by the model. The
+    bound is generous: every tensor counted at 4 bytes a number, twice over."""
+    size = (directory / "model.safetensors").stat().st_size
+    needed = sum(tensor.numel() for tensor in used.values()) * 4
+    if size > 2 * needed + UNREAD_SLACK:
+        raise UserError(
+            f"{directory / 'model.safetensors'}: {size / 1e6:,.0f} MB, far more than the {needed / 1e6:,.1f} MB of "
+            "tensors this model reads from it; refused before it is read (another model's file, or padded)"
+        )
 
 
 def load_model(

@@ -288,6 +288,11 @@ def config_from_hf(hf: Any, source: str = "config.json") -> ModelConfig:
     own = model_type == OWN_MODEL_TYPE
     if own:
         model_type = (hf.get("bertforge") or {}).get("weight_layout")
+        if model_type is None:
+            raise UserError(
+                f"{source}: model_type {OWN_MODEL_TYPE!r} keeps its weights in a family's layout, which "
+                "bertforge.weight_layout names; this file names none"
+            )
     family = family_named(model_type, source)
     config = _model_config(source, **family.read_config(hf, source))
     # The family is recorded where the shape alone would not choose it (a RoBERTa is a post-LN BERT by its shape).
