@@ -488,3 +488,15 @@ def test_a_weights_file_far_larger_than_what_the_model_reads_is_refused_unmapped
     monkeypatch.setattr(model_files, "UNREAD_SLACK", 1 << 20)
     with pytest.raises(UserError, match="far more than the .* MB of tensors this model reads"):
         load_model(BertForSequenceClassification, model, keep_heads=False, num_labels=2)
+
+
+def test_a_segment_id_past_the_models_table_is_one_line(workdir, tmp_path):
+    """A tokenizer.json whose pair template gives B segment 5, beside a model of two segments, was an index error
+    in the embeddings: refused when the two are loaded together."""
+    model = copy(workdir / "model", tmp_path / "segments")
+    spec = json.loads((model / "tokenizer.json").read_text())
+    spec["post_processor"]["pair"] = [
+        {**item, next(iter(item)): {**item[next(iter(item))], "type_id": 5}} for item in spec["post_processor"]["pair"]
+    ]
+    (model / "tokenizer.json").write_text(json.dumps(spec))
+    one_line_error(bertforge("nsp", model, "The cat sat.", "--pair", "It purred."), "segment id 5", "2 segments")

@@ -352,3 +352,20 @@ def test_the_score_figure_draws_each_rows_median_and_range(tmp_path, figures):
     whiskers = sorted((s for c in ax.collections for s in c.get_segments()), key=lambda s: s[0][0])  # (x, min)-(x, max)
     ranges = [y for r in drawn for y in (r["min"], r["max"])]
     assert [float(y) for whisker in whiskers for y in whisker[:, 1]] == pytest.approx(ranges)
+
+
+def test_plot_never_writes_over_the_run_it_reads(tmp_path):
+    """`plot --out` aimed at the run's metrics.jsonl, at the run directory (which holds it) or at another
+    directory: one line, exit 2, and the log as it was."""
+    run = tmp_path / "run"
+    run.mkdir()
+    log = '{"step": 10, "split": "train", "loss": 1.0, "mlm_loss": 1.0, "mlm_acc": 0.1, "lr": 0.001}\n'
+    (run / "metrics.jsonl").write_text(log)
+    (tmp_path / "elsewhere").mkdir()
+    for out, said in (
+        (run / "metrics.jsonl", "is RUN_DIR"),
+        (run, "holds RUN_DIR"),
+        (tmp_path / "elsewhere", "is a directory"),
+    ):
+        one_line_error(bertforge("plot", run, "--out", out), said)
+    assert (run / "metrics.jsonl").read_text() == log

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch
 
 from .engine.metrics import read_metrics
 from .errors import UserError
-from .fileio import write_bytes
+from .fileio import check_not_inputs, write_bytes
 from .objectives import PAIR_OBJECTIVES
 
 
@@ -101,7 +101,11 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """A run's training curves from its metrics.jsonl, into `out` (by default RUN_DIR/plots/training_curves.png):
     what `pretrain` draws when a run finishes, and `bertforge plot` while one runs."""
     run_dir = Path(run_dir)
-    return save_figure(training_curves(run_dir / "metrics.jsonl"), out or run_dir / RUN_CURVES)
+    out = Path(out or run_dir / RUN_CURVES)
+    check_not_inputs({"--out": out}, {"RUN_DIR": run_dir / "metrics.jsonl"})  # the run's log, or a folder holding it
+    if out.is_dir():
+        raise UserError(f"--out {out} is a directory: give the figure's file (.png or .svg)")
+    return save_figure(training_curves(run_dir / "metrics.jsonl"), out)
 
 
 # ---------------------------------------------------------------- input representation

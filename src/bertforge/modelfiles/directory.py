@@ -40,6 +40,7 @@ from ..tokenizer import (
     LoadedTokenizer,
     has_tokenizer,
     hf_tokenizer_class,
+    highest_segment,
     load_tokenizer,
     max_input_length,
     save_tokenizer,
@@ -525,10 +526,18 @@ def save_model(
 VOCAB_PADDING = 128  # a table padded for speed has fewer than this many rows beyond its tokenizer's ids
 
 
-def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str) -> None:
+def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_size: int = 0) -> None:
     """A tokenizer with more ids than the model's table would index out of range, and one with far fewer was not
     trained with the model (its ids mean other words): both are refused. A table padded to a round size for
-    speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted."""
+    speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted. So is a
+    tokenizer that gives a segment id past the model's segment table (of two rows or more: one row, RoBERTa's, and
+    none take every id as the first)."""
+    segment = highest_segment(tokenizer)
+    if type_vocab_size > 1 and segment >= type_vocab_size:
+        raise UserError(
+            f"{where}: the tokenizer gives segment id {segment}, but the model has {type_vocab_size} segments; "
+            "they were not made together"
+        )
     size = tokenizer.get_vocab_size()
     if size > vocab_size or size <= vocab_size - VOCAB_PADDING:
         raise UserError(
@@ -572,7 +581,7 @@ def load_model_and_tokenizer(
             "save it with its tokenizer, or copy the tokenizer's files into the directory"
         )
     tokenizer = load_tokenizer(files.directory, files.raw)
-    check_vocab(tokenizer, model.config.vocab_size, str(files.directory))
+    check_vocab(tokenizer, model.config.vocab_size, str(files.directory), model.config.type_vocab_size)
     return files, model, tokenizer
 
 

@@ -179,7 +179,7 @@ def export_model(
     model = load_model(record.model_class(), files, trust_pickle, keep_heads=answers != ENCODER, **kwargs)
     model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
-    check_vocab(tokenizer, config.vocab_size, str(directory))
+    check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size)
     graph = Graph(model, record, origin)
     segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
     inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])

@@ -111,7 +111,7 @@ def _finetune(model_path, kind, train, dev, out: Path, cfg: FinetuneConfig, colu
         if cfg.from_scratch
         else load_model(task.model_class, files, cfg.trust_pickle, keep_heads=False, **kwargs)
     )
-    check_vocab(tokenizer, model.config.vocab_size, str(directory))
+    check_vocab(tokenizer, model.config.vocab_size, str(directory), model.config.type_vocab_size)
     if cfg.dropout is not None:
         set_dropout(model, cfg.dropout, cfg.dropout)
     device = resolve_device(cfg.device)

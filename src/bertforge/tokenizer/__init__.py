@@ -11,7 +11,7 @@ the Hugging Face layout. A module a job:
 The names below are the package's face: every other layer imports them from here.
 """
 
-from .encoding import count_words, fingerprint, token_text, with_words, word_pieces, word_starts
+from .encoding import count_words, fingerprint, highest_segment, token_text, with_words, word_pieces, word_starts
 from .released import (
     TOKENIZER_FILES,
     has_tokenizer,
@@ -47,6 +47,7 @@ __all__ = [
     "count_words",
     "fingerprint",
     "has_tokenizer",
+    "highest_segment",
     "hf_tokenizer_class",
     "load_tokenizer",
     "max_input_length",

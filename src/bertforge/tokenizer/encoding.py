@@ -132,3 +132,26 @@ def with_words(tokenizer, words: list[str]):
         hf_config = None if tokenizer.hf_config is None else {**tokenizer.hf_config, "tokenizer_class": FAST_CLASS}
         extended = LoadedTokenizer(extended, dict(tokenizer.specials), hf_config, tokenizer.released_limits)
     return extended, ids
+
+
+def highest_segment(tokenizer) -> int:
+    """The largest segment (token type) id the tokenizer's post-processor gives a pair's tokens: a template's
+    `type_id`s (within a Sequence of processors too), 1 for BERT's processor, 0 for one that gives none."""
+    post = tokenizer.post_processor
+    if post is None:
+        return 0
+    found: list[int] = []
+
+    def walk(spec) -> None:
+        if isinstance(spec, dict):
+            found.extend(v for k, v in spec.items() if k == "type_id" and isinstance(v, int))
+            if spec.get("type") == "BertProcessing":
+                found.append(1)
+            for value in spec.values():
+                walk(value)
+        elif isinstance(spec, list):
+            for value in spec:
+                walk(value)
+
+    walk(json.loads(post.__getstate__()))
+    return max(found, default=0)
