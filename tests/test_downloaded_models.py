@@ -442,3 +442,28 @@ def test_every_downloaded_kind_prepares_fine_tunes_and_extends(downloaded, older
         _, info = getattr(transformers, auto).from_pretrained(out / "model", output_loading_info=True)
         assert not info["missing_keys"], info
     bertforge_ok("tokenizer", "extend", model, corpus, "--add", "2", "--out", tmp_path / "extended")
+
+
+def test_a_damaged_or_near_empty_sentencepiece_model_is_one_line_of_its_own(older, tmp_path):
+    """A SentencePiece file cut short is refused as what it is (not with the converter's message about tiktoken);
+    one of a handful of pieces is refused as too few to be a vocabulary, never a 5-token tokenizer that answers."""
+    import sentencepiece
+
+    source = older["xlm_roberta_sentencepiece"]
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "config.json").write_bytes((source / "config.json").read_bytes())
+    data = (source / "sentencepiece.bpe.model").read_bytes()
+    (cut / "sentencepiece.bpe.model").write_bytes(data[: len(data) // 3])
+    with pytest.raises(UserError, match="not a SentencePiece model") as refused:
+        load_tokenizer(cut)
+    assert "tiktoken" not in str(refused.value)
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "config.json").write_bytes((source / "config.json").read_bytes())
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a b", "b a"] * 20), model_prefix=str(tiny / "sentencepiece.bpe"), vocab_size=8,
+        model_type="char", minloglevel=2,
+    )  # fmt: skip
+    with pytest.raises(UserError, match="pieces, too few to be a model's vocabulary"):
+        load_tokenizer(tiny)

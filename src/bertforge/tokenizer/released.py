@@ -206,6 +206,7 @@ def _from_byte_level_bpe(directory: Path, config: dict, specials: dict[str, str]
     return tokenizer
 
 
+MIN_PIECES = 16  # a SentencePiece model with fewer is empty or damaged: no released vocabulary is this small
 SENTENCEPIECE_CONVERTER = "transformers sentencepiece protobuf"  # what converts a SentencePiece model, as pip names it
 
 
@@ -215,7 +216,7 @@ def _from_sentencepiece(directory: Path, model_file: Path) -> Tokenizer:
     bertforge does not (pip install 'bertforge[sentencepiece]'); without them, one line names them."""
     try:
         import google.protobuf  # noqa: F401  (the converter reads the model file's protocol buffer with it)
-        import sentencepiece  # noqa: F401
+        import sentencepiece
         import transformers
     except ImportError:
         raise UserError(
@@ -224,6 +225,14 @@ def _from_sentencepiece(directory: Path, model_file: Path) -> Tokenizer:
             "tokenizer as tokenizer.json)"
         ) from None
     check_size(model_file, "vocabulary")
+    try:  # read by SentencePiece itself first: the converter's own message for a damaged file is about tiktoken
+        pieces = sentencepiece.SentencePieceProcessor(
+            model_proto=read_bounded(model_file, "vocabulary")
+        ).get_piece_size()
+    except Exception as e:  # sentencepiece raises RuntimeError and others for a file it cannot parse
+        raise UserError(f"{model_file}: not a SentencePiece model ({one_line(e)})") from None
+    if pieces < MIN_PIECES:
+        raise UserError(f"{model_file}: a SentencePiece model of {pieces} pieces, too few to be a model's vocabulary")
     try:
         converted = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
         return Tokenizer.from_str(converted.backend_tokenizer.to_str())
