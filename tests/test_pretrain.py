@@ -142,6 +142,11 @@ def test_tiny_run_end_to_end(workdir, e2e_run):
     last = train_metrics(run, "valid")[-1]
     for key in ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc", "masked_tokens"):
         assert evaluation[key] == pytest.approx(last[key], rel=1e-6), key
+    acc, n = evaluation["mlm_acc"], evaluation["masked_tokens"]  # the spread a binomial draw of n masks implies
+    assert evaluation["mlm_acc_stderr"] == pytest.approx(math.sqrt(acc * (1 - acc) / n), rel=1e-9)
+    said = bertforge_ok("evaluate", run, "--data", workdir / "data")
+    assert f"± {evaluation['mlm_acc_stderr']:.4f}" in said.stdout
+    assert (f"only {n:,} masked tokens were scored" in said.stderr) == (n < 2000)
     raw = json.loads(bertforge_ok("evaluate", run, "--data", workdir / "corpus.txt", "--json").stdout)
     assert raw["masked_tokens"] > 0
     # The same text, raw or prepared, gives the same figures.

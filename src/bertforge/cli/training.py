@@ -123,13 +123,23 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if len(results) > 1:
             print(f"{result['model']}:")
         print(
-            f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f}  perplexity "
-            f"{result['perplexity']:.2f}  (unigram baseline accuracy {result['unigram_baseline_acc']:.4f}, "
-            f"{result['masked_tokens']:,} masked tokens)"
+            f"MLM loss {result['mlm_loss']:.4f}  accuracy {result['mlm_acc']:.4f} ± {result['mlm_acc_stderr']:.4f}  "
+            f"perplexity {result['perplexity']:.2f}  (unigram baseline accuracy "
+            f"{result['unigram_baseline_acc']:.4f}, {result['masked_tokens']:,} masked tokens)"
         )
+        if result["masked_tokens"] < FEW_MASKED:
+            print(
+                f"note: only {result['masked_tokens']:,} masked tokens were scored: the accuracy may move by "
+                f"±{2 * result['mlm_acc_stderr']:.3f} between draws; prepare a larger held-out split "
+                "(--valid-fraction) or pass more text to --data",
+                file=sys.stderr,
+            )
         pair = result["pair_objective"]
         if pair_objective(pair).head:
             print(f"{pair.upper()} loss {result[pair + '_loss']:.4f}  accuracy {result[pair + '_acc']:.4f}")
+
+
+FEW_MASKED = 2000  # below this many masked tokens, evaluate says how far its accuracy may move (±2 standard errors)
 
 
 def cmd_plot(args: argparse.Namespace) -> None:

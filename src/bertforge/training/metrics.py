@@ -117,5 +117,8 @@ def evaluate_batches(
     model.train(was_training)
     totals = sums.totals()
     result = summarise(totals, pair_objective)
-    result.update(perplexity=math.exp(min(result["mlm_loss"], 50)), masked_tokens=int(totals["masked"]))
+    masked = int(totals["masked"])
+    # the accuracy's standard error as a binomial's: how far another draw of as many masks may land
+    spread = math.sqrt(result["mlm_acc"] * (1 - result["mlm_acc"]) / masked) if masked else float("nan")
+    result.update(perplexity=math.exp(min(result["mlm_loss"], 50)), masked_tokens=masked, mlm_acc_stderr=spread)
     return result
