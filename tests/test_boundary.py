@@ -554,3 +554,12 @@ def test_a_segment_id_past_the_models_table_is_one_line(workdir, tmp_path):
     ]
     (model / "tokenizer.json").write_text(json.dumps(spec))
     one_line_error(bertforge("nsp", model, "The cat sat.", "--pair", "It purred."), "segment id 5", "2 segments")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_an_output_on_a_pseudo_file_system_is_one_line(workdir, tmp_path):
+    """--out under /proc takes no new files: one line naming it, exit 2 (was a FileNotFoundError traceback)."""
+    one_line_error(
+        bertforge("tokenizer", "train", workdir / "corpus.txt", "--out", "/proc/self/tok", "--vocab-size", "100"),
+        "/proc/self/tok: bertforge cannot write there",
+    )

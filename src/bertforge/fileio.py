@@ -232,7 +232,10 @@ def check_writable(path: str | Path) -> None:
     directory = Path(path).absolute()
     while not directory.is_dir():
         directory = directory.parent
-    fd, probe = tempfile.mkstemp(dir=directory, prefix=".bertforge-probe-")
+    try:
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".bertforge-probe-")
+    except OSError as e:  # also what no errno names for a user: a pseudo-file system (/proc) takes no new files
+        raise UserError(f"{path}: bertforge cannot write there ({e.strerror or e}); nothing was written") from None
     os.close(fd)
     os.unlink(probe)
 
