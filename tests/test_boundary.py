@@ -112,6 +112,21 @@ def test_a_sweeps_runs_lie_under_its_out_and_its_grid_is_checked_before_any_run(
     done = bertforge("sweep", "--data", workdir / "data", "--out", out, *TINY_MODEL, "--grid",
                      "init_from=a/b,a_b", "--max-steps", "1", *TINY_RUN)  # fmt: skip
     one_line_error(done, "would share the run directory")
+    inside = workdir / "model" / "sweep"  # a sweep's log written into a model its grid reads
+    done = bertforge("sweep", "--data", workdir / "data", "--out", inside, "--grid",
+                     f"init_from={workdir / 'model'},{workdir / 'model'}2", "--max-steps", "1", *TINY_RUN)  # fmt: skip
+    one_line_error(done, "is inside --init-from")
+    assert not inside.exists()
+
+
+def test_modules_json_that_is_not_a_file_is_one_line(tmp_path):
+    """A FIFO (or a folder) where modules.json belongs is refused, not read as 'no modules', nor waited on."""
+    model = copy(build("sentence_embedding", tmp_path / "st"), tmp_path / "fifo")
+    (model / "modules.json").unlink()
+    os.mkfifo(model / "modules.json")
+    (tmp_path / "texts.txt").write_text("a text\n")
+    done = bertforge("embed", model, "--input", tmp_path / "texts.txt", "--out", tmp_path / "v.npy")
+    one_line_error(done, "modules.json: not a regular file")
 
 
 # ----------------------------------------------------------------------------- faults end in one line

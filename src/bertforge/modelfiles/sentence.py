@@ -58,6 +58,8 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
     """The sentence-transformers pipeline of a model directory; None where it has no modules.json."""
     path = directory / MODULES
     if not path.is_file():
+        if path.exists() or path.is_symlink():  # a FIFO, a folder, a dangling link: not a file to read or to skip
+            raise UserError(f"{path}: not a regular file")
         return None
     files = {MODULES: read_bounded(path, "config")}  # every file, read once: parsed, and carried back out as it was
     modules = parse_json(files[MODULES], path)

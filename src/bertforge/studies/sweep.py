@@ -175,7 +175,8 @@ def run_sweep(
     """Every grid point as a pre-training run with `recipe`, the settings `fixed` and the point's values (a model or
     training field, or `preset`)."""
     out = Path(out)
-    check_not_inputs({"--out": out}, {"--data": data})
+    starts = [value for value in [*axes.get("init_from", []), fixed.get("init_from")] if value]  # models it reads
+    check_not_inputs({"--out": out}, {"--data": data, "--init-from": starts})
     points = grid_points(axes)
     names = [run_name(point) for point in points]
     same = _first_repeat(names)
