@@ -534,3 +534,11 @@ def build(name: str, root: Path) -> Path:
     directory = root / name
     directory.mkdir(parents=True)
     return {**LAYOUTS, **DISCRIMINATORS, **HEADLESS, **OLDER_TOKENIZER_FILES}[name](directory)
+
+
+# The families whose task classes tests build with `transformers` itself (each head class saved by save_pretrained):
+# model_type -> (its tokenizer, its config for a vocabulary size, its classes' prefix)
+TASK_LAYOUTS = {
+    "mpnet": (mpnet_tokenizer, mpnet_config, "MPNet"),
+    "deberta-v2": (deberta_tokenizer, deberta_config, "DebertaV2"),
+}

@@ -14,13 +14,7 @@ import torch
 from bertforge.errors import UserError
 from bertforge.model import deberta as deberta_block
 from bertforge.model.bert import BertForPreTraining
-from bertforge.model.heads import (
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-)
-from bertforge.modelfiles.directory import load_model, load_model_and_tokenizer, save_model
+from bertforge.modelfiles.directory import load_model_and_tokenizer, save_model
 from bertforge.modelfiles.hf import config_from_hf
 from bertforge.tokenizer import load_tokenizer
 
@@ -129,46 +123,6 @@ def test_the_parity_test_sees_a_wrong_attention(layouts, monkeypatch, broken):
     expected = their_outputs(directory, input_ids, attention_mask).logits
     real = attention_mask.bool()
     assert float((logits[real] - expected[real]).abs().max()) > 10 * 1e-5  # ten times the parity tolerance
-
-
-HEADS = {  # ours, theirs, what ours is built with
-    "sequence": (BertForSequenceClassification, "DebertaV2ForSequenceClassification", {"num_labels": 3}),
-    "tokens": (BertForTokenClassification, "DebertaV2ForTokenClassification", {"num_labels": 3}),
-    "qa": (BertForQuestionAnswering, "DebertaV2ForQuestionAnswering", {}),
-    "choice": (BertForMultipleChoice, "DebertaV2ForMultipleChoice", {}),
-}
-
-
-@pytest.mark.parametrize("head", HEADS)
-def test_a_released_head_is_read_as_transformers_computes_it(tmp_path, head):
-    """A task model `transformers` saved (each DeBERTa-v2 head class, labels in config.json) is read by bertforge,
-    which gives its logits on the long text; saved back, it is the same class, loaded with nothing missing."""
-    transformers = needs("transformers")
-    ours_cls, theirs_name, kwargs = HEADS[head]
-    tokenizer = deberta_tokenizer()
-    config = deberta_config(len(tokenizer))
-    config.num_labels = kwargs.get("num_labels", 2)
-    config.id2label = {i: f"L{i}" for i in range(config.num_labels)}
-    config.label2id = {f"L{i}": i for i in range(config.num_labels)}
-    theirs = randomised(getattr(transformers, theirs_name)(config))
-    theirs.save_pretrained(tmp_path / "theirs")
-    tokenizer.save_pretrained(tmp_path / "theirs")
-    ours = load_model(ours_cls, tmp_path / "theirs", **kwargs)
-    input_ids, attention_mask = long_batch(tmp_path / "theirs")
-    if head == "choice":
-        input_ids, attention_mask = input_ids[:, None].repeat(1, 2, 1), attention_mask[:, None].repeat(1, 2, 1)
-    with torch.no_grad():
-        mine = ours(input_ids, None, attention_mask)[0]
-        expected = theirs(input_ids=input_ids, attention_mask=attention_mask)
-    expected = torch.stack([expected.start_logits, expected.end_logits], -1) if head == "qa" else expected.logits
-    if head in ("tokens", "qa"):
-        mine, expected = mine[attention_mask.bool()], expected[attention_mask.bool()]
-    torch.testing.assert_close(mine, expected, rtol=1e-5, atol=1e-5)
-    save_model(ours, tmp_path / "ours", load_tokenizer(tmp_path / "theirs"), {"id2label": config.id2label})
-    saved = json.loads((tmp_path / "ours" / "config.json").read_text())
-    assert saved["architectures"] == [theirs_name] and saved["model_type"] == "deberta-v2"
-    _, info = getattr(transformers, theirs_name).from_pretrained(tmp_path / "ours", output_loading_info=True)
-    assert not info["missing_keys"] and not info["unexpected_keys"], info
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from bertforge.modelfiles.directory import load_model_and_tokenizer
 from bertforge.tokenizer import load_tokenizer, special_ids, word_starts
 
 from conftest import assert_fill_mask_is_the_pipeline, bertforge, bertforge_ok, needs, one_line_error, write_corpus
-from released import DISCRIMINATORS, LAYOUTS, build, sentences
+from released import DISCRIMINATORS, LAYOUTS, TASK_LAYOUTS, build, randomised, sentences
 
 SPECIAL_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id")
 
@@ -323,3 +323,46 @@ def test_tagged_words_are_cut_as_in_running_text(released, name):
     for text in sentences(20, seed=3):
         (window,) = encode_sentences(tokenizer, [text.split()], 512)
         assert window.ids == tokenizer.encode(text).ids
+
+
+RELEASED_HEADS = {  # ours, their class's suffix, what ours is built with
+    "sequence": (BertForSequenceClassification, "ForSequenceClassification", {"num_labels": 3}),
+    "tokens": (BertForTokenClassification, "ForTokenClassification", {"num_labels": 3}),
+    "qa": (BertForQuestionAnswering, "ForQuestionAnswering", {}),
+    "choice": (BertForMultipleChoice, "ForMultipleChoice", {}),
+}
+
+
+@pytest.mark.parametrize("head", RELEASED_HEADS)
+@pytest.mark.parametrize("family", TASK_LAYOUTS)
+def test_a_released_head_is_read_as_transformers_computes_it_and_saved_back(tmp_path, family, head):
+    """A task model `transformers` saved (each head class of each family that computes differently, labels in
+    config.json) is read by bertforge, which gives its logits on a text of about 380 tokens (far positions in the
+    relative buckets); saved back, it is the same class, loaded with nothing missing."""
+    transformers = needs("transformers")
+    make_tokenizer, make_config, prefix = TASK_LAYOUTS[family]
+    ours_cls, suffix, kwargs = RELEASED_HEADS[head]
+    tokenizer = make_tokenizer()
+    config = make_config(len(tokenizer))
+    config.num_labels = kwargs.get("num_labels", 2)
+    config.id2label = {i: f"L{i}" for i in range(config.num_labels)}
+    config.label2id = {f"L{i}": i for i in range(config.num_labels)}
+    theirs = randomised(getattr(transformers, prefix + suffix)(config))
+    theirs.save_pretrained(tmp_path / "theirs")
+    tokenizer.save_pretrained(tmp_path / "theirs")
+    ours = load_model(ours_cls, tmp_path / "theirs", **kwargs)
+    ids = load_tokenizer(tmp_path / "theirs").encode(" ".join(sentences(28, seed=4))).ids
+    input_ids = torch.tensor([ids])
+    if head == "choice":
+        input_ids = input_ids[:, None].repeat(1, 2, 1)
+    with torch.no_grad():
+        mine = ours(input_ids)[0]
+        expected = theirs(input_ids=input_ids)
+    expected = torch.stack([expected.start_logits, expected.end_logits], -1) if head == "qa" else expected.logits
+    assert input_ids.shape[-1] > 300
+    torch.testing.assert_close(mine, expected, rtol=1e-5, atol=1e-5)
+    save_model(ours, tmp_path / "ours", load_tokenizer(tmp_path / "theirs"), {"id2label": config.id2label})
+    saved = json.loads((tmp_path / "ours" / "config.json").read_text())
+    assert saved["architectures"] == [prefix + suffix] and saved["model_type"] == family
+    _, info = getattr(transformers, prefix + suffix).from_pretrained(tmp_path / "ours", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
