@@ -134,7 +134,3 @@ for built_in in (
 def head_prefixes() -> tuple[str, ...]:
     """Our parameter-name prefixes that belong to a head of some architecture, not to the encoder."""
     return tuple(dict.fromkeys(f"{head}." for record in ARCHITECTURES.records() for head in record.heads))
-
-
-def architecture_named(name: str) -> Architecture:
-    return ARCHITECTURES.get(name)

@@ -38,7 +38,7 @@ COMPUTED = {
     "conv_kernel_size": (0, "a convolution beside the first layer (DeBERTa-v2-xlarge's)"),
     "legacy": (True, "the masked-LM head named as lm_predictions"),
 }
-POOLER_ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "tanh": "tanh"}
+POOLER_ACTIVATIONS = ("gelu", "relu", "tanh")  # pooler_hidden_act's values our pooler computes, by the same names
 
 
 def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
     if activation not in POOLER_ACTIVATIONS:
         raise UserError(f"{source}: pooler_hidden_act {activation!r}; bertforge builds gelu, relu or tanh")
     values = bert_style_values({**hf, "type_vocab_size": hf.get("type_vocab_size", 0)}, source)
-    return values | DEBERTA_SHAPE | {"pooler_activation": POOLER_ACTIVATIONS[activation]}
+    return values | DEBERTA_SHAPE | {"pooler_activation": activation}
 
 
 def _write(config: ModelConfig, architecture: str) -> dict[str, Any]:

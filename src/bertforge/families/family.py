@@ -84,11 +84,6 @@ class Family:
             raise UserError(f"a {self.model_type} model cannot be saved as {architecture}")
         return self.classes.get(architecture) or self.class_prefix + ARCHITECTURES.get(architecture).suffix
 
-    @property
-    def architectures(self) -> dict[str, str]:
-        """Each of our architectures -> the family's class for it."""
-        return {name: self.hf_architecture(name) for name in ARCHITECTURES}
-
     def auto_classes(self) -> dict[str, str]:
         """Auto class -> the family's class it loads (config.json's auto_map, where our modelling code computes it)."""
         return {

@@ -411,7 +411,7 @@ def load_weights(
     architecture = model.hf_architecture
     lacking = [their_name(k, model.config, architecture) for k in missing if k not in fresh_heads]
     extra = unknown + sorted(
-        their_name(k, model.config, architecture) for k in set(state) - expected if not k.startswith(head_prefixes())
+        their_name(k, model.config, architecture) for k in set(state) - expected if not k.startswith(heads)
     )
     if lacking or extra:
         said = [f"missing {', '.join(lacking[:5])}"] if lacking else []
@@ -528,10 +528,10 @@ VOCAB_PADDING = 128  # a table padded for speed has fewer than this many rows be
 
 def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_size: int = 0) -> None:
     """A tokenizer with more ids than the model's table would index out of range, and one with far fewer was not
-    trained with the model (its ids mean other words): both are refused. A table padded to a round size for
-    speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids are never predicted. So is a
-    tokenizer that gives a segment id past the model's segment table (of two rows or more: one row, RoBERTa's, and
-    none take every id as the first)."""
+    trained with the model (its ids mean other words): both are refused, and so is one that gives a segment id past
+    the model's segment table (of two rows or more: one row, RoBERTa's, and none take every id as the first). A
+    table padded to a round size for speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids
+    are never predicted."""
     segment = highest_segment(tokenizer)
     if type_vocab_size > 1 and segment >= type_vocab_size:
         raise UserError(

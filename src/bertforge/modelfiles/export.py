@@ -47,6 +47,7 @@ from .directory import (
     read_model_files,
     resolve_model_dir,
 )
+from .graph import graph_inputs
 from .hf import OWN_MODEL_TYPE
 from .onnx import EXPORT_KEY, GRAPH, is_exported, onnx_runtime, session
 from .origin import Origin, read_origin
@@ -181,8 +182,7 @@ def export_model(
     tokenizer = load_tokenizer(directory, files.raw)
     check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size)
     graph = Graph(model, record, origin)
-    segments = config.type_vocab_size > 1  # RoBERTa's one segment row, ModernBERT's none: no token_type_ids
-    inputs = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
+    inputs = graph_inputs(config)
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
     # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
     # that ignores attention_mask (one text, or identical lines)

@@ -17,10 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, one_line
 from ..families.architectures import CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS, Architecture
 
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 CONTROL_FLOW = {"Loop", "Scan", "If"}  # the exporter never writes them: a graph with one may never end
 DOMAINS = {"", "ai.onnx", "com.microsoft"}  # ONNX's own operators, and the ones its int8 quantizer writes
 KINDS = (MASKED_LM, SEQUENCE, TOKENS, SPANS, CHOICE, ENCODER)  # the built-in heads, whose outputs' ranks are known
@@ -35,8 +34,7 @@ def check_graph(path: Path, config, record: Architecture, answers: str | None, w
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # a file that is not a graph: the protobuf parser's own errors
-        said = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise UserError(f"{path}: not an ONNX graph ({said})") from None
+        raise UserError(f"{path}: not an ONNX graph ({one_line(e)[:200]})") from None
     if answers != record.answers:
         raise UserError(f"{path}: this exported graph answers {answers}; the verb needs {record.answers}")
     graph = model.graph
@@ -68,12 +66,17 @@ def _dims(value) -> list[Any]:
     return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in value.type.tensor_type.shape.dim]
 
 
+def graph_inputs(config) -> list[str]:
+    """The inputs an exported graph of a model of `config` takes: token_type_ids only where it has segments to tell
+    apart (RoBERTa's one segment row, ModernBERT's none, take none)."""
+    return ["input_ids", "attention_mask"] + (["token_type_ids"] if config.type_vocab_size > 1 else [])
+
+
 def _check_inputs(path: Path, graph, config, record: Architecture) -> None:
     initialised = {tensor.name for tensor in graph.initializer}
     inputs = [value for value in graph.input if value.name not in initialised]
     names = [value.name for value in inputs]
-    segments = config.type_vocab_size > 1
-    expected = ["input_ids", "attention_mask"] + (["token_type_ids"] if segments else [])
+    expected = graph_inputs(config)
     if sorted(names) != sorted(expected):
         raise UserError(
             f"{path}: the graph takes {', '.join(names) or 'nothing'}; this model takes {', '.join(expected)}"

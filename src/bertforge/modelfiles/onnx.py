@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import UserError
-from ..families.architectures import ARCHITECTURES, ENCODER, MASKED_LM
+from ..errors import UserError, one_line
+from ..families.architectures import ARCHITECTURES, ENCODER, MASKED_LM, SEQUENCE, TOKENS
 from ..model.bert import EncoderOutput
 from .graph import RUN_SECONDS, check_graph
 
@@ -58,7 +58,7 @@ def session(path: Path, threads: int | None = None):
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own types for a graph it cannot read
-        raise UserError(f"{path}: not a graph ONNX Runtime runs ({str(e).splitlines()[0][:200]})") from None
+        raise UserError(f"{path}: not a graph ONNX Runtime runs ({one_line(e)[:200]})") from None
 
 
 def bounded_run(ort_session, feeds: dict[str, np.ndarray], directory: Path) -> list[np.ndarray]:
@@ -70,9 +70,7 @@ def bounded_run(ort_session, feeds: dict[str, np.ndarray], directory: Path) -> l
     try:
         return ort_session.run(None, feeds, options)
     except Exception as e:  # onnxruntime's own error types
-        said = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        if options.terminate:
-            said = f"terminated after {RUN_SECONDS:.0f} s"
+        said = f"terminated after {RUN_SECONDS:.0f} s" if options.terminate else one_line(e)[:200]
         raise UserError(f"{directory}: the exported graph could not answer ({said})") from None
     finally:
         watchdog.cancel()
@@ -85,13 +83,13 @@ class OnnxModel:
     def __init__(self, directory: Path, cls, config, raw: dict[str, Any], **model_kwargs):
         with torch.device("meta"):  # the class's attributes and methods, without its weights
             self.meta = cls(config, **model_kwargs)
-        widths = {"last_hidden_state": config.hidden_size}
-        if getattr(self.meta, "num_labels", None) and cls.hf_architecture != "BertForMultipleChoice":
-            widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
         answers = (raw.get(EXPORT_KEY) or {}).get("answers")
         record = ARCHITECTURES.get(self.meta.hf_architecture)
         if record.answers in WHOLE_MODEL and answers in WHOLE_MODEL:  # embed and search read an encoder or a masked
             record = next(r for r in ARCHITECTURES.records() if r.answers == answers)  # LM's graph as it was exported
+        widths = {"last_hidden_state": config.hidden_size}
+        if record.answers in (SEQUENCE, TOKENS):
+            widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
         check_graph(directory / GRAPH, config, record, answers, widths)
         self.session = session(directory / GRAPH)
         self.input_names = [i.name for i in self.session.get_inputs()]

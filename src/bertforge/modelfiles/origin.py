@@ -55,7 +55,7 @@ class Origin:
 def read_origin(files: ModelFiles) -> Origin:
     """What a model directory (its files as `read_model_files` read them) holds beyond its encoder's weights: the
     card and the sentence-transformers modules are read here, the rest is the files' record."""
-    base = files.family.architectures.get("BertModel")
+    base = files.family.hf_architecture("BertModel")
     encoder_only = files.architecture == base or (not files.architecture and "mlm" not in files.heads)
     card_path = files.directory / CARD
     card = None
