@@ -66,28 +66,12 @@ def tokenizer_for(texts: list[str], data: Path):
     return train_tokenizer(texts + extra, vocab_size=30522)
 
 
-def sentence_model(encoder: Path, out: Path) -> Path:
-    """The encoder saved at `encoder` with mean pooling and Normalize, as `SentenceTransformer.save` writes it."""
-    from sentence_transformers import SentenceTransformer
-
-    from released import sentence_transformers_modules
-
-    modules = sentence_transformers_modules()
-    pipeline = [
-        modules.Transformer(str(encoder), max_seq_length=MAX_SEQ_LENGTH),
-        modules.Pooling(384, "mean"),
-        modules.Normalize(),
-    ]
-    SentenceTransformer(modules=pipeline, device="cpu").save(str(out))
-    return out
-
-
 def released_layout(root: Path, tokenizer) -> Path:
     """A random MiniLM-sized sentence-embedding model saved as all-MiniLM-L6-v2 is: a BertModel of 6 layers, width
     384, mean pooling and Normalize (`SentenceTransformer.save`), its tokenizer.json padding to 128."""
     import transformers
 
-    from released import padded
+    from released import mean_normalized, padded
 
     config = transformers.BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=384, num_hidden_layers=6,
                                      num_attention_heads=12, intermediate_size=1536)  # fmt: skip
@@ -95,13 +79,15 @@ def released_layout(root: Path, tokenizer) -> Path:
     transformers.BertModel(config).save_pretrained(encoder)
     fast = transformers.BertTokenizerFast(tokenizer_object=padded(tokenizer), model_max_length=256)
     fast.save_pretrained(encoder)
-    return sentence_model(encoder, root / "released")
+    return mean_normalized(encoder, root / "released", 384, MAX_SEQ_LENGTH)
 
 
 def mpnet_layout(root: Path, tokenizer) -> Path:
     """The same size laid out as all-mpnet-base-v2 is: an MPNetModel (its relative attention bias shared by the
     layers), MPNet's tokenizer class over the same pieces, mean pooling and Normalize (`SentenceTransformer.save`)."""
     import transformers
+
+    from released import mean_normalized
 
     pieces = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
     pieces = [t for t in pieces if t not in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")]
@@ -113,7 +99,7 @@ def mpnet_layout(root: Path, tokenizer) -> Path:
     encoder = root / "mpnet-encoder"
     transformers.MPNetModel(config).save_pretrained(encoder)
     transformers.MPNetTokenizer(vocab=vocab, model_max_length=MAX_SEQ_LENGTH).save_pretrained(encoder)
-    return sentence_model(encoder, root / "mpnet")
+    return mean_normalized(encoder, root / "mpnet", 384, MAX_SEQ_LENGTH)
 
 
 def bertforge_model(root: Path, tokenizer) -> Path:

@@ -346,3 +346,20 @@ def assert_same_steps(a_run: Path, b_run: Path, steps: list[int], keys: tuple[st
     for x, y in zip(a, b):
         for key in keys:
             assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-7), (x["step"], key)
+
+
+def padded_batch(directory, texts, length=None):
+    """(input_ids, attention_mask) of `texts`, padded on the right with the padding id, as the model's own tokenizer
+    in `directory` encodes them; `length`, where given, the (lowest, highest) the longest may be (a long text meant
+    to reach a family's far relative positions)."""
+    from bertforge.tokenizer import load_tokenizer, special_ids
+
+    tokenizer = load_tokenizer(directory)
+    encodings = [tokenizer.encode(text) for text in texts]
+    width = max(len(e.ids) for e in encodings)
+    if length is not None:
+        assert length[0] < width <= length[1], width
+    pad = special_ids(tokenizer).pad
+    input_ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in encodings])
+    attention_mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in encodings])
+    return input_ids, attention_mask

@@ -386,40 +386,43 @@ def _models():
     return models
 
 
-def sentence_embedding(directory: Path) -> Path:
-    """all-MiniLM-L6-v2's layout, saved by `SentenceTransformer.save`: a headless BertModel with its pooler, mean
-    pooling, Normalize, and a tokenizer.json that pads and truncates every text to 128."""
-    import transformers
+def mean_normalized(encoder: Path, directory: Path, width: int, max_seq_length: int) -> Path:
+    """The encoder saved at `encoder` as sentence-transformers' mean-pooling, normalising pipeline, written into
+    `directory` by `SentenceTransformer.save` (all-MiniLM-L6-v2's and all-mpnet-base-v2's modules)."""
     from sentence_transformers import SentenceTransformer
 
     models = sentence_transformers_modules()
-    tok = padded(wordpiece())
-    encoder = directory.parent / f"{directory.name}_encoder"
-    randomised(transformers.BertModel(bert_encoder_config(tok.get_vocab_size()))).save_pretrained(encoder)
-    transformers.BertTokenizerFast(tokenizer_object=tok, model_max_length=SENTENCE_LENGTH).save_pretrained(encoder)
     modules = [
-        models.Transformer(str(encoder), max_seq_length=SENTENCE_LENGTH),
-        models.Pooling(32, "mean"),
+        models.Transformer(str(encoder), max_seq_length=max_seq_length),
+        models.Pooling(width, "mean"),
         models.Normalize(),
     ]
     SentenceTransformer(modules=modules, device="cpu").save(str(directory))
     return directory
 
 
+def sentence_embedding(directory: Path) -> Path:
+    """all-MiniLM-L6-v2's layout, saved by `SentenceTransformer.save`: a headless BertModel with its pooler, mean
+    pooling, Normalize, and a tokenizer.json that pads and truncates every text to 128."""
+    import transformers
+
+    tok = padded(wordpiece())
+    encoder = directory.parent / f"{directory.name}_encoder"
+    randomised(transformers.BertModel(bert_encoder_config(tok.get_vocab_size()))).save_pretrained(encoder)
+    transformers.BertTokenizerFast(tokenizer_object=tok, model_max_length=SENTENCE_LENGTH).save_pretrained(encoder)
+    return mean_normalized(encoder, directory, 32, SENTENCE_LENGTH)
+
+
 def mpnet_sentence_embedding(directory: Path) -> Path:
     """all-mpnet-base-v2's layout, saved by `SentenceTransformer.save`: a headless MPNetModel with its pooler, mean
     pooling and Normalize."""
     import transformers
-    from sentence_transformers import SentenceTransformer
 
-    models = sentence_transformers_modules()
     tokenizer = mpnet_tokenizer()
     encoder = directory.parent / f"{directory.name}_encoder"
     randomised(transformers.MPNetModel(mpnet_config(len(tokenizer)))).save_pretrained(encoder)
     tokenizer.save_pretrained(encoder)
-    modules = [models.Transformer(str(encoder), max_seq_length=384), models.Pooling(32, "mean"), models.Normalize()]
-    SentenceTransformer(modules=modules, device="cpu").save(str(directory))
-    return directory
+    return mean_normalized(encoder, directory, 32, 384)
 
 
 def bert_model(directory: Path) -> Path:

@@ -18,7 +18,7 @@ from bertforge.modelfiles.directory import load_model_and_tokenizer, save_model
 from bertforge.modelfiles.hf import config_from_hf
 from bertforge.tokenizer import load_tokenizer
 
-from conftest import needs
+from conftest import needs, padded_batch
 from released import build, deberta_config, deberta_tokenizer, randomised, sentences
 
 LONG = " ".join(sentences(30, seed=4))  # about 450 tokens: query-key distances past 128, where the buckets are log
@@ -42,15 +42,9 @@ def layouts(tmp_path_factory):
     return {"deberta_v3": built, "strong": root / "strong"}
 
 
-def long_batch(directory, texts=(LONG, "The cat sat on the mat.")):
-    """(input_ids, attention_mask) of a long text and a short one, padded, as the model's tokenizer makes them."""
-    tokenizer = load_tokenizer(directory)
-    encodings = [tokenizer.encode(text) for text in texts]
-    width = max(len(e.ids) for e in encodings)
-    input_ids = torch.tensor([e.ids + [0] * (width - len(e.ids)) for e in encodings])
-    attention_mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in encodings])
-    assert 300 < width <= 512
-    return input_ids, attention_mask
+def long_batch(directory):
+    """(input_ids, attention_mask) of the long text and a short one, padded: the long one past 300 tokens."""
+    return padded_batch(directory, (LONG, "The cat sat on the mat."), length=(300, 512))
 
 
 def test_the_buckets_are_debertas_own():

@@ -24,7 +24,15 @@ from bertforge.model.heads import (
 from bertforge.modelfiles.directory import load_model_and_tokenizer
 from bertforge.tokenizer import load_tokenizer, special_ids, word_starts
 
-from conftest import assert_fill_mask_is_the_pipeline, bertforge, bertforge_ok, needs, one_line_error, write_corpus
+from conftest import (
+    assert_fill_mask_is_the_pipeline,
+    bertforge,
+    bertforge_ok,
+    needs,
+    one_line_error,
+    padded_batch,
+    write_corpus,
+)
 from released import DISCRIMINATORS, LAYOUTS, TASK_LAYOUTS, build, randomised, sentences
 
 SPECIAL_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "cls_token_id", "sep_token_id")
@@ -47,13 +55,7 @@ def corpus(tmp_path_factory):
 
 def encoded_batch(directory):
     """(input_ids, attention_mask) of two texts of different lengths, padded, as the model's tokenizer makes them."""
-    tokenizer = load_tokenizer(directory)
-    encodings = tokenizer.encode_batch(["The cat sat on the mat by the river bank.", "covid lockdown"])
-    width = max(len(e.ids) for e in encodings)
-    pad = special_ids(tokenizer).pad
-    input_ids = torch.tensor([e.ids + [pad] * (width - len(e.ids)) for e in encodings])
-    attention_mask = torch.tensor([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in encodings])
-    return input_ids, attention_mask
+    return padded_batch(directory, ["The cat sat on the mat by the river bank.", "covid lockdown"])
 
 
 def transformers_logits(directory, input_ids, attention_mask, discriminator=False):
