@@ -127,6 +127,10 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "modern-8k-stream": (8192, [*MODERN, "--no-document-mask"]),
     # with BERT's biases kept (ModernBERT's config allows them): what dropping them costs
     "modern-8k-bias": (8192, [*MODERN, "--norm-bias", "--linear-bias"]),
+    # today's `budget` on BERT's 30,522-piece vocabulary (the budget issue's yardstick), and the levers on top of it
+    "modern-30k": (30522, [*MODERN, "--document-mask"]),
+    "modern-30k-muon": (30522, [*MODERN, "--document-mask", "--optimizer", "muon"]),
+    "modern-30k-muon-lr2e-3": (30522, [*MODERN, "--document-mask", "--optimizer", "muon", "--lr", "2e-3"]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text

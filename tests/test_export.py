@@ -172,6 +172,33 @@ def test_an_int8_export_says_what_it_costs(tmp_path, wordpiece_tokenizer):
     bertforge_ok("classify", tmp_path / "int8", "the cat sat.")
 
 
+def test_an_int8_graph_below_the_quality_gate_is_refused_unless_accepted(tmp_path, wordpiece_tokenizer):
+    """A sentence model with a feed-forward channel in each layer 500 times the others, what reads it shrunk to
+    match and the rest of the feed-forward loud (an outlier channel, as trained models have): each batch's
+    activations are quantised with one scale, so the other channels lose their resolution and the vectors turn. The
+    export says the figures and the gate in one line and writes nothing; --accept-quality-loss writes the graph,
+    marked below the gate. The same model without the outlier passes."""
+    from safetensors.torch import load_file, save_file
+
+    model = head_model(tmp_path, wordpiece_tokenizer, "sentence")
+    export(model, tmp_path / "fine", "--quantize", "int8")
+    weights = load_file(model / "model.safetensors")
+    for up in [name for name in weights if name.endswith("intermediate.dense.weight")]:  # each layer's
+        weights[up][0] *= 500.0  # (inner, H): one inner channel's row
+        down = weights[up.replace("intermediate", "output")]  # (H, inner)
+        down[:, 0] /= 500.0  # what reads the outlier channel
+        down[:, 1:] *= 200.0  # and the feed-forward's other channels, loud enough to outweigh the residual
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    refused = bertforge("export", model, "--out", tmp_path / "int8", "--quantize", "int8")
+    one_line_error(refused, "below the quality gate")
+    assert "median cosine" in refused.stderr and "--accept-quality-loss" in refused.stderr
+    assert not (tmp_path / "int8").exists()
+    made = export(model, tmp_path / "int8", "--quantize", "int8", "--accept-quality-loss")
+    assert made["cosine"][0] < 0.99 and made["accepted_below_gate"]
+    facts = json.loads((tmp_path / "int8" / "config.json").read_text())[EXPORT_KEY]
+    assert facts["accepted_below_gate"] is True
+
+
 def test_export_refuses_in_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
     """Over its own input, a second time without --overwrite, an export of an export, a verb an export does not
     serve, and without ONNX Runtime installed: one line each."""

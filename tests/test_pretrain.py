@@ -580,3 +580,39 @@ def test_a_gated_feed_forward_with_rotary_positions_trains_and_says_how_transfor
         assert not weights.get_tensor("bert.embeddings.position_embeddings.weight").any()  # the slot, all zeros
     answer = json.loads(bertforge_ok("fill-mask", run / "model", "the cat [MASK] on the mat.", "--json").stdout)
     assert len(answer["masks"][0]["predictions"]) == 5
+
+
+def test_a_muon_run_resumes_exactly(workdir):
+    """Muon's momentum sits beside AdamW's moments in the checkpoint: a resumed run takes the same steps."""
+    full = workdir / "muon_full"
+    resumed = whole_and_resumed(workdir / "data", full, *TINY, "--optimizer", "muon", "--lr", "1e-3")
+    assert_same_steps(full, resumed, list(range(2, 25, 2)), ("loss", "mlm_loss", "lr", "grad_norm"))
+    assert json.loads((full / "config.json").read_text())["train"]["optimizer"] == "muon"
+
+
+def test_muon_orthogonalises_the_encoder_matrices_and_adamw_steps_the_rest(workdir, tmp_path):
+    """After one step from rest, each encoder matrix moved by lr x 0.2 sqrt(max side) times a near-orthogonal
+    matrix (singular values near 1, in Newton-Schulz's band, where the gradient's spread far wider); the
+    embedding table moved as AdamW's first step does (each touched entry by about lr)."""
+    from bertforge.model.bert import hidden_matrices
+
+    lr = 1e-3
+    cfg = TrainConfig(
+        seq_len=64, batch_size=8, max_steps=1, precision="fp32", num_workers=0, eval_every=0, save_every=0,
+        optimizer="muon", lr=lr, warmup=0.0, schedule="constant", weight_decay=0.0,
+    )  # fmt: skip
+    trainer = Trainer(workdir / "data", tmp_path / "muon", tiny_model_config(workdir / "data"), cfg, progress=False)
+    matrices = hidden_matrices(trainer.model)
+    muon, adamw = trainer.optimizer.optimizers
+    assert {id(p) for g in muon.param_groups for p in g["params"]} == {id(p) for p in matrices}
+    assert not {id(p) for g in adamw.param_groups for p in g["params"]} & {id(p) for p in matrices}
+    embedding = trainer.model.bert.embeddings.token.weight
+    before = [p.detach().clone() for p in matrices], embedding.detach().clone()
+    trainer.train()
+    for old, new in zip(before[0], matrices):
+        step = (old - new.detach()) / (lr * 0.2 * math.sqrt(max(old.shape)))
+        singular = torch.linalg.svdvals(step.double())
+        assert 0.7 < singular.median() < 1.3 and singular.max() < 1.6, singular
+    moved = (before[1] - embedding.detach()).abs()
+    touched = moved[moved > 0]
+    assert touched.numel() > 0 and touched.median() == pytest.approx(lr, rel=0.2)

@@ -13,7 +13,9 @@ def cmd_export(args: argparse.Namespace) -> None:
     from ..modelfiles.export import export_model
 
     texts = read_texts(args.check_data, args.text_column)[0] if args.check_data else None
-    made = export_model(args.model, args.out, args.quantize, texts, args.overwrite, args.trust_pickle)
+    made = export_model(
+        args.model, args.out, args.quantize, texts, args.overwrite, args.trust_pickle, args.accept_quality_loss
+    )
     if args.json:
         print_json({k: (str(v) if k == "out" else v) for k, v in vars(made).items()})
     else:
@@ -40,6 +42,12 @@ def register(verbs) -> None:
         "--check-data",
         help="texts to check the export on (a line, a table row with --text-column, or a document's paragraph "
         "each): the largest difference from PyTorch, and for int8 how often the answers agree",
+    )
+    p.add_argument(
+        "--accept-quality-loss",
+        action="store_true",
+        help="write an int8 graph even when it falls below the quality gate (vectors' median cosine to PyTorch's "
+        "0.99, least 0.95; 95%% of answers the same), which otherwise refuses it",
     )
     column_flags(p, pair=False, file_flag="--check-data")
     p.add_argument("--overwrite", action="store_true", help="replace the export already in --out")

@@ -473,6 +473,13 @@ def set_activation_checkpointing(model: nn.Module, on: bool) -> None:
             module.recompute_layers = on
 
 
+def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
+    """The weight matrices of the encoder layers (attention and feed-forward): what Muon steps. Embedding tables,
+    heads and every 1-d parameter are left to AdamW."""
+    layers = (m for m in model.modules() if isinstance(m, EncoderLayer))
+    return [p for layer in layers for p in layer.parameters() if p.ndim == 2 and p.requires_grad]
+
+
 def init_weights(module: nn.Module, config: ModelConfig) -> None:
     """BERT's init: weights ~ N(0, 0.02), biases zero, LayerNorm (1, 0), [PAD] row zero."""
     if isinstance(module, nn.Linear):

@@ -18,6 +18,8 @@ from ..objectives import OBJECTIVES, PAIR_OBJECTIVES, Objective, PairObjective, 
 if TYPE_CHECKING:
     from ..data.masking import MaskingConfig
 
+OPTIMIZERS = ("adamw", "muon")  # engine/optim.py builds them
+
 
 @dataclass
 class TrainConfig(Configurable):
@@ -64,7 +66,13 @@ class TrainConfig(Configurable):
     lr: float = documented(5e-4, "peak learning rate", at_least=0.0)
     warmup: float = documented(0.06, "warm-up as a fraction of the run (< 1) or a number of steps (>= 1)", at_least=0.0)
     schedule: str = documented("linear", "lr after warm-up", ("linear", "cosine", "constant"))
-    weight_decay: float = documented(0.01, "AdamW decoupled weight decay (never on LayerNorm or biases)", at_least=0.0)
+    optimizer: str = documented(
+        "adamw",
+        "adamw for every parameter, or muon: Muon (momentum orthogonalised by Newton-Schulz, Jordan et al. 2024) for "
+        "the encoder layers' matrices and AdamW for embeddings, heads, norms and biases, at the same lr",
+        OPTIMIZERS,
+    )
+    weight_decay: float = documented(0.01, "decoupled weight decay (never on LayerNorm or biases)", at_least=0.0)
     adam_beta1: float = documented(0.9, "AdamW beta1", at_least=0.0, at_most=0.9999)
     adam_beta2: float = documented(0.999, "AdamW beta2", at_least=0.0, at_most=0.99999)
     adam_eps: float = documented(1e-6, "AdamW epsilon", at_least=1e-12)

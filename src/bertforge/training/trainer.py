@@ -49,7 +49,7 @@ from ..errors import TrainingFailed, UserError
 from ..families import encoder_has_pooler
 from ..fileio import check_not_inputs, write_json
 from ..labels import IGNORE_INDEX
-from ..model.bert import set_activation_checkpointing, use_fast_paths
+from ..model.bert import hidden_matrices, set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
 from ..modelfiles.directory import PRETRAINING_KEY, load_weights, read_model_files, save_model
 from ..modelfiles.origin import Origin, read_origin
@@ -165,7 +165,13 @@ class Trainer:
         if self.device == "cpu":
             keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
         self.optimizer = build_optimizer(
-            self.model, self.device, cfg.lr, cfg.weight_decay, (cfg.adam_beta1, cfg.adam_beta2), cfg.adam_eps
+            self.model,
+            self.device,
+            cfg.lr,
+            cfg.weight_decay,
+            (cfg.adam_beta1, cfg.adam_beta2),
+            cfg.adam_eps,
+            muon_matrices=hidden_matrices(self.model) if cfg.optimizer == "muon" else None,
         )
         self.state, self.window = TrainerState(), MetricSums()
         if checkpoint is not None:
