@@ -130,6 +130,48 @@ def test_an_exported_model_answers_as_the_pytorch_one(tmp_path, wordpiece_tokeni
         assert _rounded(exported) == _rounded(ours)
 
 
+def test_any_model_exports_its_encoder_for_embeddings(tmp_path, wordpiece_tokenizer):
+    """--task feature-extraction: a classifier's and a masked LM's encoder exported alone; `embed` on the export
+    gives the vectors `embed` gives on the PyTorch model, and `classify` refuses the encoder graph in one line."""
+    import onnx
+
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS) + "\n")
+    masked = tmp_path / "mlm"
+    config = ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2)
+    save_model(randomised(BertForPreTraining(config)), masked, wordpiece_tokenizer)
+    for model in (head_model(tmp_path, wordpiece_tokenizer, "classification"), masked):
+        onnx_dir = tmp_path / f"{model.name}-encoder"
+        made = export(model, onnx_dir, "--task", "feature-extraction")
+        assert made["answers"] == "feature-extraction" and made["outputs"] == ["last_hidden_state"]
+        assert [o.name for o in onnx.load(str(onnx_dir / GRAPH)).graph.output] == ["last_hidden_state"]
+        vectors = []
+        for directory in (model, onnx_dir):
+            out = tmp_path / f"{directory.name}.npy"
+            bertforge_ok("embed", directory, "--input", tmp_path / "texts.txt", "--out", out, "--precision", "fp32")
+            vectors.append(np.load(out))
+        np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-4)
+    one_line_error(bertforge("classify", tmp_path / "classification-encoder", "the cat sat."), "feature-extraction")
+    from bertforge.modelfiles.export import export_model
+
+    with pytest.raises(UserError, match="--task fill-mask"):
+        export_model(masked, tmp_path / "x", task="fill-mask")
+
+
+def test_a_masked_lm_graph_stores_its_tied_table_once(tmp_path, wordpiece_tokenizer):
+    """The decoder reads the token table the embeddings read (one Gemm over it, transposed in the op): no
+    transposed copy beside it, so the graph is the size of the model, not a vocabulary table larger."""
+    import onnx
+
+    masked = tmp_path / "mlm"
+    config = ModelConfig(vocab_size=wordpiece_tokenizer.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=2)
+    save_model(randomised(BertForPreTraining(config)), masked, wordpiece_tokenizer)
+    assert export(masked, tmp_path / "onnx")["max_difference"] < 1e-3
+    tables = [t for t in onnx.load(str(tmp_path / "onnx" / GRAPH)).graph.initializer if len(t.dims) == 2]
+    assert sorted(tuple(t.dims) for t in tables if config.padded_vocab_size in t.dims) == [
+        (config.padded_vocab_size, 32)
+    ]
+
+
 def test_the_serving_session_takes_subnormal_floats_as_zero(tmp_path, wordpiece_tokenizer):
     """ONNX Runtime's softmax leaves a padded batch's masked positions subnormal, on the CPU's slow path
     (benchmarks/README.md): the session serving an export flushes them, and a text padded in a batch still gets

@@ -14,7 +14,14 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     texts = read_texts(args.check_data, args.text_column)[0] if args.check_data else None
     made = export_model(
-        args.model, args.out, args.quantize, texts, args.overwrite, args.trust_pickle, args.accept_quality_loss
+        args.model,
+        args.out,
+        args.quantize,
+        texts,
+        args.overwrite,
+        args.trust_pickle,
+        args.accept_quality_loss,
+        args.task,
     )
     if args.json:
         print_json({k: (str(v) if k == "out" else v) for k, v in vars(made).items()})
@@ -31,6 +38,12 @@ def register(verbs) -> None:
     )
     p.add_argument("model", help="run directory or model directory: any head, family or variant bertforge reads")
     p.add_argument("--format", choices=["onnx"], default="onnx", help="what to export to")
+    p.add_argument(
+        "--task",
+        choices=["feature-extraction"],
+        help="export the encoder alone, whatever the head (a masked LM's, a classifier's): its hidden states, for "
+        "`embed` and `search` (default: what the model's head answers)",
+    )
     p.add_argument("--out", required=True, help="directory for the graph (onnx/model.onnx), config, tokenizer, card")
     p.add_argument(
         "--quantize",

@@ -350,21 +350,27 @@ class MaskedLMHead(nn.Module):
             )
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, bias_inside: bool = False) -> torch.Tensor:
         """hidden (..., H) -> logits (..., V), exactly V columns even when the table is padded."""
-        return self.padded_logits(hidden)[..., : self.vocab_size]
+        return self.padded_logits(hidden, bias_inside)[..., : self.vocab_size]
 
-    def padded_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def padded_logits(self, hidden: torch.Tensor, bias_inside: bool = False) -> torch.Tensor:
         """hidden (..., H) -> logits (..., V'): a column per row of the padded table (aligned to 64 rows).
 
         The pad columns are -inf, so a softmax or cross-entropy over them gives them
         probability and gradient 0. The training loss uses these as they are: cutting
         the pad columns first cost a zero-filled (N, V') gradient in every backward pass.
+
+        The bias is added outside the matmul: under bf16 autocast the fp32 add promotes the logits to fp32.
+        `bias_inside` (the export, on (N, H) rows) adds it in the product instead: ONNX's Gemm then reads the tied
+        table as the embeddings store it, where a product and an add would make the exporter fold in a transposed
+        copy of the table (a second 94 MB in BERT-base's graph).
         """
         h = self.norm(self.act(self.transform(hidden)))  # (..., E)
         pad = self.decoder_weight.shape[0] - self.vocab_size
         bias = torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])  # (V',)
-        # The bias is added outside the matmul: under bf16 autocast the fp32 add promotes the logits to fp32.
+        if bias_inside:
+            return F.linear(h, self.decoder_weight, bias)  # (..., V')
         return F.linear(h, self.decoder_weight) + bias  # (..., V')
 
 

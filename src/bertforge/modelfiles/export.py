@@ -136,7 +136,8 @@ class Graph(nn.Module):
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         if self.answers == MASKED_LM:
             hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
-            return self.model.mlm_head(hidden)  # (B, T, V)
+            B, T, _ = hidden.shape
+            return self.model.mlm_head(hidden.flatten(0, 1), bias_inside=True).view(B, T, -1)  # (B, T, V)
         if self.answers == ENCODER:
             hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
             if not self.pooling:
@@ -146,9 +147,14 @@ class Graph(nn.Module):
         return logits.unbind(-1) if self.answers == SPANS else logits  # QA: (B, T) start, (B, T) end
 
 
-def what_it_answers(directory: Path, raw: dict[str, Any], config: ModelConfig, origin: Origin):
+def what_it_answers(
+    directory: Path, raw: dict[str, Any], config: ModelConfig, origin: Origin, encoder_only: bool = False
+):
     """(the architecture's record, the arguments its class is built with) for a model directory, by the class it was
-    saved as. A pre-training class without a trained masked-LM head, and a bare encoder, export their encoder."""
+    saved as. A pre-training class without a trained masked-LM head, and a bare encoder, export their encoder; so
+    does any model with `encoder_only` (embeddings from a masked LM or a classifier)."""
+    if encoder_only:
+        return _encoder(origin)
     theirs = origin.architecture.removeprefix("Bertforge") if raw.get("model_type") == OWN_MODEL_TYPE else ""
     theirs = theirs or origin.architecture
     family = family_of(config)
@@ -167,9 +173,15 @@ def what_it_answers(directory: Path, raw: dict[str, Any], config: ModelConfig, o
         return record, {"num_labels": len(labels), "problem_type": problem}
     if record.answers == TOKENS:
         return record, {"num_labels": len(label_names(directory, raw, "tagger"))}
-    if record.answers == ENCODER and record.name == "BertForSentenceEmbedding" and origin.sentence is not None:
-        return record, {"pooling": origin.sentence.pooling}
+    if record.answers == ENCODER and record.name == "BertForSentenceEmbedding":
+        return _encoder(origin)
     return record, {}
+
+
+def _encoder(origin: Origin) -> tuple[Architecture, dict[str, Any]]:
+    """The encoder's record: hidden states, and the sentence vectors beside them where the model pools its own."""
+    record = ARCHITECTURES.get("BertForSentenceEmbedding")
+    return record, {"pooling": origin.sentence.pooling} if origin.sentence is not None else {}
 
 
 def export_model(
@@ -180,12 +192,15 @@ def export_model(
     overwrite: bool = False,
     trust_pickle: bool = False,
     accept_quality_loss: bool = False,
+    task: str | None = None,
 ) -> Export:
     """Export the model in `model_path` to OUT (see the module's docstring); OUT is written whole or not at all. An
     int8 graph whose answers fall below the quality gate is refused, nothing written, unless `accept_quality_loss`."""
     onnx_runtime()  # one line naming the extra, before any work
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise UserError(f"--quantize {quantize}: bertforge quantizes to {', '.join(QUANTIZATIONS)}")
+    if task not in (None, ENCODER):
+        raise UserError(f"--task {task}: export the model's own head (no --task) or its encoder ({ENCODER})")
     directory, out = resolve_model_dir(model_path), Path(out)
     check_not_inputs({"--out": out}, {"MODEL": directory})
     check_output_dir(out, overwrite, "an exported model", out.is_dir() and is_exported(out))
@@ -194,7 +209,7 @@ def export_model(
     files = read_model_files(directory)
     config, origin = files.config, read_origin(files)
     origin.check_computable()
-    record, kwargs = what_it_answers(directory, files.raw, config, origin)
+    record, kwargs = what_it_answers(directory, files.raw, config, origin, encoder_only=task == ENCODER)
     answers = record.answers
     if answers == MASKED_LM and "mlm" not in files.heads:
         raise UserError(f"{origin.describes} has no trained masked-LM head to export")
