@@ -214,6 +214,33 @@ def test_an_int8_export_says_what_it_costs(tmp_path, wordpiece_tokenizer):
     bertforge_ok("classify", tmp_path / "int8", "the cat sat.")
 
 
+@pytest.mark.parametrize("shape", ["bert", "alibi", "rotary"])
+def test_the_int8_graph_fuses_bert_attention_into_onnx_runtimes_operator(tmp_path, wordpiece_tokenizer, monkeypatch,
+                                                                        shape):  # fmt: skip
+    """BERT's own attention becomes one Attention node (QAttention once quantized), computing what PyTorch does on
+    padded batches: with the quantizer left out, the fused float graph is PyTorch's to 1e-5. Attention that adds a
+    bias (ALiBi) or turns its queries (rotary) is traced as it is."""
+    import onnx
+
+    from bertforge.modelfiles import export as exporting
+
+    variant = {"bert": {}, "alibi": {"attention_bias": "alibi"}, "rotary": {"position_embedding": "rotary"}}[shape]
+    model = head_model(tmp_path, wordpiece_tokenizer, "classification", variant)
+    monkeypatch.setattr(exporting, "_quantize", lambda path: None)
+    fused = exporting.export_model(model, tmp_path / "fused", quantize="int8")
+    assert fused.max_difference < 1e-5
+    operators = {node.op_type for node in onnx.load(str(tmp_path / "fused" / GRAPH)).graph.node}
+    assert ("Attention" in operators) == (shape == "bert") and ("Softmax" in operators) == (shape != "bert")
+    monkeypatch.undo()
+    export(model, tmp_path / "int8", "--quantize", "int8")
+    operators = {node.op_type for node in onnx.load(str(tmp_path / "int8" / GRAPH)).graph.node}
+    assert ("QAttention" in operators) == (shape == "bert")
+    classified = [
+        json.loads(bertforge_ok("classify", d, "the cat sat.", "--json").stdout) for d in (model, tmp_path / "int8")
+    ]
+    assert classified[0]["label"] == classified[1]["label"]
+
+
 def test_an_int8_graph_below_the_quality_gate_is_refused_unless_accepted(tmp_path, wordpiece_tokenizer):
     """A sentence model with a feed-forward channel in each layer 500 times the others, what reads it shrunk to
     match and the rest of the feed-forward loud (an outlier channel, as trained models have): each batch's

@@ -47,6 +47,8 @@ from .directory import (
     read_model_files,
     resolve_model_dir,
 )
+from .fused import DOMAIN as FUSED_DOMAIN
+from .fused import fuse_attention
 from .graph import graph_inputs
 from .hf import OWN_MODEL_TYPE
 from .onnx import EXPORT_KEY, GRAPH, is_exported, onnx_runtime, session
@@ -217,6 +219,8 @@ def export_model(
     model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
     check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size)
+    if quantize:
+        fuse_attention(model)  # ONNX Runtime's own operator, which its quantizer makes int8 (fused.py)
     graph = Graph(model, record, origin)
     inputs = graph_inputs(config)
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
@@ -283,6 +287,7 @@ def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], pat
         torch.onnx.export(
             graph, _arguments(batch, inputs), str(path), input_names=inputs, output_names=graph.outputs,
             dynamic_axes=dynamic, opset_version=OPSET, dynamo=False, do_constant_folding=True,
+            custom_opsets={FUSED_DOMAIN: 1},
         )  # fmt: skip
     graph.eval()  # the exporter puts the training mode back as it found it: the module's own, set here
 
