@@ -16,12 +16,18 @@ batch 1 (the median milliseconds a text, over 100):
     bertforge fp32 / bf16     Bert.embed, PyTorch, --precision fp32 / bf16
     bertforge onnx fp32/int8  Bert.embed on `bertforge export`'s directory (ONNX Runtime), int8 by --quantize int8
     st torch                  SentenceTransformer.encode (PyTorch backend)
-    st onnx                   SentenceTransformer(backend="onnx") on the fp32 export, where optimum is installed
     pipeline                  transformers' pipeline("feature-extraction"), mean-pooled over each text's tokens
                               and normalised by hand
+    st onnx, O3, int8         sentence-transformers' ONNX backends (benchmarks/st_backends.py), with --st-python:
+                              the python of an environment that has them (benchmarks/st_env.sh builds one)
 
-Every contender's vectors are checked against sentence-transformers' (the least cosine), so no speed is bought with
-a wrong answer.
+Every contender's vectors are checked against sentence-transformers' PyTorch ones (median and least cosine over
+every text), so no speed is bought with a wrong answer. The run first measures the CPU's matrix-product peaks at the
+model's feed-forward shape (fp32 and bf16 in PyTorch, int8 in ONNX Runtime's integer product, u8 by s8 as its
+quantizer writes), and gives each contender's tokens a second as a share of its precision's peak: the weight
+products a token costs (2 x the encoder layers' weights) times its tokens a second, over the peak.
+
+    python benchmarks/bench_serve.py --model all-MiniLM-L6-v2 --lengths short --st-python .st-env/bin/python
 """
 
 from __future__ import annotations
@@ -118,6 +124,81 @@ def embedder(bert):
     return lambda batch, size: bert.embed(batch, batch_size=size)
 
 
+def matmul_peaks(hidden: int, inner: int, rows: int = 4096, repeats: int = 20) -> dict[str, float]:
+    """The CPU's matrix-product peaks, in billions of multiply-adds x 2 a second, at the model's feed-forward shape:
+    (rows, hidden) by (hidden, inner), the best of three timings of `repeats` products."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    flops = 2 * rows * hidden * inner * repeats
+
+    def best(run) -> float:
+        run()
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            for _ in range(repeats):
+                run()
+            times.append(time.perf_counter() - started)
+        return flops / min(times) / 1e9
+
+    peaks = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a, b = torch.randn(rows, hidden, dtype=dtype), torch.randn(hidden, inner, dtype=dtype)
+        peaks[name] = best(lambda a=a, b=b: torch.mm(a, b))
+    weights = numpy_helper.from_array(np.random.randint(-127, 128, (hidden, inner), dtype=np.int8), "b")
+    node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+    graph = helper.make_graph(
+        [node], "peak", [helper.make_tensor_value_info("a", TensorProto.UINT8, [rows, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [rows, inner])], [weights],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feed = {"a": np.random.randint(0, 256, (rows, hidden), dtype=np.uint8)}
+    peaks["int8"] = best(lambda: session.run(None, feed))
+    onnx.checker.check_model(model)
+    return peaks
+
+
+def precision_of(name: str) -> str:
+    return "int8" if "int8" in name else "bf16" if "bf16" in name else "fp32"
+
+
+def weight_flops(model: Path) -> tuple[float, int, int]:
+    """(the weight products' FLOPs a token costs in the encoder, its hidden width, its feed-forward width)."""
+    import json
+
+    config = json.loads((model / "config.json").read_text())
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    return 2 * config["num_hidden_layers"] * (4 * hidden * hidden + 2 * hidden * inner), hidden, inner
+
+
+def st_backends(st_python: str, model: Path, batch: list[str], scratch: Path, rounds: int) -> dict[str, tuple]:
+    """name -> (texts/s, vectors) of sentence-transformers' ONNX backends, run in their own environment."""
+    import json
+    import subprocess
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    (scratch / "texts.json").write_text(json.dumps(batch), encoding="utf-8")
+    script = Path(__file__).resolve().parent / "st_backends.py"
+    done = subprocess.run(
+        [st_python, str(script), "--model", str(model), "--texts", str(scratch / "texts.json"), "--out",
+         str(scratch), "--rounds", str(rounds)], capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        print(f"st onnx backends: not run ({done.stderr.strip().splitlines()[-1][:200]})", flush=True)
+        return {}
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    for row in rows:
+        if "error" in row:
+            print(f"{row['name']}: not run ({row['error']})", flush=True)
+    return {row["name"]: (row["rate"], np.load(row["vectors"])) for row in rows if "error" not in row}
+
+
 def contenders(model: Path, scratch: Path) -> dict:
     """name -> embed(list of texts, batch size) -> (N, D) array, each with its model loaded."""
     import bertforge
@@ -137,11 +218,6 @@ def contenders(model: Path, scratch: Path) -> dict:
 
     st = SentenceTransformer(str(model), device="cpu")
     run["st torch"] = lambda batch, size: st.encode(batch, batch_size=size)
-    try:
-        st_onnx = SentenceTransformer(str(scratch / "onnx-fp32"), device="cpu", backend="onnx")
-        run["st onnx"] = lambda batch, size: st_onnx.encode(batch, batch_size=size)
-    except Exception as e:  # its ONNX backend needs optimum, which does not install beside transformers 5
-        print(f"st onnx: not run ({str(e).splitlines()[0][:120]})", flush=True)
     import transformers
 
     extractor = transformers.pipeline("feature-extraction", model=str(model), device=-1)
@@ -161,28 +237,44 @@ def contenders(model: Path, scratch: Path) -> dict:
     return run
 
 
-def race(model: Path, scratch: Path, short: list[str], long: list[str], rounds: int) -> None:
-    """Every contender on `model`, short texts then long, a line each as it is measured."""
+def race(model: Path, scratch: Path, texts: dict[str, list[str]], rounds: int, st_python: str | None) -> None:
+    """Every contender on `model`, a line each as it is measured: texts and tokens a second at batch 32, the share
+    of its precision's peak, milliseconds a text at batch 1, and its vectors' cosine to sentence-transformers'."""
+    from bertforge.tokenizer import load_tokenizer
+
+    flops, hidden, inner = weight_flops(model)
+    peaks = matmul_peaks(hidden, inner)
+    print("peaks (GFLOP/s, GOPS for int8), the model's feed-forward shape: "
+          + ", ".join(f"{k} {v:,.0f}" for k, v in peaks.items()), flush=True)  # fmt: skip
+    tokenizer = load_tokenizer(model)
     run = contenders(model, scratch)
-    for length, batch in (("short", short), ("long", long)):
+    for length, batch in texts.items():
+        tokens = sum(min(len(e.ids), MAX_SEQ_LENGTH) for e in tokenizer.encode_batch(batch))
         reference = run["st torch"](batch, 32)
+        measured = {}
         for name, embed in run.items():
-            vectors = embed(batch[:64], 32)  # warm-up; and the answer, checked
-            norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference[:64], axis=1)
-            cosine = float(np.min((vectors * reference[:64]).sum(1) / norms))
+            embed(batch[:64], 32)  # warm-up
             seconds = []
             for _ in range(rounds):
                 started = time.perf_counter()
-                embed(batch, 32)
+                vectors = embed(batch, 32)
                 seconds.append(time.perf_counter() - started)
             latency = []
             for text in batch[:LATENCY_TEXTS]:
                 started = time.perf_counter()
                 embed([text], 1)
                 latency.append(time.perf_counter() - started)
-            rate = len(batch) / statistics.median(seconds)
-            print(f"| {model.name} | {length} | {name} | {rate:,.0f} | {1000 * statistics.median(latency):.1f} | "
-                  f"{cosine:.4f} |", flush=True)  # fmt: skip
+            measured[name] = (len(batch) / statistics.median(seconds), vectors, 1000 * statistics.median(latency))
+        if st_python:
+            for name, (rate, vectors) in st_backends(st_python, model, batch, scratch / f"st-{length}", rounds).items():
+                measured[name] = (rate, vectors, float("nan"))
+        for name, (rate, vectors, latency) in measured.items():
+            cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
+            per_second = rate * tokens / len(batch)
+            share = per_second * flops / 1e9 / peaks[precision_of(name)]
+            print(f"| {model.name} | {length} | {name} | {rate:,.0f} | {per_second:,.0f} | {share:.0%} of "
+                  f"{precision_of(name)} | {latency:.1f} | {np.median(cosine):.4f} / {cosine.min():.4f} |",
+                  flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -192,14 +284,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--family", choices=["bert", "mpnet"], default="bert", help="the models built here: BERT's "
                         "two layouts, or all-mpnet-base-v2's at the same size")  # fmt: skip
+    parser.add_argument("--lengths", choices=["short", "long", "both"], default="both")
+    parser.add_argument("--st-python", help="python of an environment with sentence-transformers' ONNX backends "
+                        "(benchmarks/st_env.sh), to race them too")  # fmt: skip
     args = parser.parse_args()
     print(machine_description(), flush=True)
-    print("| model | texts | contender | texts/s, batch 32 | ms a text, batch 1 | least cosine to st torch |")
-    print("|---|---|---|---:|---:|---:|", flush=True)
+    print("| model | texts | contender | texts/s, batch 32 | tokens/s | share of peak | ms a text, batch 1 | "
+          "cosine to st torch, median / least |\n|---|---|---|---:|---:|---:|---:|---:|", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         short = texts(Path(args.data))
         long = [" ".join([t] * max(1, 200 // max(len(t.split()), 1))) for t in short[:LONG_TEXTS]]
+        lengths = {"short": short, "long": long}
+        lengths = lengths if args.lengths == "both" else {args.lengths: lengths[args.lengths]}
         if args.model:
             models = [Path(args.model)]
         else:
@@ -209,7 +306,7 @@ def main() -> None:
             else:
                 models = [released_layout(scratch, tokenizer), bertforge_model(scratch, tokenizer)]
         for model in models:
-            race(model, scratch / f"{model.name}-exports", short, long, args.rounds)
+            race(model, scratch / f"{model.name}-exports", lengths, args.rounds, args.st_python)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ bert.neighbours(["monday"])                   # the words nearest in the embeddi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from functools import cached_property
@@ -146,6 +147,19 @@ class Bert:
 
     def _autocast(self):
         return autocast(self.device, self.precision)
+
+    @contextlib.contextmanager
+    def _beside_the_graph(self):
+        """For an exported model, torch's own work between graph runs (pooling) on one thread: ONNX Runtime's
+        threads still hold the cores, and two torch threads waiting for them made `embed` on all-MiniLM-L6-v2's
+        int8 export 0.85x as fast (938 against 1,106 sentences/s, 2 cores). The PyTorch model keeps every thread."""
+        threads = torch.get_num_threads()
+        if isinstance(self.model, OnnxModel):
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
     def encode(self, text: str, pair: str | None = None):
         """(tokenizers Encoding, input_ids (1, T), token_type_ids (1, T)); too long an input is a user error."""
@@ -297,12 +311,13 @@ class Bert:
             )
         width = self.model.config.hidden_size * len(modes)
         out = np.zeros((len(encoded), width), dtype=np.float32)  # (windows, D)
-        for indices in length_buckets(encoded, batch_size):
-            batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
-            with self._autocast():
-                result = self.model.bert(**batch, output_hidden_states=layer != -1)
-            hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
-            out[indices] = pool(hidden.float(), batch["attention_mask"], modes).cpu().numpy()  # (b, D)
+        with self._beside_the_graph():
+            for indices in length_buckets(encoded, batch_size):
+                batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
+                with self._autocast():
+                    result = self.model.bert(**batch, output_hidden_states=layer != -1)
+                hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
+                out[indices] = pool(hidden.float(), batch["attention_mask"], modes).cpu().numpy()  # (b, D)
         vectors = mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), D)
         return unit_length(torch.from_numpy(vectors)).numpy() if unit else vectors
 
