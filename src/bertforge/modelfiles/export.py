@@ -54,6 +54,7 @@ from .hf import OWN_MODEL_TYPE
 from .onnx import EXPORT_KEY, GRAPH, is_exported, onnx_runtime, session
 from .origin import Origin, read_origin
 from .sentence import write_pipeline
+from .smoothing import smooth_activations
 
 OPSET = 17  # LayerNormalization as one op; every ONNX Runtime since 1.14 runs it
 TOLERANCE = 1e-3  # the largest difference a float graph may have from PyTorch, on any output
@@ -219,11 +220,12 @@ def export_model(
     model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
     check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size)
-    if quantize:
-        fuse_attention(model)  # ONNX Runtime's own operator, which its quantizer makes int8 (fused.py)
     graph = Graph(model, record, origin)
     inputs = graph_inputs(config)
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
+    if quantize:  # outliers moved into the weights (smoothing.py), attention as one operator (fused.py)
+        smooth_activations(model, lambda: [graph(*_arguments(batch, inputs)) for batch in batches])
+        fuse_attention(model)
     # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
     # that ignores attention_mask (one text, or identical lines)
     trace = _batches(tokenizer, config, SAMPLE_TEXTS, answers)[0]

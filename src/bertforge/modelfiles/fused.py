@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model.bert import SelfAttention, View
+from .smoothing import Smoothed
 
 DOMAIN = "com.microsoft"  # ONNX Runtime's contributed operators
 
@@ -39,7 +40,8 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     def symbolic(g, x, weight, bias, keep, num_heads: int):
         weight = g.op("Transpose", weight, perm_i=[1, 0])  # the operator takes (H, 3H): folded into the weights
-        return g.op(f"{DOMAIN}::Attention", x, weight, bias, keep, num_heads_i=num_heads)
+        attended = g.op(f"{DOMAIN}::Attention", x, weight, bias, keep, num_heads_i=num_heads)
+        return attended.setType(x.type())  # (B, T, H) as its input: the exporter cannot infer a foreign op's shape
 
 
 class FusedAttention(nn.Module):
@@ -55,6 +57,8 @@ class FusedAttention(nn.Module):
             return self.attention(x, view, need_weights)
         B, T, H = x.shape
         qkv = self.attention.qkv
+        if isinstance(qkv, Smoothed):
+            x = x * qkv.inverse  # the operator reads the weights alone: the smoothing's input scales go first
         bias = qkv.bias if qkv.bias is not None else x.new_zeros(3 * H)
         keep = mask.reshape(B, T).to(torch.int32)  # (B, T)
         attended = _Attention.apply(x, qkv.weight, bias, keep, self.attention.num_heads)  # (B, T, H)

@@ -164,15 +164,9 @@ class Trainer:
         set_activation_checkpointing(self.model, cfg.activation_checkpointing)
         if self.device == "cpu":
             keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
-        self.optimizer = build_optimizer(
-            self.model,
-            self.device,
-            cfg.lr,
-            cfg.weight_decay,
-            (cfg.adam_beta1, cfg.adam_beta2),
-            cfg.adam_eps,
-            muon_matrices=hidden_matrices(self.model) if cfg.optimizer == "muon" else None,
-        )
+        muon = hidden_matrices(self.model) if cfg.optimizer == "muon" else None  # what Muon steps; AdamW the rest
+        betas = (cfg.adam_beta1, cfg.adam_beta2)
+        self.optimizer = build_optimizer(self.model, self.device, cfg.lr, cfg.weight_decay, betas, cfg.adam_eps, muon)
         self.state, self.window = TrainerState(), MetricSums()
         if checkpoint is not None:
             self._restore(checkpoint)
