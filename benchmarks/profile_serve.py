@@ -3,6 +3,7 @@ ONNX export (ONNX Runtime's own profiler), the same model and the same padded ba
 
     python benchmarks/profile_serve.py --batches 20             # sorted by length, as `embed` batches
     python benchmarks/profile_serve.py --batches 20 --arrival   # in the order they come: more padding
+    python benchmarks/profile_serve.py --model all-MiniLM-L6-v2 --int8 --batches 63   # the int8 export, by operator
 
 The model is bench_serve.py's bertforge-saved one (MiniLM's size: 6 layers, width 384, random weights) with its
 tokenizer; the batches are 32 of SST-2 dev's sentences each, sorted by length and padded to their longest, as
@@ -62,9 +63,11 @@ def padded_batches(
     return batches
 
 
-def onnx_profile(graph: Path, batches: list[dict], zero_subnormals: bool = True) -> tuple[float, dict[str, float]]:
-    """(seconds for the batches, seconds by kind of op) of the graph run as modelfiles/onnx.py runs it, or, without
-    `zero_subnormals`, keeping subnormal floats (ONNX Runtime's default)."""
+def onnx_profile(
+    graph: Path, batches: list[dict], zero_subnormals: bool = True, by_operator: bool = False
+) -> tuple[float, dict[str, float]]:
+    """(seconds for the batches, seconds by kind of op, or by operator) of the graph run as modelfiles/onnx.py runs
+    it, or, without `zero_subnormals`, keeping subnormal floats (ONNX Runtime's default)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -87,7 +90,8 @@ def onnx_profile(graph: Path, batches: list[dict], zero_subnormals: bool = True)
     kinds: dict[str, float] = collections.Counter()
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-            kinds[kind_of(event["args"]["op_name"])] += event["dur"] / 1e6 / 2  # two profiled passes
+            name = event["args"]["op_name"]
+            kinds[name if by_operator else kind_of(name)] += event["dur"] / 1e6 / 2  # two profiled passes
     return seconds, kinds
 
 
@@ -109,6 +113,23 @@ def torch_profile(model, batches: list[dict]) -> tuple[float, dict[str, float]]:
     return seconds, kinds
 
 
+def profile_int8(model: Path, sentences: list[str], count: int) -> None:
+    """The model's int8 export (`export --quantize int8`) on `count` sorted batches of 32: seconds by operator."""
+    from bertforge.modelfiles.export import export_model
+    from bertforge.modelfiles.onnx import GRAPH
+    from bertforge.tokenizer import load_tokenizer
+
+    batches = padded_batches(load_tokenizer(model), sentences, 32, count)
+    with tempfile.TemporaryDirectory() as scratch:
+        export_model(model, Path(scratch) / "int8", quantize="int8")
+        seconds, operators = onnx_profile(Path(scratch) / "int8" / GRAPH, batches, by_operator=True)
+    rows = sum(len(b["input_ids"]) for b in batches)
+    print(f"{len(batches)} batches of 32: {seconds:.2f} s, {rows / seconds:,.0f} texts/s")
+    print("| operator | s |\n|---|---:|")
+    for name, spent in sorted(operators.items(), key=lambda item: -item[1]):
+        print(f"| {name} | {spent:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="../shared/data", help="for SST-2 dev's sentences and Gutenberg's text")
@@ -116,6 +137,8 @@ def main() -> None:
     parser.add_argument(
         "--arrival", action="store_true", help="batch the sentences in the order they come, not sorted by length"
     )
+    parser.add_argument("--model", help="a sentence-embedding model directory (default: one built here)")
+    parser.add_argument("--int8", action="store_true", help="profile the int8 export alone, by ONNX operator")
     args = parser.parse_args()
     torch.set_num_threads(2)
     print(machine_description(), flush=True)
@@ -126,6 +149,9 @@ def main() -> None:
 
     data = Path(args.data)
     sentences = texts(data)
+    if args.int8:
+        profile_int8(Path(args.model), sentences, args.batches)
+        return
     tokenizer = tokenizer_for(sentences, data)
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = bertforge_model(Path(scratch), tokenizer)
