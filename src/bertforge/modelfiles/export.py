@@ -225,13 +225,16 @@ def export_model(
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
     if quantize:  # outliers moved into the weights (smoothing.py), attention as one operator (fused.py)
         smooth_activations(model, lambda: [graph(*_arguments(batch, inputs)) for batch in batches])
-        fuse_attention(model)
+    wrapped = fuse_attention(model) if quantize else []
     # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
     # that ignores attention_mask (one text, or identical lines)
     trace = _batches(tokenizer, config, SAMPLE_TEXTS, answers)[0]
+    if wrapped:
+        with torch.no_grad(), unpadding_mode("never"):
+            graph(*_arguments(trace, inputs))  # which layers the operator computes (a bias or window: none)
     with atomic_directory(out) as tmp:
         (tmp / GRAPH).parent.mkdir()
-        _export(graph, trace, inputs, tmp / GRAPH)
+        _export(graph, trace, inputs, tmp / GRAPH, any(w.fused for w in wrapped))
         if quantize:
             _quantize(tmp / GRAPH)
         report = _compare(graph, session(tmp / GRAPH), batches, inputs, answers, quantize)
@@ -279,7 +282,7 @@ def _arguments(batch: dict[str, torch.Tensor], inputs: list[str]) -> tuple[torch
     return tuple(batch[name] for name in inputs)
 
 
-def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], path: Path) -> None:
+def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], path: Path, fused: bool) -> None:
     """torch.onnx's tracing exporter, the axes the architecture's record names dynamic (batch, length, the number of
     choices). Padded batches run padded here (unpadding packs by the data, which a graph cannot)."""
     dynamic = {name: dict(enumerate(graph.record.inputs_axes)) for name in inputs}
@@ -289,7 +292,7 @@ def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], pat
         torch.onnx.export(
             graph, _arguments(batch, inputs), str(path), input_names=inputs, output_names=graph.outputs,
             dynamic_axes=dynamic, opset_version=OPSET, dynamo=False, do_constant_folding=True,
-            custom_opsets={FUSED_DOMAIN: 1},
+            custom_opsets={FUSED_DOMAIN: 1} if fused else None,
         )  # fmt: skip
     graph.eval()  # the exporter puts the training mode back as it found it: the module's own, set here
 

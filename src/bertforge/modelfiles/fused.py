@@ -50,11 +50,13 @@ class FusedAttention(nn.Module):
     def __init__(self, attention: SelfAttention):
         super().__init__()
         self.attention = attention
+        self.fused = False  # whether a call took the operator (the exporter must then be told its domain)
 
     def forward(self, x: torch.Tensor, view: View, need_weights: bool = False):
         mask = view.mask  # None, or bool (B, 1, 1, T) for padding keys; anything else is not the operator's
         if need_weights or mask is None or mask.is_floating_point() or mask.shape[1:3] != (1, 1):
             return self.attention(x, view, need_weights)
+        self.fused = True
         B, T, H = x.shape
         qkv = self.attention.qkv
         if isinstance(qkv, Smoothed):
@@ -65,13 +67,13 @@ class FusedAttention(nn.Module):
         return self.attention.out(attended), None
 
 
-def fuse_attention(model: nn.Module) -> int:
+def fuse_attention(model: nn.Module) -> list[FusedAttention]:
     """Put FusedAttention around each of BERT's own attentions in `model` (a subclass computes otherwise: kept);
-    returns how many."""
-    fused = 0
+    returns them, to ask after a forward pass which took the operator."""
+    wrapped = []
     for parent in list(model.modules()):
         for name, child in parent.named_children():
             if type(child) is SelfAttention:
-                setattr(parent, name, FusedAttention(child))
-                fused += 1
-    return fused
+                wrapped.append(FusedAttention(child))
+                setattr(parent, name, wrapped[-1])
+    return wrapped
