@@ -37,7 +37,7 @@ def dev_scores(model: Path, task: str, train: Path, dev: Path, flags: list[str])
     """The task's dev scores of the model in `model` (a PyTorch directory or an export), by the task's own
     evaluation: what `finetune` reports."""
     from bertforge.engine.runtime import MixedPrecision
-    from bertforge.modelfiles.directory import load_model
+    from bertforge.modelfiles.directory import load_model_and_tokenizer
     from bertforge.tasks.config import FinetuneConfig
     from bertforge.tasks.registry import ColumnNames, task_record
     from bertforge.tokenizer import load_tokenizer
@@ -45,7 +45,7 @@ def dev_scores(model: Path, task: str, train: Path, dev: Path, flags: list[str])
     record = task_record(task)
     names = ColumnNames(text="sentence", label="label") if task == "classification" else ColumnNames()
     built = record.build(load_tokenizer(model), train, dev, 128, FinetuneConfig(), record.columns(names))
-    loaded = load_model(built.model_class, model, **built.model_kwargs())
+    _, loaded, _ = load_model_and_tokenizer(model, built.model_class, serve=True, **built.model_kwargs())
     return built.evaluate(loaded, MixedPrecision("cpu", "fp32"))
 
 
