@@ -9,7 +9,7 @@ the same sentences 1.34x as fast (813 to 1,089 sentences/s), its vectors as clos
 (benchmarks/README.md). The float export keeps ONNX's standard operators: any ONNX runtime serves it.
 
 Only attention that the operator computes is fused: BERT's own, with a padding mask. A layer that adds a bias
-(ALiBi, MPNet's relative buckets), turns its queries (rotary positions), adds score terms (DeBERTa) or limits what
+(ALiBi, relative position buckets), turns its queries (rotary positions), adds score terms (DeBERTa) or limits what
 a query sees (ModernBERT's windows, documents) is traced as it is.
 """
 
