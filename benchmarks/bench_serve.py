@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -127,7 +129,6 @@ def embedder(bert):
 def matmul_peaks(hidden: int, inner: int, rows: int = 4096, repeats: int = 20) -> dict[str, float]:
     """The CPU's matrix-product peaks, in billions of multiply-adds x 2 a second, at the model's feed-forward shape:
     (rows, hidden) by (hidden, inner), the best of three timings of `repeats` products."""
-    import onnx
     import onnxruntime as ort
     import torch
     from onnx import TensorProto, helper, numpy_helper
@@ -160,7 +161,6 @@ def matmul_peaks(hidden: int, inner: int, rows: int = 4096, repeats: int = 20) -
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     feed = {"a": np.random.randint(0, 256, (rows, hidden), dtype=np.uint8)}
     peaks["int8"] = best(lambda: session.run(None, feed))
-    onnx.checker.check_model(model)
     return peaks
 
 
@@ -170,8 +170,6 @@ def precision_of(name: str) -> str:
 
 def weight_flops(model: Path) -> tuple[float, int, int]:
     """(the weight products' FLOPs a token costs in the encoder, its hidden width, its feed-forward width)."""
-    import json
-
     config = json.loads((model / "config.json").read_text())
     hidden, inner = config["hidden_size"], config["intermediate_size"]
     return 2 * config["num_hidden_layers"] * (4 * hidden * hidden + 2 * hidden * inner), hidden, inner
@@ -179,8 +177,6 @@ def weight_flops(model: Path) -> tuple[float, int, int]:
 
 def st_backends(st_python: str, model: Path, batch: list[str], scratch: Path, rounds: int) -> dict[str, tuple]:
     """name -> (texts/s, vectors) of sentence-transformers' ONNX backends, run in their own environment."""
-    import json
-    import subprocess
 
     scratch.mkdir(parents=True, exist_ok=True)
     (scratch / "texts.json").write_text(json.dumps(batch), encoding="utf-8")
@@ -270,10 +266,10 @@ def race(model: Path, scratch: Path, texts: dict[str, list[str]], rounds: int, s
                 measured[name] = (rate, vectors, float("nan"))
         for name, (rate, vectors, latency) in measured.items():
             cosine = (vectors * reference).sum(1) / np.linalg.norm(vectors, axis=1) / np.linalg.norm(reference, axis=1)
-            per_second = rate * tokens / len(batch)
-            share = per_second * flops / 1e9 / peaks[precision_of(name)]
+            per_second, precision = rate * tokens / len(batch), precision_of(name)
+            share = per_second * flops / 1e9 / peaks[precision]
             print(f"| {model.name} | {length} | {name} | {rate:,.0f} | {per_second:,.0f} | {share:.0%} of "
-                  f"{precision_of(name)} | {latency:.1f} | {np.median(cosine):.4f} / {cosine.min():.4f} |",
+                  f"{precision} | {latency:.1f} | {np.median(cosine):.4f} / {cosine.min():.4f} |",
                   flush=True)  # fmt: skip
 
 

@@ -224,7 +224,12 @@ def export_model(
     inputs = graph_inputs(config)
     batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
     if quantize:  # outliers moved into the weights (smoothing.py), attention as one operator (fused.py)
-        smooth_activations(model, lambda: [graph(*_arguments(batch, inputs)) for batch in batches])
+
+        def calibrate() -> None:  # each batch's outputs dropped as it goes: a masked LM's are (B, T, V)
+            for batch in batches:
+                graph(*_arguments(batch, inputs))
+
+        smooth_activations(model, calibrate)
     wrapped = fuse_attention(model) if quantize else []
     # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
     # that ignores attention_mask (one text, or identical lines)

@@ -62,7 +62,7 @@ def session(path: Path, threads: int | None = None):
 
 
 def bounded_run(ort_session, feeds: dict[str, np.ndarray], directory: Path) -> list[np.ndarray]:
-    """The session's outputs for `feeds`, the run terminated by a watchdog past RUN_SECONDS; whatever ONNX Runtime
+    """The graph's outputs for `feeds`, the run terminated by a watchdog past RUN_SECONDS; whatever ONNX Runtime
     raises (a run terminated, an allocation it cannot make) ends in one line."""
     options = onnx_runtime().RunOptions()
     watchdog = threading.Timer(RUN_SECONDS, lambda: setattr(options, "terminate", True))
