@@ -86,6 +86,23 @@ def ours_loss(model, device: str, precision: str):
     return forward
 
 
+def ours_kept_logits_loss(model, device: str, precision: str):
+    """The blockwise loss off: the (N, V) logits written out, the loss computed from them (model/vocabulary_loss.py)."""
+
+    def forward(batch):
+        with autocast(device, precision):
+            return model(
+                batch["input_ids"],
+                batch["token_type_ids"],
+                batch["attention_mask"],
+                batch["mlm_labels"],
+                batch["nsp_labels"],
+                keep_logits=True,
+            ).loss
+
+    return forward
+
+
 def torch_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return torch.nn.functional.dropout(x, p, training)
 
@@ -302,6 +319,13 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
     variants = [
         ours(config, precision, device, "bertforge (the trainer's choice)"),
         ours(config, precision, device, "MLM head at every position (gather off)", loss=ours_dense_head_loss),
+        ours(
+            config,
+            precision,
+            device,
+            "the loss from the (N, V) logits (blockwise loss off)",
+            loss=ours_kept_logits_loss,
+        ),
         ours(
             ModelConfig.preset(
                 "mini",

@@ -1,19 +1,23 @@
-"""Where a pre-training step's time goes, as `pretrain` runs it, and what torch.compile makes of it.
+"""Where a pre-training step's time goes, as `pretrain` runs it, and what torch.compile and the blockwise MLM loss
+make of it.
 
     python benchmarks/profile_step.py --data data8192 --recipe budget --preset mini
     python benchmarks/profile_step.py --data data8192 --recipe budget --set vocab_size=8192 --compile --top 25
+    python benchmarks/profile_step.py --data data30522 --recipe budget --kept-logits
 
 The step is the trainer's own (`Trainer._step`: forward, backward, clip and AdamW, under the precision
 `--precision auto` picks) on batches of a prepared data directory, so the profile is of the settings a run
 has: recipe, preset, vocabulary, position scheme. With `--compile` a second trainer, the same model, seed and
-batches, runs compiled; after the warm-up (compiling happens there) the two alternate step by step, so drift in
-the machine's speed hits both alike. Prints the machine, the median seconds per step of each, and the ops that
-took the most time under torch.profiler.
+batches, runs compiled; with `--kept-logits` one computes the masked-LM loss from the (N, V) logits written out, as
+a GPU does, instead of blockwise (model/vocabulary_loss.py). After the warm-up (compiling happens there) the
+contenders alternate step by step, so drift in the machine's speed hits all alike. Prints the machine, the median
+seconds per step of each, and the ops that took the most time under torch.profiler.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -60,6 +64,7 @@ def main() -> None:
     parser.add_argument("--profiled", type=int, default=5, help="steps of each contender under torch.profiler")
     parser.add_argument("--top", type=int, default=20, help="ops shown, by their own time")
     parser.add_argument("--compile", action="store_true", help="race a compiled trainer against the eager one")
+    parser.add_argument("--kept-logits", action="store_true", help="race the loss from written-out logits")
     args = parser.parse_args()
 
     model_values, train_values = overrides(args.set)
@@ -74,6 +79,10 @@ def main() -> None:
             contenders["compiled"] = Trainer(
                 args.data, Path(scratch) / "compiled", model_config, compiled, progress=False
             )
+        if args.kept_logits:
+            kept = Trainer(args.data, Path(scratch) / "kept", model_config, cfg, progress=False)
+            kept.model.forward = functools.partial(kept.model.forward, keep_logits=True)
+            contenders["kept logits"] = kept
         first = next(iter(contenders.values()))
         print(f"{args.recipe}, {args.preset}, vocabulary {model_config.vocab_size}, {first.precision.precision}")
         plan = BatchPlan(first.train_data, cfg.batch_size, first.processes, cfg.seed, cfg.batch_size_at, cfg.grad_accum)

@@ -79,15 +79,17 @@ def test_bf16_autocast_runs_the_model_and_keeps_fp32_losses():
     torch.manual_seed(0)
     model = BertForPreTraining(
         ModelConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
-    )
+    ).eval()  # no dropout: the two passes below see the same network
     ids = torch.randint(5, 50, (2, 8))
     labels = torch.full((2, 8), -100)
     labels[:, 2] = ids[:, 2]
     with autocast("cpu", "bf16"):
-        out = model(ids, mlm_labels=labels, nsp_labels=torch.tensor([0, 1]))
+        out = model(ids, mlm_labels=labels, nsp_labels=torch.tensor([0, 1]), keep_logits=True)
+        blockwise = model(ids, mlm_labels=labels, nsp_labels=torch.tensor([0, 1]))
     assert out.nsp_logits.dtype == torch.bfloat16  # autocast took effect
     assert out.mlm_logits.dtype == torch.float32  # the fp32 bias add promotes: the softmax over V stays fp32
-    assert out.loss.dtype == torch.float32 and torch.isfinite(out.loss)
+    assert out.loss.dtype == blockwise.loss.dtype == torch.float32 and torch.isfinite(out.loss)
+    torch.testing.assert_close(blockwise.loss, out.loss)
 
 
 def test_bf16_inference_stays_within_the_stated_tolerance_of_fp32(wordpiece_tokenizer):

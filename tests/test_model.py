@@ -74,21 +74,24 @@ def test_padded_vocab_outputs_exactly_vocab_size_columns():
     model = BertForPreTraining(config).eval()
     ids, types, labels, nsp = random_batch()
     assert model(ids, types).mlm_logits.shape == (4, 16, 90)
-    out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    out = model(ids, types, mlm_labels=labels, nsp_labels=nsp, keep_logits=True)
     assert out.mlm_logits.shape == (int((labels != IGNORE_INDEX).sum()), 90)
 
 
+@pytest.mark.parametrize("keep_logits", [True, False])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_the_loss_over_padded_columns_is_the_loss_over_the_vocabulary_and_pads_get_no_gradient(precision):
+def test_the_loss_over_padded_columns_is_the_loss_over_the_vocabulary_and_pads_get_no_gradient(precision, keep_logits):
     """The training loss runs on all 128 columns of a 90-token model's padded table; the 38 pad columns must
-    change neither the loss nor any gradient (the tied embedding's pad rows get exactly zero)."""
+    change neither the loss nor any gradient (the tied embedding's pad rows get exactly zero), whether the loss is
+    computed from the logits or blockwise without them."""
     torch.manual_seed(0)
-    model = BertForPreTraining(small_config(vocab_size=90, tie_word_embeddings=True))
+    model = BertForPreTraining(small_config(vocab_size=90, tie_word_embeddings=True)).eval()
     ids, types, labels, nsp = random_batch()
     with torch.autocast("cpu", torch.bfloat16, enabled=precision == "bf16"):
-        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
-    expected = torch.nn.functional.cross_entropy(out.mlm_logits.float(), out.mlm_targets)
-    torch.testing.assert_close(out.mlm_loss, expected, rtol=0, atol=0)
+        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp, keep_logits=keep_logits)
+        logits = model(ids, types, mlm_labels=labels, nsp_labels=nsp, keep_logits=True).mlm_logits
+    expected = torch.nn.functional.cross_entropy(logits.float(), out.mlm_targets)
+    torch.testing.assert_close(out.mlm_loss, expected, rtol=0 if keep_logits else 1e-6, atol=0 if keep_logits else 1e-6)
     out.loss.backward()
     grad = model.mlm_head.decoder_weight.grad
     assert torch.isfinite(grad).all() and grad[:90].abs().sum() > 0
@@ -100,16 +103,18 @@ def test_gathered_head_equals_dense_head_at_labelled_positions():
     model = BertForPreTraining(small_config()).eval()
     ids, types, labels, nsp = random_batch()
     dense = model(ids, types).mlm_logits  # (B, T, V)
-    gathered = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+    gathered = model(ids, types, mlm_labels=labels, nsp_labels=nsp, keep_logits=True)
     where = labels != IGNORE_INDEX
     torch.testing.assert_close(gathered.mlm_logits, dense[where], rtol=1e-5, atol=1e-5)
     expected = torch.nn.functional.cross_entropy(dense.reshape(-1, 90), labels.reshape(-1), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(gathered.mlm_loss, expected)
+    torch.testing.assert_close(model(ids, types, mlm_labels=labels, nsp_labels=nsp).mlm_loss, expected)  # blockwise
 
 
-def test_gathered_rows_are_rounded_to_a_few_shapes_without_changing_loss_or_gradients(monkeypatch):
+@pytest.mark.parametrize("keep_logits", [True, False])
+def test_gathered_rows_are_rounded_to_a_few_shapes_without_changing_loss_or_gradients(monkeypatch, keep_logits):
     """The head runs on N rounded up to a multiple of 64 (fewer kernel builds, no heap growth); the extra rows
-    must not count: the same loss, gradients and outputs as the exact N."""
+    must not count: the same loss, gradients and outputs as the exact N, with the logits kept or not."""
     ids, types, labels, nsp = random_batch(B=8, T=32)
     n = int((labels != IGNORE_INDEX).sum())
     assert n % bertforge_model.GATHERED_ROWS_MULTIPLE != 0  # otherwise the test shows nothing
@@ -120,18 +125,19 @@ def test_gathered_rows_are_rounded_to_a_few_shapes_without_changing_loss_or_grad
         model = BertForPreTraining(small_config())
         rows = []
         model.mlm_head.transform.register_forward_hook(lambda module, args, output: rows.append(args[0].shape[0]))
-        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp)
+        out = model(ids, types, mlm_labels=labels, nsp_labels=nsp, keep_logits=keep_logits)
         out.loss.backward()
         return out, rows[0], {name: p.grad.clone() for name, p in model.named_parameters()}
 
     rounded, rounded_rows, rounded_grads = run(64)
     exact, exact_rows, exact_grads = run(1)
     assert (exact_rows, rounded_rows) == (n, -(-n // 64) * 64)
-    assert rounded.mlm_logits.shape == (n, 90)
     assert torch.equal(rounded.mlm_targets, labels[labels != IGNORE_INDEX])
     assert rounded.mlm_correct() == exact.mlm_correct()
     torch.testing.assert_close(rounded.loss, exact.loss)
-    torch.testing.assert_close(rounded.mlm_logits, exact.mlm_logits)
+    if keep_logits:
+        assert rounded.mlm_logits.shape == (n, 90)
+        torch.testing.assert_close(rounded.mlm_logits, exact.mlm_logits)
     for name, grad in exact_grads.items():
         torch.testing.assert_close(rounded_grads[name], grad, msg=name)
 

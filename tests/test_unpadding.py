@@ -82,7 +82,7 @@ def real_outputs(model, batch) -> torch.Tensor:
     """Every output the model gives for real tokens, flattened: logits at real positions, sequence-level ones whole."""
     mask = batch["attention_mask"].bool()
     if isinstance(model, BertForPreTraining):
-        out = model(**batch)
+        out = model(**batch, keep_logits=True)
         nsp = out.nsp_logits.flatten() if out.nsp_logits is not None else out.mlm_logits[:0].flatten()
         return torch.cat([out.mlm_logits.flatten(), nsp])
     if isinstance(model, BertForSentenceEmbedding):

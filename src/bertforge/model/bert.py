@@ -38,6 +38,7 @@ from .config import ModelConfig
 from .dropout import Dropout, dropout
 from .unpadding import document_mask, document_positions, plan_packing
 from .variants import Blocks, blocks_of
+from .vocabulary_loss import linear_cross_entropy
 
 GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (see BertForPreTraining.forward)
 
@@ -366,12 +367,24 @@ class MaskedLMHead(nn.Module):
         table as the embeddings store it, where a product and an add would make the exporter fold in a transposed
         copy of the table (a second 94 MB in BERT-base's graph).
         """
-        h = self.norm(self.act(self.transform(hidden)))  # (..., E)
-        pad = self.decoder_weight.shape[0] - self.vocab_size
-        bias = torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])  # (V',)
+        h = self.transformed(hidden)  # (..., E)
         if bias_inside:
-            return F.linear(h, self.decoder_weight, bias)  # (..., V')
-        return F.linear(h, self.decoder_weight) + bias  # (..., V')
+            return F.linear(h, self.decoder_weight, self.padded_bias())  # (..., V')
+        return F.linear(h, self.decoder_weight) + self.padded_bias()  # (..., V')
+
+    def transformed(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden (..., H) -> (..., E): what the decoder reads."""
+        return self.norm(self.act(self.transform(hidden)))
+
+    def padded_bias(self) -> torch.Tensor:
+        """The bias (V',), -inf on the padded table's spare rows."""
+        pad = self.decoder_weight.shape[0] - self.vocab_size
+        return torch.cat([self.bias, self.bias.new_full((pad,), float("-inf"))])
+
+    def loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean cross-entropy, right predictions) of hidden (N, H) against targets (N,), IGNORE_INDEX where a row
+        counts for nothing, without the (N, V) logits (vocabulary_loss.py)."""
+        return linear_cross_entropy(self.transformed(hidden), self.decoder_weight, self.padded_bias(), targets)
 
 
 @dataclass
@@ -379,9 +392,10 @@ class PreTrainingOutput:
     loss: torch.Tensor | None  # mlm_loss + nsp_loss (or mlm_loss alone without NSP labels)
     mlm_loss: torch.Tensor | None
     nsp_loss: torch.Tensor | None
-    mlm_logits: torch.Tensor  # (N, V) at labelled positions when labels are given, else (B, T, V)
+    mlm_logits: torch.Tensor | None  # (B, T, V) without labels; with them (N, V) at labelled positions, if kept
     nsp_logits: torch.Tensor | None  # (B, 2): column 0 = IsNext, 1 = NotNext; None when training MLM only
-    mlm_targets: torch.Tensor | None = None  # (N,) the labels matching mlm_logits rows
+    mlm_targets: torch.Tensor | None = None  # (N,) the labels of the labelled positions, mlm_logits' rows
+    mlm_hits: torch.Tensor | None = None  # 0-d: right predictions, counted with the loss where no logits are kept
     # ELECTRA (electra.py): the discriminator's replaced-token loss, mean over real tokens, and its counts (0-d)
     rtd_loss: torch.Tensor | None = None
     rtd_correct: torch.Tensor | None = None  # tokens judged right: replaced or original
@@ -393,6 +407,8 @@ class PreTrainingOutput:
         max(-1).indices is argmax (the first maximum wins ties, as documented for both) at a third of argmax's
         time on CPU over (N, V) bf16 logits: argmax there took 28 ms of a 120 ms demo step.
         """
+        if self.mlm_hits is not None:
+            return self.mlm_hits
         return (self.mlm_logits.max(-1).indices == self.mlm_targets).sum()
 
 
@@ -425,10 +441,14 @@ class BertForPreTraining(nn.Module):
         mlm_labels: torch.Tensor | None = None,
         nsp_labels: torch.Tensor | None = None,
         document_ids: torch.Tensor | None = None,
+        keep_logits: bool = False,
     ) -> PreTrainingOutput:
         """mlm_labels (B, T): the original id where a prediction is due, -100 elsewhere.
         nsp_labels (B,): 0 = IsNext, 1 = NotNext; omit them to train MLM only.
-        document_ids (B, T): the documents of packed windows, kept apart (BertModel)."""
+        document_ids (B, T): the documents of packed windows, kept apart (BertModel).
+        keep_logits: with labels, return the (N, V) logits too (ELECTRA's generator samples from them). On a CPU
+        the loss is otherwise computed without them, a block of rows at a time in cache (vocabulary_loss.py); on a
+        GPU, whose memory outruns a loop's launches, and under torch.compile, which fuses the plain form, from them."""
         encoded = self.bert(input_ids, token_type_ids, attention_mask, document_ids=document_ids)
         if mlm_labels is None:
             nsp_logits = self.nsp_head(encoded.pooled_output) if self.nsp_head is not None else None  # (B, 2)
@@ -444,12 +464,16 @@ class BertForPreTraining(nn.Module):
         # new N cost a kernel build and left memory behind (benchmarks/bench_gather_shapes.py).
         rows = F.pad(rows, (0, extra))  # (N',)
         targets = F.pad(mlm_labels.flatten()[rows[:n]], (0, extra), value=IGNORE_INDEX)  # (N',)
-        logits = self.mlm_head.padded_logits(encoded.sequence_output.flatten(0, 1)[rows])  # (N', V')
-        mlm_loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX) if n else logits.sum() * 0.0
+        predicted = encoded.sequence_output.flatten(0, 1)[rows]  # (N', H)
         nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_labels) if nsp_labels is not None else None
+        if keep_logits or predicted.device.type != "cpu" or torch.compiler.is_compiling():
+            logits = self.mlm_head.padded_logits(predicted)  # (N', V')
+            mlm_loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX) if n else logits.sum() * 0
+            mlm_logits, hits = logits[:n, : self.config.vocab_size], None  # (N, V)
+        else:
+            (mlm_loss, hits), mlm_logits = self.mlm_head.loss(predicted, targets), None
         loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss
-        mlm_logits = logits[:n, : self.config.vocab_size]  # (N, V)
-        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, targets[:n])
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, targets[:n], hits)
 
 
 def set_dropout(model: nn.Module, hidden: float, attention: float) -> None:

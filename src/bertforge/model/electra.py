@@ -109,7 +109,9 @@ class ElectraForPreTraining(nn.Module):
         """
         if mlm_labels is None or nsp_labels is not None:
             raise ValueError("ELECTRA trains on masked positions (mlm_labels) and has no pair objective")
-        generated = self.generator(input_ids, token_type_ids, attention_mask, mlm_labels, None, document_ids)
+        generated = self.generator(
+            input_ids, token_type_ids, attention_mask, mlm_labels, None, document_ids, keep_logits=True
+        )
         masked = mlm_labels != IGNORE_INDEX  # (B, T)
         with torch.no_grad():
             original = torch.where(masked, mlm_labels, input_ids)  # (B, T): the text before masking
