@@ -26,6 +26,7 @@ instances of realistic length.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import statistics
@@ -72,22 +73,8 @@ def hf_model(config: ModelConfig):
     return transformers.BertForPreTraining(hf_config)
 
 
-def ours_loss(model, device: str, precision: str):
-    def forward(batch):
-        with autocast(device, precision):
-            return model(
-                batch["input_ids"],
-                batch["token_type_ids"],
-                batch["attention_mask"],
-                batch["mlm_labels"],
-                batch["nsp_labels"],
-            ).loss
-
-    return forward
-
-
-def ours_kept_logits_loss(model, device: str, precision: str):
-    """The blockwise loss off: the (N, V) logits written out, the loss computed from them (model/vocabulary_loss.py)."""
+def ours_loss(model, device: str, precision: str, keep_logits: bool = False):
+    """`keep_logits`: the blockwise MLM loss off, the (N, V) logits written out (model/vocabulary_loss.py)."""
 
     def forward(batch):
         with autocast(device, precision):
@@ -97,7 +84,7 @@ def ours_kept_logits_loss(model, device: str, precision: str):
                 batch["attention_mask"],
                 batch["mlm_labels"],
                 batch["nsp_labels"],
-                keep_logits=True,
+                keep_logits=keep_logits,
             ).loss
 
     return forward
@@ -324,7 +311,7 @@ def ablate(batches: list[dict], args, precision: str) -> list[dict]:
             precision,
             device,
             "the loss from the (N, V) logits (blockwise loss off)",
-            loss=ours_kept_logits_loss,
+            loss=functools.partial(ours_loss, keep_logits=True),
         ),
         ours(
             ModelConfig.preset(
