@@ -131,6 +131,7 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "modern-30k": (30522, [*MODERN, "--document-mask"]),
     "modern-30k-muon": (30522, [*MODERN, "--document-mask", "--optimizer", "muon"]),
     "modern-30k-muon-lr2e-3": (30522, [*MODERN, "--document-mask", "--optimizer", "muon", "--lr", "2e-3"]),
+    "modern-30k-lr2e-3": (30522, [*MODERN, "--document-mask", "--lr", "2e-3"]),  # is it Muon, or the lr?
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text
