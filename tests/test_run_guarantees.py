@@ -236,3 +236,18 @@ def test_a_compiled_run_trains_step_for_step_as_the_eager_one_and_saves_plain_we
     assert ours.keys() == eager.keys()  # no _orig_mod. prefixes
     for name in ours:
         torch.testing.assert_close(ours[name], eager[name], rtol=1e-5, atol=1e-6)
+
+
+def test_another_process_of_the_run_sees_the_main_process_write_probe_as_its_own(tmp_path):
+    """Under DDP the main process probes the run directory it locks while the others still check that directory:
+    its probe file is the run's, never "files that are not a run"; anything else there still is."""
+    from bertforge.fileio import PROBE_PREFIX
+    from bertforge.training.rundir import check_run_dir
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / f"{PROBE_PREFIX}abc123").touch()
+    check_run_dir(run_dir, {}, resume=False, overwrite=False)
+    (run_dir / "notes.txt").touch()
+    with pytest.raises(UserError, match="holds files that are not a run \\(notes.txt\\)"):
+        check_run_dir(run_dir, {}, resume=False, overwrite=False)

@@ -225,6 +225,9 @@ def spreadsheet_safe(value: Any) -> Any:
     return value
 
 
+PROBE_PREFIX = ".bertforge-probe-"  # check_writable's file, there for a moment; never a user's
+
+
 def check_writable(path: str | Path) -> None:
     """Meet, before any work, the OSError (a read-only file system, a folder not the user's) that writing `path`
     would meet after it: a temporary file is made and removed in `path`, or in the nearest folder above it that
@@ -233,7 +236,7 @@ def check_writable(path: str | Path) -> None:
     while not directory.is_dir():
         directory = directory.parent
     try:
-        fd, probe = tempfile.mkstemp(dir=directory, prefix=".bertforge-probe-")
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=PROBE_PREFIX)
     except OSError as e:  # also what no errno names for a user: a pseudo-file system (/proc) takes no new files
         raise UserError(f"{path}: bertforge cannot write there ({e.strerror or e}); nothing was written") from None
     os.close(fd)

@@ -38,7 +38,7 @@ from ..engine.checkpoint import (
     write_checksums,
 )
 from ..errors import UserError
-from ..fileio import atomic_directory, read_json, write_json
+from ..fileio import PROBE_PREFIX, atomic_directory, read_json, write_json
 from ..model.config import ARCHITECTURE_FIELDS, ModelConfig
 from ..modelfiles.directory import saved_parts, write_model_files
 from ..modelfiles.hf import from_hf_state_dict
@@ -144,8 +144,10 @@ def check_run_dir(run_dir: Path, configs: dict[str, Any], resume: bool, overwrit
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"--out {run_dir}: a file, not a directory")
     # A directory without a run's config.json is another's (a run's model/ may be someone's model), a sweep's log
-    # of the run about to start aside.
-    foreign = sorted(p.name for p in run_dir.iterdir() if p.name != SWEEP_LOG) if run_dir.is_dir() else []
+    # of the run about to start aside, and the main process's write probe: under DDP the other processes look
+    # while it locks the directory.
+    ours = lambda name: name == SWEEP_LOG or name.startswith(PROBE_PREFIX)  # noqa: E731
+    foreign = sorted(p.name for p in run_dir.iterdir() if not ours(p.name)) if run_dir.is_dir() else []
     if foreign and not overwrite and not (run_dir / "config.json").is_file():
         raise UserError(
             f"--out {run_dir} holds files that are not a run ({', '.join(foreign[:3])}); choose another directory, "
