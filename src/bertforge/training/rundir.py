@@ -146,8 +146,8 @@ def check_run_dir(run_dir: Path, configs: dict[str, Any], resume: bool, overwrit
     # A directory without a run's config.json is another's (a run's model/ may be someone's model), a sweep's log
     # of the run about to start aside, and the main process's write probe: under DDP the other processes look
     # while it locks the directory.
-    ours = lambda name: name == SWEEP_LOG or name.startswith(PROBE_PREFIX)  # noqa: E731
-    foreign = sorted(p.name for p in run_dir.iterdir() if not ours(p.name)) if run_dir.is_dir() else []
+    names = [p.name for p in run_dir.iterdir()] if run_dir.is_dir() else []
+    foreign = sorted(name for name in names if name != SWEEP_LOG and not name.startswith(PROBE_PREFIX))
     if foreign and not overwrite and not (run_dir / "config.json").is_file():
         raise UserError(
             f"--out {run_dir} holds files that are not a run ({', '.join(foreign[:3])}); choose another directory, "
