@@ -172,9 +172,9 @@ def test_a_masked_lm_graph_stores_its_tied_table_once(tmp_path, wordpiece_tokeni
     ]
 
 
-def test_the_serving_session_takes_subnormal_floats_as_zero(tmp_path, wordpiece_tokenizer):
+def test_the_serving_runner_takes_subnormal_floats_as_zero(tmp_path, wordpiece_tokenizer):
     """ONNX Runtime's softmax leaves a padded batch's masked positions subnormal, on the CPU's slow path
-    (benchmarks/README.md): the session serving an export flushes them, and a text padded in a batch still gets
+    (benchmarks/README.md): the runner serving an export flushes them, and a text padded in a batch still gets
     the hidden states it gets alone."""
     import torch
 
@@ -182,7 +182,7 @@ def test_the_serving_session_takes_subnormal_floats_as_zero(tmp_path, wordpiece_
 
     export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
     _, served, _ = load_model_and_tokenizer(tmp_path / "onnx", BertForSentenceEmbedding, serve=True)
-    assert served.session.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
+    assert served.runner.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
     short, long = (wordpiece_tokenizer.encode(text).ids for text in (TEXTS[2], TEXTS[1]))
     ids = torch.tensor([short + [0] * (len(long) - len(short)), long])
     mask = torch.tensor([[1] * len(short) + [0] * (len(long) - len(short)), [1] * len(long)])

@@ -51,7 +51,7 @@ from .fused import DOMAIN as FUSED_DOMAIN
 from .fused import fuse_attention
 from .graph import graph_inputs
 from .hf import OWN_MODEL_TYPE
-from .onnx import EXPORT_KEY, GRAPH, is_exported, onnx_runtime, session
+from .onnx import EXPORT_KEY, GRAPH, graph_runner, is_exported, onnx_runtime
 from .origin import Origin, read_origin
 from .sentence import write_pipeline
 from .smoothing import smooth_activations
@@ -242,7 +242,7 @@ def export_model(
         _export(graph, trace, inputs, tmp / GRAPH, any(w.fused for w in wrapped))
         if quantize:
             _quantize(tmp / GRAPH)
-        report = _compare(graph, session(tmp / GRAPH), batches, inputs, answers, quantize)
+        report = _compare(graph, graph_runner(tmp / GRAPH), batches, inputs, answers, quantize)
         if not quantize and report["max_difference"] > TOLERANCE:
             raise UserError(
                 f"the exported graph differs from PyTorch by {report['max_difference']:.2e} (more than {TOLERANCE:g}): "
@@ -327,7 +327,7 @@ def _quiet_root_logger():
         root.setLevel(level)
 
 
-def _compare(graph: Graph, ort_session, batches, inputs: list[str], answers: str, quantize) -> dict[str, Any]:
+def _compare(graph: Graph, runner, batches, inputs: list[str], answers: str, quantize) -> dict[str, Any]:
     """The largest difference between the graph's outputs and PyTorch's, on real tokens; for an int8 graph also how
     often their answers agree (a row's argmax: its label, a token's tag or prediction, a span's start and end) and
     how close their vectors lie (cosine of the sentence vectors, or of the mean hidden state)."""
@@ -336,7 +336,7 @@ def _compare(graph: Graph, ort_session, batches, inputs: list[str], answers: str
         with torch.no_grad(), unpadding_mode("never"):
             expected = graph(*_arguments(batch, inputs))
         expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
-        got = [torch.from_numpy(a) for a in ort_session.run(None, {n: batch[n].numpy() for n in inputs})]
+        got = [torch.from_numpy(a) for a in runner.run(None, {n: batch[n].numpy() for n in inputs})]
         if not all(bool(torch.isfinite(g).all()) for g in got):
             raise UserError("the exported graph answers values that are not numbers: nothing was written")
         mask = batch["attention_mask"].bool()  # (B, T), or (B, C, T) for multiple choice

@@ -45,10 +45,10 @@ def onnx_runtime():
     return onnxruntime
 
 
-def session(path: Path, threads: int | None = None):
-    """An ONNX Runtime session of the graph at `path` on the CPU, with every graph optimisation, and subnormal floats
-    taken as zero: ONNX Runtime's softmax gives a padded batch's masked positions subnormals instead of zeros, on
-    the CPU's slow path (5x the softmax's time: benchmarks/README.md)."""
+def graph_runner(path: Path, threads: int | None = None):
+    """ONNX Runtime's runner (its InferenceSession) of the graph at `path` on the CPU, with every graph
+    optimisation, and subnormal floats taken as zero: ONNX Runtime's softmax gives a padded batch's masked positions
+    subnormals instead of zeros, on the CPU's slow path (5x the softmax's time: benchmarks/README.md)."""
     ort = onnx_runtime()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -61,14 +61,14 @@ def session(path: Path, threads: int | None = None):
         raise UserError(f"{path}: not a graph ONNX Runtime runs ({one_line(e)[:200]})") from None
 
 
-def bounded_run(ort_session, feeds: dict[str, np.ndarray], directory: Path) -> list[np.ndarray]:
+def bounded_run(runner, feeds: dict[str, np.ndarray], directory: Path) -> list[np.ndarray]:
     """The graph's outputs for `feeds`, the run terminated by a watchdog past RUN_SECONDS; whatever ONNX Runtime
     raises (a run terminated, an allocation it cannot make) ends in one line."""
     options = onnx_runtime().RunOptions()
     watchdog = threading.Timer(RUN_SECONDS, lambda: setattr(options, "terminate", True))
     watchdog.start()
     try:
-        return ort_session.run(None, feeds, options)
+        return runner.run(None, feeds, options)
     except Exception as e:  # onnxruntime's own error types
         said = f"terminated after {RUN_SECONDS:.0f} s" if options.terminate else one_line(e)[:200]
         raise UserError(f"{directory}: the exported graph could not answer ({said})") from None
@@ -91,13 +91,13 @@ class OnnxModel:
         if record.answers in (SEQUENCE, TOKENS):
             widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
         check_graph(directory / GRAPH, config, record, answers, widths)
-        self.session = session(directory / GRAPH)
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+        self.runner = graph_runner(directory / GRAPH)
+        self.input_names = [i.name for i in self.runner.get_inputs()]
+        self.output_names = [o.name for o in self.runner.get_outputs()]
         self.directory = directory
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("meta", "session"):  # not set yet (copy, pickle): no answer from the meta model either
+        if name in ("meta", "runner"):  # not set yet (copy, pickle): no answer from the meta model either
             raise AttributeError(name)
         return getattr(self.meta, name)
 
@@ -115,7 +115,7 @@ class OnnxModel:
         if feeds["token_type_ids"] is None:
             feeds["token_type_ids"] = torch.zeros_like(input_ids)
         arrays = {name: np.ascontiguousarray(feeds[name].cpu().numpy().astype(np.int64)) for name in self.input_names}
-        outputs = bounded_run(self.session, arrays, self.directory)
+        outputs = bounded_run(self.runner, arrays, self.directory)
         for name, out in zip(self.output_names, outputs):
             if out.dtype.kind == "f" and bool(np.isnan(out).any()):
                 raise UserError(f"{self.directory}: the exported graph answered values that are not numbers ({name})")
