@@ -88,6 +88,8 @@ MODERN = [
     "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0", "--no-norm-bias",
     "--no-linear-bias", "--no-first-attention-norm", "--task-head", "transform",
 ]  # fmt: skip
+# 8 layers of 192 (3 heads of 64, GLU inner 2/3 of 4 × 192) in place of mini's 4 of 256, at about its step cost
+DEEP = ["--num-layers", "8", "--hidden-size", "192", "--num-heads", "3", "--intermediate-size", "512"]
 ARMS: dict[str, tuple[int, list[str]]] = {
     "bert": (30522, ["--recipe", "bert"]),
     "budget": (30522, BUDGET),
@@ -132,6 +134,10 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     "modern-30k-muon": (30522, [*MODERN, "--document-mask", "--optimizer", "muon"]),
     "modern-30k-muon-lr2e-3": (30522, [*MODERN, "--document-mask", "--optimizer", "muon", "--lr", "2e-3"]),
     "modern-30k-lr2e-3": (30522, [*MODERN, "--document-mask", "--lr", "2e-3"]),  # is it Muon, or the lr?
+    # twice the updates of half the size: is 32 × 128 past what a 30-minute run can use?
+    "modern-30k-batch16": (30522, [*MODERN, "--document-mask", "--batch-size", "16"]),
+    # depth against width at fixed time; the narrower embeddings and MLM head also cost less on a 30k vocabulary
+    "modern-30k-deep": (30522, [*MODERN, "--document-mask", *DEEP]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
     "alibi-tiny-nsp": (30522, [*ALIBI, "--preset", "tiny", "--pair-objective", "nsp"]),
     # and on rotary positions, whose [CLS] reads the whole window where ALiBi's slopes kept it from the second text

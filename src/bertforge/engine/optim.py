@@ -32,10 +32,50 @@ def build_optimizer(
     adamw = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
     if not muon_matrices:
         return adamw
-    # match_rms_adamw scales each matrix's orthogonal update to AdamW's typical size (Liu et al. 2025), so one lr
-    # and one schedule serve both optimizers
-    muon = torch.optim.Muon(muon_matrices, lr=lr, weight_decay=weight_decay, adjust_lr_fn="match_rms_adamw")
-    return MuonWithAdamW(muon, adamw)
+    return MuonWithAdamW(Muon(muon_matrices, lr=lr, weight_decay=weight_decay), adamw)
+
+
+class Muon(torch.optim.Muon):
+    """torch's Muon (Jordan et al. 2024): the same update, state and checkpoints, with each matrix's update scaled
+    to AdamW's typical size (Liu et al. 2025's match_rms_adamw), so that one lr and one schedule serve both
+    optimizers.
+
+    Only the Newton-Schulz iteration is our own (`orthogonalise`): torch's turns a tall matrix wide by a transposed
+    view, and a bf16 addmm on that view takes a slow path on CPUs without AMX. On a Zen 4 that made a mini step
+    2.24x AdamW's (1.56 against 0.70 s); on a contiguous copy the iteration is 5x faster there.
+    """
+
+    def __init__(self, params: list[torch.nn.Parameter], lr: float, weight_decay: float):
+        super().__init__(params, lr=lr, weight_decay=weight_decay, adjust_lr_fn="match_rms_adamw")
+
+    @torch.no_grad()
+    def step(self, closure: None = None) -> None:
+        if closure is not None:
+            raise ValueError("Muon here takes no closure")
+        for group in self.param_groups:
+            lr, momentum = group["lr"], group["momentum"]
+            for param in (p for p in group["params"] if p.grad is not None):
+                state = self.state[param]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(param.grad)
+                buffer = state["momentum_buffer"].lerp_(param.grad, 1 - momentum)
+                update = param.grad.lerp(buffer, momentum) if group["nesterov"] else buffer
+                update = orthogonalise(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                param.mul_(1 - lr * group["weight_decay"])
+                param.add_(update, alpha=-lr * 0.2 * math.sqrt(max(param.shape)))
+
+
+def orthogonalise(matrix: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float):
+    """Newton-Schulz's quintic iteration towards the nearest semi-orthogonal matrix (singular values pushed into
+    about 0.5-1.5, which trains as well as exactly 1), in bf16 as torch's, on the wide side made contiguous."""
+    a, b, c = coefficients
+    tall = matrix.size(0) > matrix.size(1)
+    x = (matrix.T if tall else matrix).bfloat16().contiguous()  # (r, n), r ≤ n
+    x.div_(x.norm().clamp(min=eps))  # spectral norm at most 1
+    for _ in range(steps):
+        gram = x @ x.T  # (r, r)
+        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)  # a x + (b G + c G²) x
+    return x.T if tall else x
 
 
 class MuonWithAdamW:
@@ -46,7 +86,7 @@ class MuonWithAdamW:
     the lr (or unscaling fp16 gradients) reaches every parameter.
     """
 
-    def __init__(self, muon: torch.optim.Muon, adamw: torch.optim.AdamW):
+    def __init__(self, muon: Muon, adamw: torch.optim.AdamW):
         self.optimizers = (muon, adamw)
 
     @property
