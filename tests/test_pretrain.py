@@ -612,11 +612,16 @@ def test_our_muon_steps_as_torchs_and_reads_its_checkpoints():
     for a, b, w in zip(ours, theirs, start):
         moved = (b - w).norm()
         assert moved > 0.1 and (a - b).norm() < 0.02 * moved, (a - b).norm() / moved
-    state = optimizers[1].state_dict()
-    optimizers[0].load_state_dict(state)
-    torch.optim.Muon(theirs, adjust_lr_fn="match_rms_adamw").load_state_dict(optimizers[0].state_dict())
-    for p, q in zip(ours, theirs):
-        assert torch.equal(optimizers[0].state[p]["momentum_buffer"], optimizers[1].state[q]["momentum_buffer"])
+    # a fresh optimizer of each kind reads the other's checkpoint: the same hyperparameters and momentum buffers
+    for source, fresh in (
+        (optimizers[1], Muon([torch.nn.Parameter(w.clone()) for w in start], lr=1.0, weight_decay=0.0)),
+        (optimizers[0], torch.optim.Muon([torch.nn.Parameter(w.clone()) for w in start], lr=1.0)),
+    ):
+        fresh.load_state_dict(source.state_dict())
+        assert fresh.param_groups[0]["lr"] == 0.02 and fresh.param_groups[0]["weight_decay"] == 0.1
+        assert fresh.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
+        for p, q in zip(source.param_groups[0]["params"], fresh.param_groups[0]["params"]):
+            assert torch.equal(source.state[p]["momentum_buffer"], fresh.state[q]["momentum_buffer"])
 
 
 def test_muon_orthogonalises_the_encoder_matrices_and_adamw_steps_the_rest(workdir, tmp_path):
