@@ -83,6 +83,7 @@ ROPE = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "none", "--positi
 # its ModernBERT: a gated feed-forward at equal FLOPs (inner 680, 2/3 of mini's 1024), no segment table, no biases,
 # no norm before the first attention (the embeddings' LayerNorm is just before it), task heads that transform first.
 # Today's `budget` is modern-8k.
+WHOLE_RUN = "whole-run"  # an arm's --batch-ramp-steps: the ramp lasts the run, whose steps the calibration sets
 MODERN = [
     "--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary", "--mask-prob", "0.25",
     "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0", "--no-norm-bias",
@@ -137,10 +138,21 @@ ARMS: dict[str, tuple[int, list[str]]] = {
     # twice the updates of half the size: is 32 × 128 past what a 30-minute run can use?
     "modern-30k-batch16": (30522, [*MODERN, "--document-mask", "--batch-size", "16"]),
     "modern-30k-batch8": (30522, [*MODERN, "--document-mask", "--batch-size", "8"]),
+    # or both: the batch growing from 16 to 32 over the run (mean 24; Cramming ramped its batch too)
+    "modern-30k-batch16to32": (
+        30522,
+        [*MODERN, "--document-mask", "--batch-size-start", "16", "--batch-size", "32", "--batch-ramp-steps", WHOLE_RUN],
+    ),
     "modern-30k-batch16-muon-lr2e-3": (
         30522,
         [*MODERN, "--document-mask", "--batch-size", "16", "--optimizer", "muon", "--lr", "2e-3"],
     ),
+    # the mask rate where the MLM head is a quarter of a step: 15% makes steps cheaper, 40% each step richer
+    "modern-30k-mask15": (30522, [*MODERN, "--document-mask", "--mask-prob", "0.15"]),
+    "modern-30k-mask40": (30522, [*MODERN, "--document-mask", "--mask-prob", "0.4"]),
+    # what each layer writes to the residual stream, at the start: zero (every layer the identity) or scaled down
+    "modern-30k-zero-init": (30522, [*MODERN, "--document-mask", "--residual-init", "zero"]),
+    "modern-30k-scaled-init": (30522, [*MODERN, "--document-mask", "--residual-init", "scaled"]),
     # depth against width at fixed time; the narrower embeddings and MLM head also cost less on a 30k vocabulary
     "modern-30k-deep": (30522, [*MODERN, "--document-mask", *DEEP]),
     # both of BERT's objectives on the ALiBi recipe: what NSP costs the MLM at equal time, and whether it learns
@@ -210,15 +222,24 @@ def data_dir(out: Path, corpus: Path, vocab: int) -> Path:
 
 
 def steady_flags(flags: list[str]) -> list[str]:
-    """An arm's flags with a mask-rate schedule replaced by its mean rate, which costs what the whole run costs
-    per step on average (the MLM head's work is linear in the rate); 40 calibration steps would otherwise
-    run the whole schedule."""
-    if "--mask-prob-final" not in flags:
-        return flags
-    values = dict(zip(flags[::2], flags[1::2]))
-    mean = (float(values["--mask-prob"]) + float(values["--mask-prob-final"])) / 2
-    values.update({"--mask-prob": str(mean), "--mask-prob-final": "0"})
-    return [x for pair in values.items() for x in pair]
+    """An arm's flags with a schedule replaced by its mean, which costs what the whole run costs per step on
+    average: a mask-rate schedule by its mean rate (the MLM head's work is linear in the rate), a batch ramp over
+    the whole run by its mean batch (a step's work is linear in the batch); 40 calibration steps would otherwise
+    run the start of the schedule only."""
+    values = {name: flags[i + 1] for i, name in enumerate(flags[:-1]) if name.startswith("--")}
+    steady = {}
+    if "--mask-prob-final" in values:
+        mean = (float(values["--mask-prob"]) + float(values["--mask-prob-final"])) / 2
+        steady.update({"--mask-prob": str(mean), "--mask-prob-final": "0"})
+    if values.get("--batch-ramp-steps") == WHOLE_RUN:
+        mean = (int(values["--batch-size"]) + int(values["--batch-size-start"])) / 2
+        steady.update({"--batch-size": str(round(mean)), "--batch-ramp-steps": "0"})
+    return [steady.get(flags[i - 1], flag) if i else flag for i, flag in enumerate(flags)]
+
+
+def whole_run(flags: list[str], steps: int) -> list[str]:
+    """The flags for a run of `steps`: a ramp over the whole run lasts them."""
+    return [str(steps) if flag == WHOLE_RUN else flag for flag in flags]
 
 
 def step_cost(arm: str, out: Path, data: Path, flags: list[str]) -> dict:
@@ -324,7 +345,7 @@ def train_arm(arm: str, seed: int, out: Path, data: Path, flags: list[str], budg
     else:
         log = out / "runs" / f"{run.name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        seeded = [*flags, "--seed", seed]
+        seeded = [*whole_run(flags, steps), "--seed", seed]
         bertforge("pretrain", "--data", data, "--out", run, *seeded, *common, log=log, threads=threads)
 
 

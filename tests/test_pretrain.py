@@ -624,6 +624,40 @@ def test_our_muon_steps_as_torchs_and_reads_its_checkpoints():
             assert torch.equal(source.state[p]["momentum_buffer"], fresh.state[q]["momentum_buffer"])
 
 
+def test_residual_init_scales_or_zeroes_what_each_layer_writes_to_the_residual_stream(workdir, tmp_path):
+    """scaled: the output projections' std is 0.02 / sqrt(2 x the stack's layers) (ELECTRA's one-layer generator
+    its own), every other matrix keeps 0.02; zero: they start at zero, and two steps later every matrix of every
+    layer has moved (the layers grow in from the first gradient) and the loss is finite."""
+    from bertforge.model.config import ModelConfig
+    from bertforge.training.objectives import pretraining_model
+
+    config = ModelConfig.preset("mini", vocab_size=500)
+    electra = TrainConfig(objective="electra", pair_objective="none", generator_layers=1, residual_init="scaled")
+    model = pretraining_model(config, electra)
+    for stack, layers in ((model.discriminator.bert, 4), (model.generator.bert, 1)):
+        for layer in stack.layers:
+            for projection in (layer.attention.out, layer.ffn.down):
+                assert projection.weight.std().item() == pytest.approx(0.02 / math.sqrt(2 * layers), rel=0.05)
+            assert layer.attention.qkv.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+    cfg = TrainConfig(
+        seq_len=64, batch_size=8, max_steps=2, precision="fp32", num_workers=0, eval_every=0, save_every=0,
+        residual_init="zero", lr=1e-3, warmup=0.0, schedule="constant",
+    )  # fmt: skip
+    trainer = Trainer(workdir / "data", tmp_path / "zero", tiny_model_config(workdir / "data"), cfg, progress=False)
+    layers = trainer.model.bert.layers
+    outputs = [p for layer in layers for p in (layer.attention.out.weight, layer.ffn.down.weight)]
+    assert all(torch.all(p == 0) for p in outputs)
+    matrices = [p for layer in layers for p in layer.parameters() if p.ndim == 2]
+    before = [p.detach().clone() for p in matrices]
+    assert sum(bool(torch.any(p != 0)) for p in before) == len(matrices) - len(outputs)
+    trainer.train()
+    assert all(not torch.equal(old, new.detach()) for old, new in zip(before, matrices))
+    assert trainer.state.step == 2 and trainer.state.bad_steps == 0  # no step had a non-finite loss
+    with pytest.raises(UserError, match="residual_init zero starts a new model"):
+        TrainConfig(init_from="released", residual_init="zero")
+
+
 def test_muon_orthogonalises_the_encoder_matrices_and_adamw_steps_the_rest(workdir, tmp_path):
     """After one step from rest, each encoder matrix moved by lr x 0.2 sqrt(max side) times a near-orthogonal
     matrix (singular values near 1, in Newton-Schulz's band, where the gradient's spread far wider); the

@@ -529,6 +529,24 @@ def init_weights(module: nn.Module, config: ModelConfig) -> None:
             nn.init.zeros_(module.bias)
 
 
+def init_residual_outputs(model: nn.Module, how: str) -> None:
+    """Initialise again the projections that write to the residual stream (attention's `out`, the feed-forward's
+    `down`), whose sum over a stack's layers is what it adds to the embeddings: `normal` keeps init_weights'
+    N(0, initializer_range), `scaled` divides that std by sqrt(2 x layers), so that the sum starts as large as one
+    projection (GPT-2), `zero` starts every layer as the identity (the stack begins as embeddings -> head, and the
+    layers grow in from the first step's gradient; modded-nanogpt). Each stack counts its own layers (ELECTRA's
+    generator has fewer); biases stay zero."""
+    stacks = [m for m in model.modules() if isinstance(m, BertModel)] if how != "normal" else []
+    for stack in stacks:
+        std = stack.config.initializer_range / math.sqrt(2 * len(stack.layers))
+        for layer in stack.layers:
+            for projection in (layer.attention.out, layer.ffn.down):
+                if how == "zero":
+                    nn.init.zeros_(projection.weight)
+                else:
+                    nn.init.normal_(projection.weight, 0.0, std)
+
+
 def use_fast_paths(model: nn.Module, device: str, precision: str) -> None:
     """Switch on the model's fast paths for training steps, where they were measured to pay (benchmarks/README.md).
 

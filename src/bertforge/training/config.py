@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..data.masking import MaskingConfig
 
 OPTIMIZERS = ("adamw", "muon")  # engine/optim.py builds them
+RESIDUAL_INITS = ("normal", "scaled", "zero")  # model/bert.py's init_residual_outputs
 
 
 @dataclass
@@ -120,6 +121,13 @@ class TrainConfig(Configurable):
         0.1, "probability of a shorter random target length (BERT: 0.1)", at_least=0.0, at_most=1.0
     )
     seed: int = documented(0, "seed for init, data order and masking", at_least=0)
+    residual_init: str = documented(
+        "normal",
+        "a new model's init of each layer's two output projections, attention's and the feed-forward's, which "
+        "write to the residual stream: normal as every other weight (BERT), scaled by 1/sqrt(2 x layers) "
+        "(GPT-2), or zero, each layer starting as the identity (modded-nanogpt)",
+        RESIDUAL_INITS,
+    )
     log_every: int = documented(10, "optimizer steps between metrics.jsonl lines", at_least=1)
     eval_every: int = documented(200, "optimizer steps between held-out evaluations (0 = only at the end)", at_least=0)
     eval_batches: int = documented(20, "held-out batches per evaluation", at_least=1)
@@ -182,6 +190,10 @@ class TrainConfig(Configurable):
                 (
                     self.token_task.pairs or not self.pair_task.head,
                     f"electra has no pair objective: add --pair-objective none (not {self.pair_objective})",
+                ),
+                (
+                    not (self.init_from and self.residual_init != "normal"),
+                    f"residual_init {self.residual_init} starts a new model; init_from starts from trained weights",
                 ),
                 (
                     not (self.init_from and self.token_task.discriminator),
