@@ -10,20 +10,39 @@ WHOLE_RUN = "whole-run"  # an arm's --batch-ramp-steps: the ramp lasts the run, 
 # lever on top of it. Every arm names its position scheme, so that an arm means the same when the recipe changes.
 # Each pins BERT's 15% masking, which `budget` had until 25% (the rope-8k-mask25 arm, today's `budget`).
 MASK15 = ["--mask-prob", "0.15"]
+# and AdamW at lr 1e-3, a new model's optimizer under `budget` until Muon at 2e-3 (2026-12-02, Recipe.fresh)
+ADAMW = ["--optimizer", "adamw", "--lr", "1e-3"]
 # BERT's shape, which `budget` had until it took ModernBERT's: the arms below that start from `--recipe budget` pin it
 BERT_SHAPE = [
     "--feed-forward", "mlp", "--type-vocab-size", "2", "--norm-bias", "--linear-bias", "--first-attention-norm",
     "--task-head", "pooler", "--no-document-mask",
 ]  # fmt: skip
-BUDGET = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "none", "--position-embedding", "learned", *MASK15]
-ALIBI = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "alibi", "--position-embedding", "learned", *MASK15]
-ROPE = ["--recipe", "budget", *BERT_SHAPE, "--attention-bias", "none", "--position-embedding", "rotary", *MASK15]
+
+
+def bert_shaped(bias: str, positions: str) -> list[str]:
+    """`budget` in BERT's shape with 15% masking, AdamW at 1e-3, and the given attention bias and positions."""
+    return [
+        "--recipe",
+        "budget",
+        *ADAMW,
+        *BERT_SHAPE,
+        "--attention-bias",
+        bias,
+        "--position-embedding",
+        positions,
+        *MASK15,
+    ]
+
+
+BUDGET = bert_shaped("none", "learned")
+ALIBI = bert_shaped("alibi", "learned")
+ROPE = bert_shaped("none", "rotary")
 # ModernBERT's shape (Warner et al. 2024) on the budget of 25% masking (rope-8k-mask25), which transformers loads as
 # its ModernBERT: a gated feed-forward at equal FLOPs (inner 680, 2/3 of mini's 1024), no segment table, no biases,
 # no norm before the first attention (the embeddings' LayerNorm is just before it), task heads that transform first.
 # Today's `budget` is modern-8k.
 MODERN = [
-    "--recipe", "budget", "--attention-bias", "none", "--position-embedding", "rotary", "--mask-prob", "0.25",
+    "--recipe", "budget", *ADAMW, "--attention-bias", "none", "--position-embedding", "rotary", "--mask-prob", "0.25",
     "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0", "--no-norm-bias",
     "--no-linear-bias", "--no-first-attention-norm", "--task-head", "transform",
 ]  # fmt: skip
