@@ -626,6 +626,19 @@ def test_our_muon_steps_as_torchs_and_reads_its_checkpoints():
         assert fresh.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
         for p, q in zip(source.param_groups[0]["params"], fresh.param_groups[0]["params"]):
             assert torch.equal(source.state[p]["momentum_buffer"], fresh.state[q]["momentum_buffer"])
+    # torch's own rule, read from its state dict, steps ours as it steps torch's
+    theirs = [torch.nn.Parameter(w.clone()) for w in start]
+    original = torch.optim.Muon(theirs, lr=0.02, adjust_lr_fn="original")
+    ours = Muon([torch.nn.Parameter(w.clone()) for w in start], lr=1.0, weight_decay=0.0)
+    ours.load_state_dict(original.state_dict())
+    grads = [torch.randn_like(w) for w in start]
+    for optimizer in (original, ours):
+        for p, g in zip(optimizer.param_groups[0]["params"], grads):
+            p.grad = g.clone()
+        optimizer.step()
+    for a, b, w in zip(ours.param_groups[0]["params"], theirs, start):
+        moved = (b - w).norm()
+        assert moved > 0.01 and (a - b).norm() < 0.02 * moved, (a - b).norm() / moved
 
 
 def test_residual_init_scales_or_zeroes_what_each_layer_writes_to_the_residual_stream(workdir, tmp_path):

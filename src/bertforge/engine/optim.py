@@ -62,7 +62,18 @@ class Muon(torch.optim.Muon):
                 update = param.grad.lerp(buffer, momentum) if group["nesterov"] else buffer
                 update = orthogonalise(update, group["ns_coefficients"], group["ns_steps"], group["eps"])
                 param.mul_(1 - lr * group["weight_decay"])
-                param.add_(update, alpha=-lr * 0.2 * math.sqrt(max(param.shape)))
+                param.add_(update, alpha=-lr * update_scale(group["adjust_lr_fn"], param.shape))
+
+
+def update_scale(adjust_lr_fn: str | None, shape: torch.Size) -> float:
+    """What an orthogonalised update is multiplied by beside the lr, as torch's Muon does for each of its rules: a
+    state dict loaded from torch's, with its own rule, steps as it would there."""
+    rows, columns = shape[:2]
+    if adjust_lr_fn == "match_rms_adamw":
+        return 0.2 * math.sqrt(max(rows, columns))  # an update as large as AdamW's typical one
+    if adjust_lr_fn in (None, "original"):
+        return math.sqrt(max(1, rows / columns))  # Keller Jordan's
+    return 1.0
 
 
 def orthogonalise(matrix: torch.Tensor, coefficients: tuple[float, float, float], steps: int, eps: float):
