@@ -607,15 +607,22 @@ def test_our_muon_steps_as_torchs_and_reads_its_checkpoints():
         Muon(ours, lr=0.02, weight_decay=0.1),
         torch.optim.Muon(theirs, lr=0.02, weight_decay=0.1, adjust_lr_fn="match_rms_adamw"),
     )
-    for _ in range(3):
-        grads = [torch.randn_like(w) for w in start]
-        for params, optimizer in zip((ours, theirs), optimizers):
-            for p, g in zip(params, grads):
-                p.grad = g.clone()
-            optimizer.step()
-    for a, b, w in zip(ours, theirs, start):
-        moved = (b - w).norm()
-        assert moved > 0.1 and (a - b).norm() < 0.02 * moved, (a - b).norm() / moved
+
+    def step_alike(optimizers, steps: int, least_move: float) -> None:
+        """Step each optimizer on the same random gradients; the first's matrices must land within 2% of the
+        second's move from `start`, which is at least `least_move`."""
+        for _ in range(steps):
+            grads = [torch.randn_like(w) for w in start]
+            for optimizer in optimizers:
+                for p, g in zip(optimizer.param_groups[0]["params"], grads):
+                    p.grad = g.clone()
+                optimizer.step()
+        mine, reference = (optimizer.param_groups[0]["params"] for optimizer in optimizers)
+        for a, b, w in zip(mine, reference, start):
+            moved = (b - w).norm()
+            assert moved > least_move and (a - b).norm() < 0.02 * moved, (a - b).norm() / moved
+
+    step_alike(optimizers, steps=3, least_move=0.1)
     # a fresh optimizer of each kind reads the other's checkpoint: the same hyperparameters and momentum buffers
     for source, fresh in (
         (optimizers[1], Muon([torch.nn.Parameter(w.clone()) for w in start], lr=1.0, weight_decay=0.0)),
@@ -627,18 +634,10 @@ def test_our_muon_steps_as_torchs_and_reads_its_checkpoints():
         for p, q in zip(source.param_groups[0]["params"], fresh.param_groups[0]["params"]):
             assert torch.equal(source.state[p]["momentum_buffer"], fresh.state[q]["momentum_buffer"])
     # torch's own rule, read from its state dict, steps ours as it steps torch's
-    theirs = [torch.nn.Parameter(w.clone()) for w in start]
-    original = torch.optim.Muon(theirs, lr=0.02, adjust_lr_fn="original")
+    original = torch.optim.Muon([torch.nn.Parameter(w.clone()) for w in start], lr=0.02, adjust_lr_fn="original")
     ours = Muon([torch.nn.Parameter(w.clone()) for w in start], lr=1.0, weight_decay=0.0)
     ours.load_state_dict(original.state_dict())
-    grads = [torch.randn_like(w) for w in start]
-    for optimizer in (original, ours):
-        for p, g in zip(optimizer.param_groups[0]["params"], grads):
-            p.grad = g.clone()
-        optimizer.step()
-    for a, b, w in zip(ours.param_groups[0]["params"], theirs, start):
-        moved = (b - w).norm()
-        assert moved > 0.01 and (a - b).norm() < 0.02 * moved, (a - b).norm() / moved
+    step_alike((ours, original), steps=1, least_move=0.01)
 
 
 def test_residual_init_scales_or_zeroes_what_each_layer_writes_to_the_residual_stream(workdir, tmp_path):

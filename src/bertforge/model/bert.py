@@ -536,8 +536,9 @@ def init_residual_outputs(model: nn.Module, how: str) -> None:
     projection (GPT-2), `zero` starts every layer as the identity (the stack begins as embeddings -> head, and the
     layers grow in from the first step's gradient; modded-nanogpt). Each stack counts its own layers (ELECTRA's
     generator has fewer); biases stay zero."""
-    stacks = [m for m in model.modules() if isinstance(m, BertModel)] if how != "normal" else []
-    for stack in stacks:
+    if how == "normal":
+        return
+    for stack in (m for m in model.modules() if isinstance(m, BertModel)):
         std = stack.config.initializer_range / math.sqrt(2 * len(stack.layers))
         for layer in stack.layers:
             for projection in (layer.attention.out, layer.ffn.down):
