@@ -10,7 +10,7 @@ WHOLE_RUN = "whole-run"  # an arm's --batch-ramp-steps: the ramp lasts the run, 
 # lever on top of it. Every arm names its position scheme, so that an arm means the same when the recipe changes.
 # Each pins BERT's 15% masking, which `budget` had until 25% (the rope-8k-mask25 arm, today's `budget`).
 MASK15 = ["--mask-prob", "0.15"]
-# and AdamW at lr 1e-3, a new model's optimizer under `budget` until Muon at 2e-3 (2026-12-02, Recipe.fresh)
+# and AdamW at lr 1e-3, `budget`'s optimizer (Muon at 2e-3 was its default for a new model on 2026-12-02 only)
 ADAMW = ["--optimizer", "adamw", "--lr", "1e-3"]
 # BERT's shape, which `budget` had until it took ModernBERT's: the arms below that start from `--recipe budget` pin it
 BERT_SHAPE = [
@@ -46,7 +46,7 @@ MODERN = [
     "--feed-forward", "glu", "--intermediate-size", "680", "--type-vocab-size", "0", "--no-norm-bias",
     "--no-linear-bias", "--no-first-attention-norm", "--task-head", "transform",
 ]  # fmt: skip
-# today's `budget` from nothing on BERT's vocabulary: Muon at 2e-3 (modern-30k-muon-lr2e-3)
+# `budget` with Muon at 2e-3 on BERT's vocabulary (modern-30k-muon-lr2e-3), the base of the muon-30k-* levers
 MUON = [*MODERN, "--document-mask", "--optimizer", "muon", "--lr", "2e-3"]
 # 8 layers of 192 (3 heads of 64, GLU inner 2/3 of 4 × 192) in place of mini's 4 of 256, at about its step cost
 DEEP = ["--num-layers", "8", "--hidden-size", "192", "--num-heads", "3", "--intermediate-size", "512"]

@@ -11,8 +11,8 @@ why in its commit:
     BERTFORGE_RECORD_GOLDEN=1 .venv/bin/python -m pytest -n 0 tests/test_golden.py
 
 The vocabulary is written out, not trained, so that a new `tokenizers` release cannot move the figures. Each recipe
-runs with AdamW: Muon (`budget`'s optimizer for a new model) orthogonalises in bf16, whose sums round differently
-on each CPU type by more than the tolerance; test_pretrain.py checks it against torch's Muon.
+runs with AdamW, its optimizer: Muon (`--optimizer muon`) orthogonalises in bf16, whose sums round differently on
+each CPU type by more than the tolerance; test_pretrain.py checks it against torch's Muon.
 """
 
 from __future__ import annotations

@@ -541,12 +541,9 @@ def test_a_recipe_sets_the_defaults_and_explicit_flags_override_it(workdir):
     assert (config["model"]["position_embedding"], config["model"]["attention_bias"]) == ("rotary", "none")
     assert (config["model"]["feed_forward"], config["model"]["type_vocab_size"]) == ("glu", 0)
     assert config["model"]["hidden_size"] == 32  # --preset tiny and --hidden-size, over the recipe's mini
-    for key, value in {**budget.train, **budget.fresh}.items():  # a new model: Muon, measured from nothing
+    for key, value in budget.train.items():
         assert config["train"][key] == (5e-4 if key == "lr" else value), key
-    assert config["train"]["optimizer"] == "muon"
-    for kept in ({"init_from": "released-model"}, {"optimizer": "adamw"}):  # AdamW's lr where Muon's is not wanted
-        _, train = recipe_configs("budget", None, {}, kept)
-        assert (train.optimizer, train.lr) == ("adamw", budget.train["lr"]) == ("adamw", 1e-3), kept
+    assert config["train"]["optimizer"] == "adamw"  # Muon's models fine-tuned worse (experiments/budget.md)
     assert all("nsp_loss" not in r for r in train_metrics(run))  # MLM only
     alibi = ("--attention-bias", "alibi", "--position-embedding", "learned", "--pair-objective", "nsp")
     near = bertforge_ok(*done.args[3:], "--overwrite", *alibi)  # the same run with ALiBi and NSP
