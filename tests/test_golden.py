@@ -10,9 +10,7 @@ why in its commit:
 
     BERTFORGE_RECORD_GOLDEN=1 .venv/bin/python -m pytest -n 0 tests/test_golden.py
 
-The vocabulary is written out, not trained, so that a new `tokenizers` release cannot move the figures. Each recipe
-runs with AdamW, its optimizer: Muon (`--optimizer muon`) orthogonalises in bf16, whose sums round differently on
-each CPU type by more than the tolerance; test_pretrain.py checks it against torch's Muon.
+The vocabulary is written out, not trained, so that a new `tokenizers` release cannot move the figures.
 """
 
 from __future__ import annotations
@@ -50,7 +48,7 @@ def seeded_run(tmp_path: Path, recipe: str) -> list[dict]:
     shape = {"hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "num_layers": 2}
     shape["vocab_size"] = len(SPECIAL_TOKENS) + 1 + len(words)
     settings = {"seq_len": 64, "batch_size": 8, "max_steps": STEPS, "log_every": 1, "eval_every": 0}
-    settings |= {"save_every": 0, "precision": "fp32", "num_workers": 0, "seed": 0, "optimizer": "adamw"}
+    settings |= {"save_every": 0, "precision": "fp32", "num_workers": 0, "seed": 0}
     model_config, cfg = recipe_configs(recipe, "tiny", shape, settings)
     Trainer(tmp_path / "data", tmp_path / "run", model_config, cfg, progress=False).train()
     return [{key: r[key] for key in LOSSES if key in r} for r in train_metrics(tmp_path / "run")]
