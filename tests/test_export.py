@@ -367,16 +367,23 @@ def test_the_graph_is_traced_with_padding_whatever_the_check_texts(tmp_path, wor
     assert _rounded(exported) == _rounded(ours)
 
 
-def changed_graph(source, out, change):
-    """A copy of the export at `source` whose graph `change(model_proto)` altered (what a hostile file could be)."""
+def changed_graph(source, out, change, record_digest=True):
+    """A copy of the export at `source` whose graph `change(model_proto)` altered (what a hostile file could be), its
+    config.json's recorded digest made the altered graph's (a hostile directory alters both), or left as exported."""
     import shutil
 
     import onnx
+
+    from bertforge.modelfiles.graph import graph_digest
 
     shutil.copytree(source, out)
     model = onnx.load(str(out / GRAPH))
     change(model)
     onnx.save(model, str(out / GRAPH))
+    if record_digest:
+        config = json.loads((out / "config.json").read_text())
+        config[EXPORT_KEY]["sha256"] = graph_digest(out / GRAPH)
+        (out / "config.json").write_text(json.dumps(config))
     return out
 
 

@@ -214,16 +214,32 @@ def stopped_at_its_checkpoint(workdir, run: Path) -> tuple[list, Path]:
 
 
 def test_weights_that_are_not_numbers_are_never_saved(workdir, tmp_path):
+    """A checkpoint that passed its checksums yet holds what is not a number: moments are refused when the resume
+    reads them (one line, exit 2); weights train into nan and the run stops at that step (exit 1). Either way
+    nothing is saved past the last good checkpoint."""
+    from safetensors.torch import load_file, save_file
+
     run = tmp_path / "run"
     flags, checkpoint = stopped_at_its_checkpoint(workdir, run)
-    tensors = torch.load(checkpoint / "optimizer.pt", weights_only=True)
+    good = checkpoint / "optimizer.pt"
+    tensors = torch.load(good, weights_only=True)
+    kept = good.read_bytes()
     for moments in tensors["optimizer"]["state"].values():
         moments["exp_avg"].fill_(float("nan"))  # moments that passed their checksums, yet are not numbers
-    torch.save(tensors, checkpoint / "optimizer.pt")
+    torch.save(tensors, good)
+    write_checksums(checkpoint)
+    done = bertforge("pretrain", "--out", run, *flags, "--max-steps", "4", "--resume")
+    assert done.returncode == 2 and "optimizer.pt" in done.stderr and "not numbers" in done.stderr, done.stderr
+    good.write_bytes(kept)
+    path = checkpoint / "model.safetensors"  # a checkpoint is a model directory
+    weights = load_file(path)
+    name = next(k for k, v in weights.items() if v.ndim == 2 and "embeddings" in k)
+    weights[name].fill_(float("nan"))
+    save_file(weights, path, metadata={"format": "pt"})
     write_checksums(checkpoint)
     done = bertforge("pretrain", "--out", run, *flags, "--max-steps", "4", "--resume")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert "weights are not finite at step 4" in done.stderr and "step_000002, is intact" in done.stderr
+    assert "weights are not finite at step" in done.stderr and "step_000002, is intact" in done.stderr
     assert [p.name for p in checkpoint_dirs(run)] == ["step_000002"] and not (run / "model").exists()
 
 

@@ -7,6 +7,10 @@ TrainingFailed: training went wrong (the weights stopped being numbers); one lin
 Anything else is a bug and keeps its traceback.
 """
 
+import contextlib
+import os
+import sys
+
 
 class UserError(Exception):
     """Bad input: a missing or empty file, a wrong column, a mismatched model."""
@@ -39,3 +43,23 @@ def one_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     telling = next((line for line in lines if "unsupported GLOBAL" in line or "Unsupported global" in line), None)
     return telling or (lines[0] if lines else type(error).__name__)
+
+
+@contextlib.contextmanager
+def native_logs_silenced():
+    """A native library's own lines on the process's stderr (SentencePiece's C++ log, absl's) dropped while it
+    runs: a file it refuses must end in bertforge's one line, not in three of the library's before it. Python's
+    sys.stderr is flushed first and is the same file again after."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

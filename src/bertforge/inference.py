@@ -131,7 +131,7 @@ class Bert:
                 f"{self.origin.describes} was fine-tuned{task} and keeps only its task's head, no {name} head to "
                 f"{what} with; use the pre-trained model it was fine-tuned from"
             )
-        if self.origin.encoder_only and "mlm_head" in untrained:
+        if (self.origin.encoder_only or self.sentence is not None) and "mlm_head" in untrained:
             kind = "a sentence-embedding model" if self.sentence is not None else "an encoder alone"
             train = f"; `bertforge pretrain --init-from {self.origin.directory}` trains a masked-LM head on your text"
             raise UserError(f"{self.origin.describes} has no {name} head to {what} with: it is {kind}{train}")
@@ -265,13 +265,32 @@ class Bert:
         return Record(a=sentence_a, b=sentence_b, **{key: probability}, label=yes if probability >= 0.5 else no)
 
     @cached_property
-    def _batcher(self) -> TextBatcher:
+    def batcher(self) -> TextBatcher:
         """Built on first use (it copies the tokenizer), then shared by every embed call. A sentence-embedding
         model embeds at most its own max_seq_length tokens (sentence_bert_config.json), as it was trained."""
         own = self.sentence.max_seq_length if self.sentence is not None else None
         return TextBatcher(self.tokenizer, min(self.limit, own) if own else self.limit)
 
-    @torch.inference_mode()
+    def prompted(self, texts: list[str], prompt: str | None = None, role: str | None = None) -> list[str]:
+        """The texts with the model's prompt before each, as sentence-transformers puts it (the one `prompt` names,
+        else the model's for `role`, "query" or "document", else its default; `SentencePipeline.prompt`)."""
+        if self.sentence is not None:
+            before = self.sentence.prompt(prompt, role)
+            return [before + text for text in texts] if before else texts
+        if prompt is not None:
+            raise UserError(f"--prompt {prompt}: the model has no prompts (config_sentence_transformers.json)")
+        return texts
+
+    @property
+    def pooling_modes(self) -> tuple[str, ...]:
+        """How its token vectors become one: a sentence-embedding model's own pooling, else the [CLS] vector."""
+        return self.sentence.pooling if self.sentence is not None else ("cls",)
+
+    @property
+    def unit_vectors(self) -> bool:
+        """Whether its vectors are unit length by default (a Normalize module)."""
+        return self.sentence is not None and self.sentence.normalize
+
     def embed(
         self,
         texts: list[str],
@@ -280,28 +299,24 @@ class Bert:
         batch_size: int = 64,
         whole: bool = False,
         normalize: bool | None = None,
+        prompt: str | None = None,
+        dimensions: int | None = None,
+        role: str | None = None,
     ) -> np.ndarray:
         """One vector per text, (len(texts), D), in input order; batched by length so there is little padding.
 
         By default a sentence-embedding model's vectors are made as its sentence-transformers modules say (its
-        pooling, unit length where it has a Normalize module), others' are the [CLS] vector; `pooling` (one of
-        sentence.POOLING_MODES) and `normalize` override. A text longer than the model reads (its position table,
-        or the length its files give) is cut to it, and how many were is said; with `whole` it is read in windows
-        of that length overlapping by a quarter, its vector the mean of theirs."""
-        if self.origin is not None:
-            self.origin.check_computable()
-        modes = (pooling,) if pooling else self.sentence.pooling if self.sentence is not None else ("cls",)
-        if any(mode not in POOLING_MODES for mode in modes):
-            raise UserError(f"pooling must be one of {', '.join(POOLING_MODES)}, not {pooling!r}")
-        unit = normalize if normalize is not None else self.sentence is not None and self.sentence.normalize
-        layers = self.model.config.num_layers  # hidden states 0 (the embeddings) to L
-        if not -(layers + 1) <= layer <= layers:
-            raise UserError(
-                f"--layer {layer} is out of range: the model has {layers} layers (0: the embeddings, -1: the last)"
-            )
-        if batch_size < 1:
-            raise UserError(f"--batch-size {batch_size}: give at least 1")
-        batcher = self._batcher
+        pooling, unit length where it has a Normalize module, its default prompt before each text), others' are the
+        [CLS] vector; `pooling` (one of sentence.POOLING_MODES), `normalize` and `prompt` (a prompt's name) override;
+        `role` ("query", "document") takes the model's prompt for it, as sentence-transformers' encode_query and
+        encode_document do. `dimensions` keeps the first D of each vector (Matryoshka: a model trained so that its
+        vectors' first dimensions hold the most), unit length again where the vectors are. A text longer than the
+        model reads (its position table, or the length its files give) is cut to it, and how many were is said; with
+        `whole` it is read in windows of that length overlapping by a quarter, its vector the mean of theirs."""
+        modes = (pooling,) if pooling else self.pooling_modes
+        self.check_dimensions(dimensions, modes)
+        texts = self.prompted(texts, prompt, role)
+        batcher = self.batcher
         encoded, owners = batcher.encode_windows(texts) if whole else (batcher.encode(texts), None)
         if not whole and batcher.cut:
             warnings.warn(
@@ -309,8 +324,36 @@ class Bert:
                 "reads and were cut there (--whole reads each in windows)",
                 stacklevel=2,
             )
-        width = self.model.config.hidden_size * len(modes)
-        out = np.zeros((len(encoded), width), dtype=np.float32)  # (windows, D)
+        out = self.vectors(encoded, modes, layer, batch_size)  # (windows, D)
+        vectors = mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), D)
+        return shaped(vectors, dimensions, self.unit_vectors if normalize is None else normalize)
+
+    def check_dimensions(self, dimensions: int | None, modes: tuple[str, ...] | None = None) -> None:
+        """A Matryoshka cut the vectors can take: 1 to their width."""
+        width = self.model.config.hidden_size * len(modes or self.pooling_modes)
+        if dimensions is not None and not 1 <= dimensions <= width:
+            raise UserError(f"--dimensions {dimensions}: the model's vectors have {width}; give 1 to {width}")
+
+    @torch.inference_mode()
+    def vectors(
+        self, encoded, modes: tuple[str, ...] | None = None, layer: int = -1, batch_size: int = 64
+    ) -> np.ndarray:
+        """(len(encoded), D) pooled vectors of texts encoded already (`TextBatcher.encode`: ids and segment ids each),
+        in their order, neither normalised nor cut: what `embed` and the service's batches run."""
+        if self.origin is not None:
+            self.origin.check_computable()
+        modes = modes or self.pooling_modes
+        if any(mode not in POOLING_MODES for mode in modes):
+            raise UserError(f"pooling must be one of {', '.join(POOLING_MODES)}, not {modes[0]!r}")
+        layers = self.model.config.num_layers  # hidden states 0 (the embeddings) to L
+        if not -(layers + 1) <= layer <= layers:
+            raise UserError(
+                f"--layer {layer} is out of range: the model has {layers} layers (0: the embeddings, -1: the last)"
+            )
+        if batch_size < 1:
+            raise UserError(f"--batch-size {batch_size}: give at least 1")
+        batcher = self.batcher
+        out = np.zeros((len(encoded), self.model.config.hidden_size * len(modes)), dtype=np.float32)
         with self._beside_the_graph():
             for indices in length_buckets(encoded, batch_size):
                 batch = {k: v.to(self.device) for k, v in batcher.batch(encoded, indices).items()}
@@ -318,8 +361,12 @@ class Bert:
                     result = self.model.bert(**batch, output_hidden_states=layer != -1)
                 hidden = result.sequence_output if layer == -1 else result.hidden_states[layer]  # (b, T, H)
                 out[indices] = pool(hidden.float(), batch["attention_mask"], modes).cpu().numpy()  # (b, D)
-        vectors = mean_over_windows(out, owners, len(texts))[0] if whole else out  # (len(texts), D)
-        return unit_length(torch.from_numpy(vectors)).numpy() if unit else vectors
+        if not np.isfinite(out).all():  # weights within float range can still overflow: never a nan vector
+            raise UserError(
+                f"{self.origin.describes if self.origin else 'the model'}: it answered values that are "
+                "not numbers (its weights overflow)"
+            )
+        return out
 
     def search(
         self,
@@ -331,6 +378,7 @@ class Bert:
         reranker: Classifier | None = None,
         candidates: int = 50,
         relevant_label: str | None = None,
+        prompt: str | None = None,
     ) -> list[list[dict[str, Any]]]:
         """For each query, the `top_k` corpus texts nearest in meaning, best first: {rank, index, text, score}, the
         score the cosine of the two vectors (pooled as `embed` pools them; `whole` as `embed` reads long texts).
@@ -339,25 +387,29 @@ class Bert:
 
         With a `reranker` (a classifier fine-tuned on (query, text) pairs: a cross-encoder), retrieve, then re-rank:
         the vectors' best `candidates` are ordered by the probability of `relevant_label` (label 1 by default; a
-        regression model's value), and the best `top_k` kept; each hit keeps the cosine it was found by."""
+        regression model's value), and the best `top_k` kept; each hit keeps the cosine it was found by.
+
+        A model with prompts reads its queries after its query prompt (or the one `prompt` names) and the corpus
+        after its document prompt, as sentence-transformers' encode_query and encode_document do."""
         if reranker is None and relevant_label is not None:
             raise UserError("--relevant-label names a label of the --rerank classifier; give one")
         if reranker is not None:
             if candidates < top_k:
                 raise UserError(f"--candidates ({candidates}) must be at least --top-k ({top_k})")
             reranker.relevant_label(relevant_label)  # a wrong label stops here, before the search
-            found = self.search(queries, corpus, candidates, corpus_vectors, whole)
+            found = self.search(queries, corpus, candidates, corpus_vectors, whole, prompt=prompt)
             return [_rerank(reranker, query, hits, top_k, relevant_label) for query, hits in zip(queries, found)]
         hidden_size = self.model.config.hidden_size
         if corpus_vectors is None:
-            corpus_vectors = self.embed(corpus, whole=whole)
+            corpus_vectors = self.embed(corpus, whole=whole, role="document")
         elif corpus_vectors.shape != (len(corpus), hidden_size):
             raise UserError(
                 f"the corpus vectors are {' x '.join(map(str, corpus_vectors.shape))}, but the corpus has "
                 f"{len(corpus)} texts and the model {hidden_size} dimensions: were they embedded from this corpus "
                 "with this model?"
             )
-        indices, scores = nearest(self.embed(queries, whole=whole), corpus_vectors, top_k)  # (Q, k) each
+        query_vectors = self.embed(queries, whole=whole, prompt=prompt, role="query")
+        indices, scores = nearest(query_vectors, corpus_vectors, top_k)  # (Q, k) each
         return [
             [
                 {"rank": r + 1, "index": int(i), "text": corpus[i], "score": float(s)}
@@ -412,6 +464,13 @@ class Bert:
         encoding, input_ids, token_type_ids = self.encode(text, pair)
         encoded = self.model.bert(input_ids, token_type_ids, output_attentions=True)
         return encoding.tokens, torch.stack([a[0] for a in encoded.attentions]).float().cpu()
+
+
+def shaped(vectors: np.ndarray, dimensions: int | None = None, unit: bool = False) -> np.ndarray:
+    """(n, D) vectors cut to their first `dimensions` (Matryoshka's cut) and, with `unit`, made unit length after
+    the cut, as a model trained so reads them."""
+    vectors = np.ascontiguousarray(vectors[:, :dimensions]) if dimensions else vectors  # (n, dimensions)
+    return unit_length(torch.from_numpy(vectors)).numpy() if unit else vectors
 
 
 def load(path: str | Path, device: str = "cpu", trust_pickle: bool = False, precision: str = "fp32") -> Bert:

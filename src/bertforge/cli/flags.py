@@ -85,7 +85,10 @@ def add_config_flags(
         flag = "--" + f.name.replace("_", "-")
         default_text = getattr(shown_defaults, f.name) if shown_defaults is not None else f.default
         shown = "none" if default_text == "" else default_text  # an empty string reads as nothing at all
-        help_text = f"{f.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
+        described = f.metadata.get("help", "")
+        # a default of None is what the help itself says ("default: a tenth of the run"), not "None"
+        said = described if default_text is None else f"{described} (default: {shown})"
+        help_text = said.replace("%", "%%")
         default = f.default if keep_defaults else argparse.SUPPRESS
         if f.type in ("bool", bool):
             group.add_argument(

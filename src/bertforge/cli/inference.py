@@ -148,7 +148,9 @@ def cmd_embed(args: argparse.Namespace) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)  # before the work: a folder that cannot be made is said at once
     check_writable(out.parent)
     texts, _ = read_texts(args.input, args.text_column)
-    vectors = _load(args).embed(texts, args.pooling, args.layer, args.batch_size, args.whole, args.normalize)
+    vectors = _load(args).embed(
+        texts, args.pooling, args.layer, args.batch_size, args.whole, args.normalize, args.prompt, args.dimensions
+    )
     array = io.BytesIO()
     np.save(array, vectors)
     write_bytes(out, array.getvalue())  # whole or not at all
@@ -178,7 +180,7 @@ def cmd_search(args: argparse.Namespace) -> None:
             raise UserError(f"{args.vectors}: not a .npy file of vectors from `bertforge embed` ({e})") from None
     reranker = Classifier(args.rerank, device=args.device, trust_pickle=args.trust_pickle) if args.rerank else None
     results = _load(args).search(
-        queries, corpus, args.top_k, vectors, args.whole, reranker, args.candidates, args.relevant_label
+        queries, corpus, args.top_k, vectors, args.whole, reranker, args.candidates, args.relevant_label, args.prompt
     )
     if sources:  # a directory: which file each text is in
         results = [[{**hit, "source": sources[hit["index"]]} for hit in found] for found in results]
@@ -191,6 +193,15 @@ def cmd_search(args: argparse.Namespace) -> None:
             source = f"{hit['source']}: " if sources else ""
             cosine = f"  (cosine {hit['cosine']:.3f})" if "cosine" in hit else ""
             print(f"  {hit['score']:.3f}  {source}{hit['text']}{cosine}")
+
+
+def prompt_flag(p: argparse.ArgumentParser, where: str) -> None:
+    p.add_argument(
+        "--prompt",
+        metavar="NAME",
+        help=f"the model's prompt of that name (config_sentence_transformers.json's prompts), put {where} (default: "
+        "the model's default prompt, or its query prompt for a search's queries, as sentence-transformers does)",
+    )
 
 
 def whole_flag(p: argparse.ArgumentParser) -> None:
@@ -330,6 +341,13 @@ def _add_embed(verbs) -> None:
     )
     p.add_argument("--layer", type=int, default=-1, help="hidden layer to read (-1 = last, 0 = embeddings)")
     p.add_argument("--batch-size", type=POSITIVE, default=64, help="texts per batch")
+    prompt_flag(p, "before each text")
+    p.add_argument(
+        "--dimensions",
+        type=POSITIVE,
+        help="keep each vector's first D dimensions (a Matryoshka-trained model's: nomic-embed-text's 512, 256, ...), "
+        "unit length again where the model's vectors are",
+    )
     whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)
@@ -373,6 +391,7 @@ def _add_search(verbs) -> None:
         "--relevant-label",
         help="with --rerank: the classifier's label whose probability is the score (default: 1)",
     )
+    prompt_flag(p, "before each query (the corpus gets the model's document prompt)")
     whole_flag(p)
     precision_flag(p, default="auto")
     output_flags(p, quiet=False)

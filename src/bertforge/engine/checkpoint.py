@@ -21,6 +21,7 @@ import torch
 
 from ..errors import UserError, one_line
 from ..fileio import read_json, remove_abandoned, write_json
+from .optim import load_optimizer_state
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
 CHECKSUMS = "checksums.json"  # in a checkpoint: {file: sha256} of every other file
@@ -126,15 +127,22 @@ def optimizer_and_rng(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradSc
 
 
 def restore_optimizer_and_rng(
-    tensors: dict[str, Any], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None
+    tensors: dict[str, Any], optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, source: Path
 ) -> None:
-    """Put back what `optimizer_and_rng` saved."""
-    optimizer.load_state_dict(tensors["optimizer"])
+    """Put back what `optimizer_and_rng` saved (`source`, the file it was read from), checked as an input:
+    the optimizer's state by `load_optimizer_state`, the RNG states by their type."""
+    if not isinstance(tensors, dict) or "optimizer" not in tensors or not _is_rng_state(tensors.get("cpu_rng")):
+        raise UserError(f"{source}: not a checkpoint state bertforge writes")
+    load_optimizer_state(optimizer, tensors["optimizer"], str(source))
     torch.set_rng_state(tensors["cpu_rng"])
     if "cuda_rng" in tensors and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(tensors["cuda_rng"])
     if scaler is not None and "scaler" in tensors:
         scaler.load_state_dict(tensors["scaler"])
+
+
+def _is_rng_state(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.shape == torch.get_rng_state().shape
 
 
 def read_state_file(path: Path) -> dict[str, Any]:

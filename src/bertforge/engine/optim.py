@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+import warnings
+from typing import Any
 
 import torch
+
+from ..errors import UserError
 
 
 def build_optimizer(
@@ -118,6 +122,90 @@ class MuonWithAdamW:
     def load_state_dict(self, state: dict) -> None:
         self.optimizers[0].load_state_dict(state["muon"])
         self.optimizers[1].load_state_dict(state["adamw"])
+
+
+# ---------------------------------------------------------------- a saved state is an input
+
+
+def optimizer_kind(optimizer) -> str:
+    """What steps a model: "muon" (Muon for the hidden matrices, AdamW the rest) or "adamw"."""
+    return "muon" if isinstance(optimizer, MuonWithAdamW) else "adamw"
+
+
+def saved_kind(state: Any) -> str | None:
+    """Which optimizer wrote a saved state dict (`optimizer_kind`'s names), or None for one neither writes."""
+    if isinstance(state, dict) and set(state) == {"muon", "adamw"}:
+        return "muon"
+    if isinstance(state, dict) and isinstance(state.get("state"), dict) and isinstance(state.get("param_groups"), list):
+        return "adamw"
+    return None
+
+
+def load_optimizer_state(optimizer, state: Any, source: str) -> None:
+    """A checkpoint's optimizer state into `optimizer`, read as an input: the file may be intact and still hostile.
+
+    Every saved moment or momentum buffer must be a finite float tensor of its parameter's shape (`step` a finite
+    count), or the state is refused in one line naming it. The hyper-parameters stay the run's own: a saved
+    `ns_steps` of 10⁹ would never end a step, a saved weight decay would override the run's, so whatever the file
+    holds beside the tensors is not used. A state another optimizer wrote (a run resumed with another
+    --optimizer) is not loaded: the new optimizer starts fresh, said in one line."""
+    kind, wanted = saved_kind(state), optimizer_kind(optimizer)
+    if kind is None:
+        raise UserError(f"{source}: not an optimizer state bertforge writes")
+    if kind != wanted:
+        warnings.warn(
+            f"{source} holds {kind}'s optimizer state; this run now steps with {wanted} (--optimizer {wanted}), "
+            f"whose state starts fresh",
+            stacklevel=2,
+        )
+        return
+    pairs = zip(optimizer.optimizers, (state["muon"], state["adamw"])) if kind == "muon" else [(optimizer, state)]
+    for live, saved in pairs:
+        _load_checked(live, saved, source)
+
+
+def _load_checked(optimizer: torch.optim.Optimizer, saved: Any, source: str) -> None:
+    """One torch optimizer's saved state, its tensors checked against the parameters they belong to, its
+    hyper-parameters replaced by the optimizer's own."""
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    entries = saved.get("state") if isinstance(saved, dict) else None
+    own = optimizer.param_groups
+    if not isinstance(groups, list) or not isinstance(entries, dict) or len(groups) != len(own):
+        raise UserError(f"{source}: the optimizer state does not fit this model (its parameter groups differ)")
+    parameters = {}
+    for group, live in zip(groups, own):
+        ids = group.get("params") if isinstance(group, dict) else None
+        if not isinstance(ids, list) or len(ids) != len(live["params"]):
+            raise UserError(f"{source}: the optimizer state does not fit this model (its parameter groups differ)")
+        parameters.update(zip(ids, live["params"]))
+    for index, values in entries.items():
+        parameter = parameters.get(index)
+        if parameter is None or not isinstance(values, dict):
+            raise UserError(f"{source}: the optimizer state holds an entry for no parameter of this model ({index!r})")
+        for name, value in values.items():
+            _check_entry(source, index, name, value, parameter)
+    hyper = [{k: v for k, v in group.items() if k != "params"} for group in own]
+    optimizer.load_state_dict(saved)
+    for group, settings in zip(optimizer.param_groups, hyper):  # the run's own, not the file's
+        group.update(settings)
+
+
+def _check_entry(source: str, index: Any, name: str, value: Any, parameter: torch.Tensor) -> None:
+    """A saved state entry: a step count (a finite number, 0 or more) or a tensor of the parameter's shape."""
+    where = f"{source}: the optimizer state's {name} of parameter {index}"
+    if name == "step":
+        number = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 <= number < 1e15:
+            raise UserError(f"{where} is not a step count")
+        return
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        raise UserError(f"{where} is not a float tensor")
+    if value.shape != parameter.shape:
+        raise UserError(
+            f"{where} is {' x '.join(map(str, value.shape))}; the parameter is {' x '.join(map(str, parameter.shape))}"
+        )
+    if not bool(torch.isfinite(value).all()):
+        raise UserError(f"{where} holds values that are not numbers")
 
 
 def warmup_fraction(warmup: float, total_steps: int) -> float:

@@ -65,13 +65,34 @@ class Architecture:
         return resolve(self.model)
 
 
+ENCODER_MODULE = "bert"  # every class's encoder, whose weights no head may claim
+ENCODER_HEADS = ("bert.pooler",)  # the one module under it that is a head's: sequence heads read [CLS] through it
+
+
 def check_architecture(record: Architecture, registry: Registry) -> None:
-    """A record that would not work is refused when registered: a suffix `transformers` names classes with, and at
-    least one output."""
+    """A record that would not work, or would misdirect every load, is refused when registered: a suffix
+    `transformers` names classes with, at least one output, each output's axes and the inputs' axes as names, and
+    heads that are modules of their own. A head names weights that start fresh where a directory lacks them and that
+    a new task drops: a head of `bert` (the encoder) would start every model's encoder fresh without a word."""
+    name = f"architecture {record.name!r}"
     if not isinstance(record.suffix, str) or not (record.suffix == "Model" or record.suffix.startswith("For")):
-        raise UserError(f"architecture {record.name!r}: suffix {record.suffix!r} is 'Model' or 'For...'")
-    if not record.outputs or not all(isinstance(axes, tuple) for axes in record.outputs.values()):
-        raise UserError(f"architecture {record.name!r}: outputs name each output's axes, as a tuple")
+        raise UserError(f"{name}: suffix {record.suffix!r} is 'Model' or 'For...'")
+    outputs = record.outputs
+    if not isinstance(outputs, dict) or not outputs or not all(_names(axes) for axes in outputs.values()):
+        raise UserError(f"{name}: outputs name each output's axes, as a tuple of names")
+    if not all(isinstance(output, str) and output.isidentifier() for output in outputs):
+        raise UserError(f"{name}: each output is named by an identifier")
+    if not _names(record.inputs_axes):
+        raise UserError(f"{name}: inputs_axes name the inputs' axes, as a tuple of names")
+    if not isinstance(record.heads, tuple) or not all(isinstance(head, str) and head for head in record.heads):
+        raise UserError(f"{name}: heads name its head modules, as a tuple of names")
+    for head in record.heads:
+        if head not in ENCODER_HEADS and (head == ENCODER_MODULE or head.startswith(ENCODER_MODULE + ".")):
+            raise UserError(f"{name}: head {head!r} names the encoder's own weights, which no head may claim")
+
+
+def _names(axes) -> bool:
+    return isinstance(axes, tuple) and all(isinstance(axis, str) and axis.isidentifier() for axis in axes)
 
 
 ARCHITECTURES: Registry[Architecture] = Registry("architecture", Architecture, check_architecture)

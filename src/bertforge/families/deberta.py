@@ -29,6 +29,7 @@ DEBERTA_SHAPE = {
 BUCKETS = 256  # model/deberta.py's table: 256 a direction
 ATTENTION_TERMS = ["p2c", "c2p"]
 # The keys that choose what the attention computes: the value bertforge computes, and what else it would mean.
+# A key absent from config.json means what `transformers` takes it to mean (ABSENT), not what bertforge computes.
 COMPUTED = {
     "relative_attention": (True, "attention without relative positions"),
     "position_buckets": (BUCKETS, f"a table other than {BUCKETS} buckets a direction"),
@@ -38,11 +39,28 @@ COMPUTED = {
     "conv_kernel_size": (0, "a convolution beside the first layer (DeBERTa-v2-xlarge's)"),
     "legacy": (True, "the masked-LM head named as lm_predictions"),
 }
+# `transformers`' values for those keys where config.json has none: DebertaV2Config's defaults, and the modelling
+# code's getattr defaults for the keys the config class does not declare (position_buckets, share_att_key, ...).
+ABSENT = {
+    "relative_attention": False,
+    "position_buckets": -1,
+    "share_att_key": False,
+    "norm_rel_ebd": "none",
+    "position_biased_input": True,
+    "conv_kernel_size": 0,
+    "legacy": True,
+}
+LAYER_NORM_EPS = 1e-7  # DebertaV2Config's default, where BertConfig's is 1e-12
 POOLER_ACTIVATIONS = ("gelu", "relu", "tanh")  # pooler_hidden_act's values our pooler computes, by the same names
 
 
 def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
     for key, (value, meaning) in COMPUTED.items():
+        if key not in hf and ABSENT[key] != value:
+            raise UserError(
+                f"{source}: no {key}, which transformers then takes as {ABSENT[key]!r}: {meaning}, which bertforge "
+                f"does not compute (DeBERTa-v3 writes {key}: {value!r})"
+            )
         if hf.get(key, value) != value:
             raise UserError(f"{source}: {key} {hf[key]!r}: {meaning}, which bertforge does not compute")
     terms = hf.get("pos_att_type") or []
@@ -67,7 +85,8 @@ def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
     activation = hf.get("pooler_hidden_act", "gelu")
     if activation not in POOLER_ACTIVATIONS:
         raise UserError(f"{source}: pooler_hidden_act {activation!r}; bertforge builds gelu, relu or tanh")
-    values = bert_style_values({**hf, "type_vocab_size": hf.get("type_vocab_size", 0)}, source)
+    defaults = {"type_vocab_size": 0, "layer_norm_eps": LAYER_NORM_EPS}  # DebertaV2Config's, not BertConfig's
+    values = bert_style_values({**defaults, **hf}, source)
     return values | DEBERTA_SHAPE | {"pooler_activation": activation}
 
 

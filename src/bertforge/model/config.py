@@ -83,6 +83,9 @@ SIZE_LIMITS = {
 }
 
 
+MIN_POSITIONS = 3  # the shortest input a model reads: [CLS], one token, [SEP]
+
+
 @dataclass
 class ModelConfig(Configurable):
     """Shape and variant of a BERT encoder with its pre-training heads."""
@@ -183,6 +186,11 @@ class ModelConfig(Configurable):
                 )
             ]
             + [
+                (
+                    self.max_position_embeddings >= MIN_POSITIONS,
+                    f"max_position_embeddings {self.max_position_embeddings} reads no text: [CLS] a token [SEP] "
+                    f"needs {MIN_POSITIONS}",
+                ),
                 (
                     math.isfinite(self.initializer_range) and self.initializer_range >= 0,
                     f"initializer_range must be a number >= 0, not {self.initializer_range}",

@@ -4,6 +4,8 @@ network and the families. A model directory is read here once, through the one b
     directory     model directories: read once (`read_model_files`), loaded checked, saved whole; ours or
                   `transformers`'
     schema        what a model directory's config.json may hold, checked once when it is read
+    header        a safetensors file's index from its header's bytes alone, never mapping the file
+    heads         a task model's labels, and its head carried through `pretrain --init-from` and `tokenizer extend`
     hf            our weights and configs as a `transformers` family's and back, through its record (families/)
     card          the model card (README.md) of every model directory
     sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
@@ -11,5 +13,6 @@ network and the families. A model directory is read here once, through the one b
     export        `bertforge export`: a model directory as an ONNX graph, checked against PyTorch, optionally int8
     onnx          an exported directory, served by ONNX Runtime: its own type, which no verb that trains accepts;
                   each run bounded in time
-    graph         an exported graph checked against its config and the verb's head before it is served
+    graph         an exported graph checked against its config, its recorded digest and the verb's head before
+                  it is served
 """

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
@@ -47,6 +47,7 @@ from ..tokenizer import (
     special_ids,
 )
 from .card import CARD, card_with_section, model_card
+from .header import WeightIndex, weight_index
 from .hf import (
     HF_IGNORED,
     POSITIONS,
@@ -121,36 +122,8 @@ def read_config(directory: Path) -> dict[str, Any]:
     return check_config(read_json(path, "config"), str(path))
 
 
-def label_names(directory: Path, config: dict[str, Any], what: str) -> list[str]:
-    """A task model's labels by id, from config.json's id2label, whose keys are the ids 0 to n-1 written as text
-    (as `transformers` writes them); `what` the kind of model that needs them."""
-    id2label = config.get("id2label")
-    if not isinstance(id2label, dict) or not id2label:
-        raise UserError(f"{directory}: not a {what} model (no id2label in config.json)")
-    if sorted(id2label) != sorted(str(i) for i in range(len(id2label))):
-        raise UserError(f"{directory / 'config.json'}: id2label's keys are not the ids 0 to {len(id2label) - 1}")
-    return [str(id2label[str(i)]) for i in range(len(id2label))]
-
-
 # What a weight may be stored as; anything else (an integer tensor where a weight belongs) is refused unread.
 WEIGHT_DTYPES = ("F16", "BF16", "F32", "F64")
-
-
-WeightIndex = dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype), from a safetensors header
-
-
-def weight_index(directory: Path) -> WeightIndex | None:
-    """name -> (shape, dtype) of every tensor in model.safetensors, from its header alone (safetensors bounds the
-    header and checks its offsets against the file); None for a pickle-only directory."""
-    path = directory / "model.safetensors"
-    if not path.is_file():
-        return None
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            slices = {name: f.get_slice(name) for name in f.keys()}
-            return {name: (tuple(piece.get_shape()), piece.get_dtype()) for name, piece in slices.items()}
-    except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"{path}: corrupted or truncated safetensors file ({e})") from None
 
 
 @dataclass(frozen=True)
@@ -422,6 +395,7 @@ def load_weights(
     model.untrained_heads = frozenset(
         head for head in PRETRAINING_MODULES if any(k.startswith(head + ".") for k in fresh_heads)
     )
+    model.fresh_heads = frozenset(head.rstrip(".") for head in heads if any(k.startswith(head) for k in fresh_heads))
     try:
         model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
     except RuntimeError as e:
@@ -455,7 +429,9 @@ def write_model_files(
         if pretraining:
             extra[PRETRAINING_KEY] = {**extra.get(PRETRAINING_KEY, {}), **pretraining}
         facts = {**extra.get(PRETRAINING_KEY, {}), **(card or {})}
-        architecture = saved_architecture(part, origin)
+        task_head = getattr(part, "task_head", None)
+        architecture = task_head.architecture if task_head is not None else saved_architecture(part, origin)
+        extra.update(task_head.config if task_head is not None else {})
         (target / CARD).write_text(card_text(part.config, architecture, facts, origin), encoding="utf-8")
         if needs_remote_code(part.config) and tokenizer is not None:
             # transformers 4.x gives a pipeline a tokenizer only for a model type it knows, or one config.json names
@@ -468,6 +444,7 @@ def write_model_files(
         write_json(target / "config.json", config_to_hf(part.config, architecture, extra, ids))
         untrained = getattr(part, "untrained_heads", frozenset())
         state = {k: v for k, v in part.state_dict().items() if k.split(".", 1)[0] not in untrained}
+        state.update(task_head.weights if task_head is not None else {})
         save_file(
             to_hf_state_dict(state, part.config, architecture),
             str(target / "model.safetensors"),
@@ -526,12 +503,15 @@ def save_model(
 VOCAB_PADDING = 128  # a table padded for speed has fewer than this many rows beyond its tokenizer's ids
 
 
-def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_size: int = 0) -> None:
+def check_vocab(
+    tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_size: int = 0, predicts: bool = False
+) -> None:
     """A tokenizer with more ids than the model's table would index out of range, and one with far fewer was not
     trained with the model (its ids mean other words): both are refused, and so is one that gives a segment id past
     the model's segment table (of two rows or more: one row, RoBERTa's, and none take every id as the first). A
-    table padded to a round size for speed (fewer than VOCAB_PADDING spare rows) is only warned about: those ids
-    are never predicted."""
+    table padded to a round size for speed (fewer than VOCAB_PADDING spare rows) is only said, and only where the
+    model `predicts` tokens (pre-training, fill-mask, evaluate, a masked LM's export): those ids are never
+    predicted, which a classifier's or an encoder's user has no reason to hear."""
     segment = highest_segment(tokenizer)
     if type_vocab_size > 1 and segment >= type_vocab_size:
         raise UserError(
@@ -544,7 +524,7 @@ def check_vocab(tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_si
             f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "
             "they were not trained together"
         )
-    if size < vocab_size:
+    if size < vocab_size and predicts:
         warnings.warn(
             f"{where}: tokenizer has {size} tokens, the model's vocabulary {vocab_size}; "
             f"ids {size}..{vocab_size - 1} have no token and are never predicted",
@@ -575,14 +555,28 @@ def load_model_and_tokenizer(
         model = OnnxModel(files.directory, cls, files.config, files.raw, **model_kwargs)
     else:
         model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
+        if serve and cls is not BertForPreTraining:  # a task's head answers, never a new one
+            refuse_fresh_heads(model, files.directory)
     if not has_tokenizer(files.directory):
         raise UserError(
             f"{files.directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
             "save it with its tokenizer, or copy the tokenizer's files into the directory"
         )
     tokenizer = load_tokenizer(files.directory, files.raw)
-    check_vocab(tokenizer, model.config.vocab_size, str(files.directory), model.config.type_vocab_size)
+    predicts = cls is BertForPreTraining and "mlm_head" not in getattr(model, "untrained_heads", {"mlm_head"})
+    check_vocab(tokenizer, model.config.vocab_size, str(files.directory), model.config.type_vocab_size, predicts)
     return files, model, tokenizer
+
+
+def refuse_fresh_heads(model, directory: Path) -> None:
+    """One line where a model that answers with its head (classify, tag, answer, an export) would answer from a
+    head its directory lacks, started fresh: at random, with exit 0."""
+    if model.fresh_heads:
+        raise UserError(
+            f"{directory}: its weights lack the {model.hf_architecture} head's {', '.join(sorted(model.fresh_heads))}; "
+            "a new one would answer at random. Fine-tune it for the task (bertforge finetune), or use the directory "
+            "that holds the trained head"
+        )
 
 
 PRETRAINING_HEADS = ("mlm", "nsp")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import random
 import tempfile
 import warnings
 from pathlib import Path
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 
 from ..data.batching import TextBatcher, length_buckets
-from ..errors import UserError
+from ..errors import UserError, one_line
 from ..families import ARCHITECTURES, Architecture, family_of
 from ..families.architectures import BATCH, CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
@@ -42,14 +43,15 @@ from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
 from .card import CARD, card_with_section
 from .directory import (
     check_vocab,
-    label_names,
     load_model,
     read_model_files,
+    refuse_fresh_heads,
     resolve_model_dir,
 )
 from .fused import DOMAIN as FUSED_DOMAIN
 from .fused import fuse_attention
-from .graph import graph_inputs
+from .graph import graph_digest, graph_inputs
+from .heads import label_names
 from .hf import OWN_MODEL_TYPE
 from .onnx import EXPORT_KEY, GRAPH, graph_runner, is_exported, onnx_runtime
 from .origin import Origin, read_origin
@@ -83,12 +85,13 @@ class Export:
     quantize: str | None
     inputs: list[str]
     outputs: list[str]
-    texts: int
+    texts: int  # the check texts (or pairs) run
     max_difference: float
     agreement: float | None = None  # int8: the share of answers (labels, tags, tokens, spans) PyTorch gives too
     cosine: tuple[float, float] | None = None  # int8 encoder: median and least cosine of the vectors to PyTorch's
     megabytes: float = 0.0
     accepted_below_gate: bool = False  # int8 written under the gate, as --accept-quality-loss asked
+    texts_given: int = 0  # the check texts --check-data held, of which `texts` were drawn (CHECK_SAMPLE at most)
 
     def below_gate(self) -> list[str]:
         """What of the int8 graph's quality falls short of the gate, said with its figure; empty when it passes."""
@@ -102,7 +105,8 @@ class Export:
         return short
 
     def summary(self) -> str:
-        check = f"largest difference from PyTorch {self.max_difference:.2e} over {self.texts} texts"
+        drawn = f" (a seeded sample of the {self.texts_given:,} given)" if self.texts_given > self.texts else ""
+        check = f"largest difference from PyTorch {self.max_difference:.2e} over {self.texts:,} texts{drawn}"
         if self.quantize:
             if self.agreement is not None:
                 check += f"; answers agree with PyTorch's on {self.agreement:.1%}"
@@ -192,6 +196,7 @@ def export_model(
     out: str | Path,
     quantize: str | None = None,
     check_texts: list[str] | None = None,
+    check_pairs: list[str] | None = None,
     overwrite: bool = False,
     trust_pickle: bool = False,
     accept_quality_loss: bool = False,
@@ -217,12 +222,16 @@ def export_model(
     if answers == MASKED_LM and "mlm" not in files.heads:
         raise UserError(f"{origin.describes} has no trained masked-LM head to export")
     model = load_model(record.model_class(), files, trust_pickle, keep_heads=answers != ENCODER, **kwargs)
+    if answers != ENCODER:
+        refuse_fresh_heads(model, directory)
     model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
-    check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size)
+    check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size, predicts=answers == MASKED_LM)
     graph = Graph(model, record, origin)
     inputs = graph_inputs(config)
-    batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers)
+    given = len(check_texts or ())
+    check_texts, check_pairs = check_sample(check_texts, check_pairs)
+    batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers, check_pairs)
     if quantize:  # outliers moved into the weights (smoothing.py), attention as one operator (fused.py)
 
         def calibrate() -> None:  # each batch's outputs dropped as it goes: a masked LM's are (B, T, V)
@@ -249,6 +258,7 @@ def export_model(
                 "nothing was written"
             )
         made = Export(out, answers, quantize, inputs, graph.outputs, len(check_texts or SAMPLE_TEXTS), **report)
+        made.texts_given = given
         short = made.below_gate()
         if short and not accept_quality_loss:
             raise UserError(
@@ -262,11 +272,29 @@ def export_model(
     return made
 
 
-def _batches(tokenizer, config: ModelConfig, texts: list[str], answers: str) -> list[dict[str, torch.Tensor]]:
-    """The texts as padded batches of 8, short and long texts together; a multiple-choice model reads each text as
-    a question with two choices."""
+CHECK_SAMPLE = 2000  # the most check texts an export runs: a seeded sample of a larger --check-data
+
+
+def check_sample(texts: list[str] | None, pairs: list[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """At most CHECK_SAMPLE of the check texts (and their pairs), drawn with a fixed seed and kept in file order: a
+    200,000-line file checks in seconds, not in minutes, and the same file always checks the same way."""
+    if pairs is not None and texts is not None and len(pairs) != len(texts):
+        raise UserError("--check-data: every text needs its pair")
+    if texts is None or len(texts) <= CHECK_SAMPLE:
+        return texts, pairs
+    rows = sorted(random.Random(0).sample(range(len(texts)), CHECK_SAMPLE))
+    return [texts[i] for i in rows], [pairs[i] for i in rows] if pairs is not None else None
+
+
+def _batches(
+    tokenizer, config: ModelConfig, texts: list[str], answers: str, pairs: list[str] | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """The texts (with their `pairs`, as a pair classifier reads them) as padded batches of 8, short and long texts
+    together; a multiple-choice model reads each text as a question with two choices."""
     if not texts:
         raise UserError("--check-data holds no texts")
+    if pairs is not None and answers != SEQUENCE:
+        raise UserError(f"--pair-column: a {answers} model reads single texts; pairs are for a classifier")
     batcher = TextBatcher(tokenizer, max_input_length(tokenizer, config.max_position_embeddings))
     if answers == CHOICE:
         encoded = batcher.encode(texts * 2, list(reversed(texts)) + texts)  # (question, choice) pairs, 2 a question
@@ -276,7 +304,7 @@ def _batches(tokenizer, config: ModelConfig, texts: list[str], answers: str) -> 
             batch = batcher.batch(encoded, rows)
             batches.append({k: v.view(-1, 2, v.shape[-1]) for k, v in batch.items()})  # (B, 2, T)
         return batches
-    encoded = batcher.encode(texts)
+    encoded = batcher.encode(texts, pairs)
     order = [i for bucket in length_buckets(encoded, 8) for i in bucket]  # shortest first
     mixed = [order[i::2] for i in range(2)] if len(order) > 1 else [order]  # short and long texts together
     batches = [batcher.batch(encoded, rows[s : s + 8]) for rows in mixed for s in range(0, len(rows), 8)]
@@ -311,7 +339,13 @@ def _quantize(path: Path) -> None:
         quantized = Path(scratch) / "model.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
+            try:
+                quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
+            except Exception as e:  # the quantizer's own assertions: weights it finds no int8 scale for
+                raise UserError(
+                    f"ONNX Runtime's quantizer could not make this model int8 ({one_line(e)[:120]}): nothing was "
+                    "written; export it in fp32 (no --quantize)"
+                ) from None
         quantized.replace(path)
 
 
@@ -336,6 +370,11 @@ def _compare(graph: Graph, runner, batches, inputs: list[str], answers: str, qua
         with torch.no_grad(), unpadding_mode("never"):
             expected = graph(*_arguments(batch, inputs))
         expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+        if not all(bool(torch.isfinite(e).all()) for e in expected if e.dtype != torch.bool):
+            raise UserError(
+                "the model itself answers values that are not numbers on the check texts (weights past float range?): "
+                "nothing was written"
+            )
         got = [torch.from_numpy(a) for a in runner.run(None, {n: batch[n].numpy() for n in inputs})]
         if not all(bool(torch.isfinite(g).all()) for g in got):
             raise UserError("the exported graph answers values that are not numbers: nothing was written")
@@ -378,6 +417,7 @@ def _write_files(tmp: Path, raw: dict[str, Any], tokenizer, config: ModelConfig,
         "outputs": made.outputs,
         "texts": made.texts,
         "max_difference": made.max_difference,
+        "sha256": graph_digest(tmp / GRAPH),
         **({"agreement": made.agreement} if made.agreement is not None else {}),
         **({"cosine": list(made.cosine)} if made.cosine is not None else {}),
         **({"accepted_below_gate": True} if made.accepted_below_gate else {}),

@@ -1,9 +1,10 @@
 """An exported graph is an input too: checked against its directory's config.json before ONNX Runtime runs it.
 
-    check_graph(path, config, record, widths)   one line for a graph that is not what `bertforge export` writes for
-                                                this model and the verb's head: its inputs (names, int64, rank),
-                                                its outputs (names, rank, widths), the head kind the verb needs,
-                                                weights that are numbers, no control flow, no foreign operator
+    check_graph(path, config, record, facts, widths)
+        one line for a graph that is not what `bertforge export` wrote for this model and the verb's head: its size
+        (protobuf's 2 GB, and its config's weights), its digest (the one the export recorded), its inputs (names,
+        int64, rank), its outputs (names, rank, widths), the head kind the verb needs, weights that are numbers,
+        a token table of config.json's shape, no control flow, no foreign operator
 
 A graph that passes runs bounded in time (onnx.py's `OnnxModel.run`): a watchdog terminates a run past RUN_SECONDS.
 The graph file is parsed with the `onnx` package (the [onnx] extra); its tensors stored outside the file are never
@@ -12,6 +13,7 @@ followed (ONNX Runtime refuses such references outside the export itself).
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +28,19 @@ KINDS = (MASKED_LM, SEQUENCE, TOKENS, SPANS, CHOICE, ENCODER)  # the built-in he
 RUN_SECONDS = 300.0  # the longest one run of a served graph may take before it is terminated
 
 
-def check_graph(path: Path, config, record: Architecture, answers: str | None, widths: dict[str, int]) -> None:
+def check_graph(path: Path, config, record: Architecture, facts: dict[str, Any], widths: dict[str, int]) -> None:
     """Refuse, in one line naming the file, a graph at `path` that is not the export of a model of `config` for
-    `record`'s head: `answers` is what config.json says the export answers; `widths` the last dimension each output
-    must have where the model fixes it (logits: the labels; hidden states: the hidden size)."""
+    `record`'s head: `facts` is what config.json says of the export (what it answers, the graph's digest);
+    `widths` the last dimension each output must have where the model fixes it (logits: the labels; hidden
+    states: the hidden size)."""
+    _check_size(path, config)
+    _check_digest(path, facts.get("sha256"))
     onnx = _onnx()
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # a file that is not a graph: the protobuf parser's own errors
         raise UserError(f"{path}: not an ONNX graph ({one_line(e)[:200]})") from None
+    answers = facts.get("answers")
     if answers != record.answers:
         raise UserError(f"{path}: this exported graph answers {answers}; the verb needs {record.answers}")
     graph = model.graph
@@ -42,6 +48,42 @@ def check_graph(path: Path, config, record: Architecture, answers: str | None, w
     _check_inputs(path, graph, config, record)
     _check_outputs(path, graph, record, widths)
     _check_weights(path, graph, onnx)
+    _check_token_table(path, graph, config)
+
+
+def graph_digest(path: Path) -> str:
+    """The sha256 of a graph file: recorded by the export, checked before the graph is served."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_digest(path: Path, recorded: Any) -> None:
+    """A graph is the one its export wrote beside this config.json: another model's graph dropped in its place (or
+    one altered since) is refused. An export from before digests were recorded has its structure checked alone."""
+    if recorded is not None and graph_digest(path) != recorded:
+        raise UserError(
+            f"{path}: not the graph exported with this config.json (its sha256 differs from the one the export "
+            "recorded); export the model again"
+        )
+
+
+PROTOBUF_LIMIT = 2**31 - 1  # no protobuf message, and so no ONNX graph in one file, is larger
+GRAPH_SLACK = 64 << 20  # bytes a graph may hold beyond twice its model's weights at 4 bytes a number
+
+
+def _check_size(path: Path, config) -> None:
+    """Refuse, from its size and unread, a graph file that no export of this config writes: past protobuf's 2 GB,
+    or far larger than the config's weights at fp32 (an int8 graph is smaller still)."""
+    size = path.stat().st_size
+    expected = 4 * config.parameter_estimate()
+    if size > PROTOBUF_LIMIT or size > 2 * expected + GRAPH_SLACK:
+        raise UserError(
+            f"{path}: {size / 1e6:,.0f} MB, more than an ONNX graph of this model's config can be "
+            f"(about {expected / 1e6:,.1f} MB of weights); refused unread"
+        )
 
 
 def _onnx():
@@ -112,6 +154,26 @@ def _check_weights(path: Path, graph, onnx) -> None:
     for tensor in graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             continue  # not read here; ONNX Runtime refuses a reference outside the export
-        values = numpy_helper.to_array(tensor)  # -inf is ours (a padded vocabulary's logits); NaN never is
+        try:
+            values = numpy_helper.to_array(tensor)  # -inf is ours (a padded vocabulary's logits); NaN never is
+        except Exception as e:  # a tensor whose bytes do not fit its type and shape: numpy's and onnx's errors
+            raise UserError(
+                f"{path}: the graph's weight {tensor.name[:80]} cannot be read ({one_line(e)[:120]})"
+            ) from None
         if values.dtype.kind == "f" and bool(np.isnan(values).any()):
             raise UserError(f"{path}: the graph's weight {tensor.name} holds values that are not numbers (NaN)")
+
+
+def _check_token_table(path: Path, graph, config) -> None:
+    """The token table the graph looks input_ids up in (float, or int8 after quantisation) against config.json's
+    vocabulary and width: a config.json that is not the graph's is refused before it runs."""
+    tables = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    lookups = (node for node in graph.node if node.op_type == "Gather" and list(node.input[1:2]) == ["input_ids"])
+    looked_up = [tables[node.input[0]] for node in lookups if node.input[0] in tables]
+    expected = [config.padded_vocab_size, config.embedding_width]
+    if looked_up and looked_up[0] != expected:
+        shape = " x ".join(map(str, looked_up[0]))
+        raise UserError(
+            f"{path}: the graph's token table is {shape}; config.json makes {expected[0]} x {expected[1]} "
+            "(a config.json that is not this graph's)"
+        )

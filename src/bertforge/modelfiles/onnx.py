@@ -83,14 +83,16 @@ class OnnxModel:
     def __init__(self, directory: Path, cls, config, raw: dict[str, Any], **model_kwargs):
         with torch.device("meta"):  # the class's attributes and methods, without its weights
             self.meta = cls(config, **model_kwargs)
-        answers = (raw.get(EXPORT_KEY) or {}).get("answers")
+        facts = raw.get(EXPORT_KEY) if isinstance(raw.get(EXPORT_KEY), dict) else {}
+        answers = facts.get("answers")
         record = ARCHITECTURES.get(self.meta.hf_architecture)
         if record.answers in WHOLE_MODEL and answers in WHOLE_MODEL:  # embed and search read an encoder or a masked
             record = next(r for r in ARCHITECTURES.records() if r.answers == answers)  # LM's graph as it was exported
         widths = {"last_hidden_state": config.hidden_size}
         if record.answers in (SEQUENCE, TOKENS):
             widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
-        check_graph(directory / GRAPH, config, record, answers, widths)
+        check_graph(directory / GRAPH, config, record, facts, widths)
+        self.widths, self.answers = widths, record.answers
         self.runner = graph_runner(directory / GRAPH)
         self.input_names = [i.name for i in self.runner.get_inputs()]
         self.output_names = [o.name for o in self.runner.get_outputs()]
@@ -117,9 +119,24 @@ class OnnxModel:
         arrays = {name: np.ascontiguousarray(feeds[name].cpu().numpy().astype(np.int64)) for name in self.input_names}
         outputs = bounded_run(self.runner, arrays, self.directory)
         for name, out in zip(self.output_names, outputs):
-            if out.dtype.kind == "f" and bool(np.isnan(out).any()):
-                raise UserError(f"{self.directory}: the exported graph answered values that are not numbers ({name})")
+            self._check_answer(name, out, input_ids.shape[0])
         return {name: torch.from_numpy(out) for name, out in zip(self.output_names, outputs)}
+
+    def _check_answer(self, name: str, out: np.ndarray, batch: int) -> None:
+        """An output as the model's head gives it, whatever the graph declared: floats, one row per input, as wide
+        as the labels (or the hidden size) config.json names, and numbers; a masked LM's padded vocabulary alone
+        answers -inf. Anything else ends in one line, never in probabilities computed from it."""
+        said = f"{self.directory}: the exported graph answered {name}"
+        if out.dtype.kind != "f":
+            raise UserError(f"{said} as {out.dtype}, not as floats")
+        if out.ndim == 0 or out.shape[0] != batch:
+            raise UserError(f"{said} of shape {out.shape} for {batch} inputs")
+        width = self.widths.get(name)
+        if width is not None and out.shape[-1] != width:
+            raise UserError(f"{said} {out.shape[-1]} wide; config.json makes {width}")
+        unbounded = np.isnan(out) | (np.isposinf(out) if self.answers == MASKED_LM else np.isinf(out))
+        if bool(unbounded.any()):
+            raise UserError(f"{said} with values that are not numbers (nan or infinity)")
 
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
         """(logits, None) as a task head returns them: QA's start and end logits stacked, (B, T, 2)."""

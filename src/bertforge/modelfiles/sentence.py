@@ -6,6 +6,9 @@ token vectors into one vector a text, read from the files `SentenceTransformer.s
                                  older files one `pooling_mode_*` flag a mode
     sentence_bert_config.json    older files: `max_seq_length`; newer ones keep it as the tokenizer's
                                  model_max_length
+    config_sentence_transformers.json
+                                 `prompts` (name -> text put before each input: "query: ") and
+                                 `default_prompt_name`, the one every input gets unless another is named
 
 `read_pipeline` gives what bertforge computes (pooling, normalisation, length) and every file of the modules, as
 bytes, so that a model saved from one (continued, extended, fine-tuned) carries them back unchanged
@@ -32,6 +35,9 @@ LEGACY_POOLING_FLAGS = {  # sentence-transformers before v6: one flag a mode, in
     "pooling_mode_weightedmean_tokens": "weightedmean",
     "pooling_mode_lasttoken": "lasttoken",
 }
+QUERY_PROMPT = "query"  # what `SentenceTransformer.encode_query` puts before a query, where the model has it
+DOCUMENT_PROMPTS = ("document", "passage", "corpus")  # and `encode_document` before a text searched, the first found
+MAX_PROMPTS, MAX_PROMPT_CHARACTERS = 64, 2000  # no released model has more, or longer
 MODULE_KINDS = ("Transformer", "Pooling", "Normalize")  # what bertforge computes, by the class's name
 MAX_MODULE_BYTES = 64 << 20  # the modules' files, all together (a Dense layer's weights are a few MB)
 
@@ -45,6 +51,9 @@ class SentencePipeline:
     max_seq_length: int | None = None  # the longest input it embeds (tokens), where its files say
     others: tuple[str, ...] = ()  # modules bertforge does not compute, by class name
     files: dict[str, bytes] = field(default_factory=dict, compare=False)  # relative path -> bytes, as read
+    prompts: dict[str, str] = field(default_factory=dict, compare=False)  # name -> text put before each input
+    default_prompt: str | None = None  # the prompt's name every input gets unless another is named
+    include_prompt: bool = True  # whether pooling reads the prompt's tokens (Pooling's include_prompt)
 
     def check_computable(self, where: str) -> None:
         if self.others:
@@ -52,6 +61,25 @@ class SentencePipeline:
                 f"{where}: its sentence-transformers pipeline has a {', '.join(self.others)} module after pooling, "
                 "which bertforge does not compute (its vectors would not be the model's); use sentence-transformers"
             )
+
+    def prompt(self, name: str | None = None, role: str | None = None) -> str:
+        """The text put before each input, as sentence-transformers chooses it: the prompt `name`d; else, for a
+        search's queries (`role` "query") or its texts ("document"), the model's prompt for that role where it has
+        one (encode_query's, encode_document's); else its default prompt; else none."""
+        if name is not None:
+            if name not in self.prompts:
+                held = f"its prompts: {', '.join(self.prompts)}" if self.prompts else "it has none"
+                raise UserError(f"--prompt {name}: the model has no prompt of that name ({held})")
+            return self.prompts[name]
+        roles = {"query": (QUERY_PROMPT,), "document": DOCUMENT_PROMPTS}.get(role or "", ())
+        named = next((candidate for candidate in roles if candidate in self.prompts), self.default_prompt)
+        text = self.prompts.get(named, "") if named is not None else ""
+        if text and not self.include_prompt:
+            raise UserError(
+                "the model pools without its prompt's tokens (include_prompt false, as Instructor models do), which "
+                "bertforge does not compute; use sentence-transformers"
+            )
+        return text
 
 
 def read_pipeline(directory: Path) -> SentencePipeline | None:
@@ -92,7 +120,34 @@ def read_pipeline(directory: Path) -> SentencePipeline | None:
     if not pooling:
         raise UserError(f"{path}: no Pooling module; bertforge embeds with one")
     max_seq_length = _max_seq_length(files.get(SETTINGS_FILES[0]), directory / SETTINGS_FILES[0])
-    return SentencePipeline(pooling, normalize, max_seq_length, tuple(others), files)
+    prompts, default = _prompts(files.get(SETTINGS_FILES[1]), directory / SETTINGS_FILES[1])
+    include = _include_prompt(files, modules)
+    return SentencePipeline(pooling, normalize, max_seq_length, tuple(others), files, prompts, default, include)
+
+
+def _prompts(data: bytes | None, path: Path) -> tuple[dict[str, str], str | None]:
+    """config_sentence_transformers.json's prompts and default prompt's name (its bytes, None where there is no
+    such file), checked: names and texts are strings, bounded, and the default is one of them."""
+    settings = parse_json(data, path) if data is not None else {}
+    if not isinstance(settings, dict):
+        raise UserError(f"{path}: not a JSON object")
+    prompts = settings.get("prompts") or {}
+    fits = isinstance(prompts, dict) and len(prompts) <= MAX_PROMPTS
+    if not fits or not all(isinstance(v, str) and len(v) <= MAX_PROMPT_CHARACTERS for v in prompts.values()):
+        raise UserError(f"{path}: prompts is not a table of at most {MAX_PROMPTS} names and texts")
+    default = settings.get("default_prompt_name")
+    if default is not None and default not in prompts:
+        raise UserError(f"{path}: default_prompt_name {str(default)[:60]!r} is not one of its prompts")
+    return prompts, default
+
+
+def _include_prompt(files: dict[str, bytes], modules: list[dict]) -> bool:
+    """Whether the Pooling module reads the prompt's tokens (its config's include_prompt, true by default)."""
+    for module in modules:
+        if str(module.get("type", "")).endswith("Pooling"):
+            config = parse_json(files.get(f"{module.get('path', '')}/config.json", b"{}"), Path("Pooling"))
+            return not isinstance(config, dict) or config.get("include_prompt", True) is not False
+    return True
 
 
 def _pooling_modes(data: bytes | None, path: Path) -> tuple[str, ...]:

@@ -68,11 +68,16 @@ def smooth_activations(model: nn.Module, calibrate) -> int:
     finally:
         for hook in hooks:
             hook.remove()
+    smoothed = 0
     for module, name in targets:
         linear = getattr(module, name)
         weights = linear.weight.abs().amax(0).float()  # (in,): each input channel's largest weight
         scales = largest[id(linear)].clamp(min=1e-5) ** ALPHA / weights.clamp(min=1e-5) ** (1 - ALPHA)
         scales = scales.clamp(min=1e-2)  # a channel the texts left near zero is not blown up past 100x
-        linear.weight.mul_(scales.to(linear.weight.dtype))
+        scaled = linear.weight * scales.to(linear.weight.dtype)  # (out, in)
+        if not bool(torch.isfinite(scaled).all()):  # weights or activations past float range: left as they are
+            continue
+        linear.weight.copy_(scaled)
         setattr(module, name, Smoothed(linear, (1 / scales).to(linear.weight.dtype)))
-    return len(targets)
+        smoothed += 1
+    return smoothed

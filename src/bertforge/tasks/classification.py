@@ -44,7 +44,8 @@ from ..formats.corpus import read_documents
 from ..formats.rows import class_label_names, label_name, read_rows
 from ..formats.textfiles import format_of, open_text
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
-from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.heads import label_names
 from ..tokenizer import max_input_length
 from . import registry
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
@@ -358,6 +359,7 @@ class Classifier:
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         files = read_model_files(path)
         directory, config = files.directory, files.raw
+        self.directory = directory
         self.labels = label_names(directory, config, "classification")
         self.problem_type = config.get("problem_type") or SINGLE_LABEL
         if self.problem_type not in TARGETS:
@@ -400,6 +402,8 @@ class Classifier:
         else:
             outputs = predict(self.model, self.batcher, encode_examples(self.batcher, examples), self.precision)
             windows = None
+        if not np.isfinite(outputs).all():  # weights within float range can still overflow: never a nan answer
+            raise UserError(f"{self.directory}: the model answered values that are not numbers (its weights overflow)")
         results = []
         for i, (e, out) in enumerate(zip(examples, outputs)):
             result: dict[str, Any] = {"text": e.text, **({"pair": e.pair} if e.pair is not None else {})}

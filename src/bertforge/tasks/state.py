@@ -98,7 +98,7 @@ def load_fit_state(out: Path, model, optimizer, scaler, settings: dict[str, Any]
         )
     tensors = load_tensors(directory / "tensors.pt")
     model.load_state_dict(tensors["model"])
-    restore_optimizer_and_rng(tensors, optimizer, scaler)
+    restore_optimizer_and_rng(tensors, optimizer, scaler, directory / "tensors.pt")
     version, internal, gauss = saved["python_rng"]
     random.setstate((version, tuple(internal), gauss))
     return FitState(**saved["state"])

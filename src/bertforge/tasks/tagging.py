@@ -44,7 +44,8 @@ from ..formats.rows import class_label_names, label_name, read_rows
 from ..formats.textfiles import format_of, open_text
 from ..labels import IGNORE_INDEX
 from ..model.heads import BertForTokenClassification
-from ..modelfiles.directory import label_names, load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.heads import label_names
 from ..tokenizer import max_input_length, special_ids
 from .registry import ColumnNames
 

@@ -13,7 +13,7 @@ from typing import Any
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from ..config import FLAG, Key, check_keys, strings
-from ..errors import UserError, one_line
+from ..errors import UserError, native_logs_silenced, one_line
 from ..families import ROLES, tokenizer_specials
 from ..fileio import check_size, read_bounded, read_json, write_json
 from .bounds import check_expansion, check_text_rules
@@ -225,10 +225,10 @@ def _from_sentencepiece(directory: Path, model_file: Path) -> Tokenizer:
             "tokenizer as tokenizer.json)"
         ) from None
     check_size(model_file, "vocabulary")
+    proto = read_bounded(model_file, "vocabulary")
     try:  # read by SentencePiece itself first: the converter's own message for a damaged file is about tiktoken
-        pieces = sentencepiece.SentencePieceProcessor(
-            model_proto=read_bounded(model_file, "vocabulary")
-        ).get_piece_size()
+        with native_logs_silenced():
+            pieces = sentencepiece.SentencePieceProcessor(model_proto=proto).get_piece_size()
     except Exception as e:  # sentencepiece raises RuntimeError and others for a file it cannot parse
         raise UserError(f"{model_file}: not a SentencePiece model ({one_line(e)})") from None
     if pieces < MIN_PIECES:

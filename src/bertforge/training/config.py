@@ -32,10 +32,11 @@ class TrainConfig(Configurable):
         f"{titles()} (an ELECTRA's generator). Its architecture, weights, dropout and heads are the start, the "
         "run saves it in its own family, and the data must be prepared with its tokenizer",
     )
-    head_warmup_steps: int = documented(
-        100,
+    head_warmup_steps: int | None = documented(
+        None,
         "with an --init-from that has no masked-LM head (a released encoder: BertModel, a sentence-embedding "
-        "model): steps the new head trains alone, the encoder frozen, before the encoder learns through it",
+        "model): steps the new head trains alone, the encoder frozen, before the encoder learns through it "
+        "(default: a tenth of the run, at most 100 steps; under --time-budget, 100 steps or a tenth of the time)",
         at_least=0,
     )
     head_warmup_lr: float = documented(
@@ -61,6 +62,14 @@ class TrainConfig(Configurable):
     time_budget: float = documented(
         0.0,
         "training time, e.g. 90s, 30m, 1.5h; the lr schedule follows the clock (0 = off)",
+        parse=parse_duration,
+        at_least=0.0,
+    )
+    time_limit: float = documented(
+        0.0,
+        "a ceiling on --max-steps: the run ends at its steps or after this long, whichever comes first, its "
+        "schedules following whichever is further along, so a slow machine still ends its lr's decay "
+        "(0 = none), e.g. 10m",
         parse=parse_duration,
         at_least=0.0,
     )
@@ -171,6 +180,10 @@ class TrainConfig(Configurable):
                 ),
                 (0.0 < self.mask_prob < 1.0, f"mask_prob must be in (0, 1), not {self.mask_prob}"),
                 (
+                    not (self.time_budget and self.time_limit),
+                    "time_limit caps a run of --max-steps; a --time-budget run is its time already",
+                ),
+                (
                     0.0 <= self.mask_prob_final < 1.0,
                     f"mask_prob_final must be in (0, 1), or 0 for none, not {self.mask_prob_final}",
                 ),
@@ -217,6 +230,11 @@ class TrainConfig(Configurable):
         if step >= self.batch_ramp_steps:
             return self.batch_size
         return round(self.batch_size_start + (self.batch_size - self.batch_size_start) * step / self.batch_ramp_steps)
+
+    @property
+    def betas(self) -> tuple[float, float]:
+        """AdamW's (beta1, beta2)."""
+        return self.adam_beta1, self.adam_beta2
 
     @property
     def peak_mask_prob(self) -> float:

@@ -95,6 +95,14 @@ def start_described(
 ) -> list[str]:
     """What a continued run says it does with its starting model beyond taking its weights."""
     said = [schedule.announce(origin.describes)] if schedule.head_steps else []
+    task_head = getattr(model, "task_head", None)
+    if task_head is not None:
+        labels = task_head.config.get("id2label")
+        named = f" and its labels ({', '.join(map(str, labels.values()))[:80]})" if isinstance(labels, dict) else ""
+        said.append(
+            f"the model is saved as {origin.architecture} again, its task's head{named} as they were; the encoder "
+            "under it changes here, so fine-tune it again before trusting its answers"
+        )
     if origin.encoder_only:
         kept = " and its pooler" if model.bert.pooler is not None else ""
         modules = " and its sentence-transformers modules" if origin.sentence is not None else ""

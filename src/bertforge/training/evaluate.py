@@ -10,7 +10,6 @@ figures are those of its last held-out line, not of other masks.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import warnings
 from pathlib import Path
@@ -25,14 +24,17 @@ from ..data.prepare import prepare
 from ..display import Record
 from ..engine.runtime import MixedPrecision, resolve_device, resolve_precision
 from ..errors import UserError
+from ..fileio import read_json
 from ..labels import IGNORE_INDEX
 from ..modelfiles.directory import load_model_and_tokenizer, resolve_model_dir
 from ..modelfiles.origin import read_origin
 from ..objectives import NO_PAIRS
 from ..tokenizer import fingerprint, max_input_length, save_tokenizer
+from .config import TrainConfig
 from .metrics import evaluate_batches
 
 EVAL_SEED = 1234
+OWN_EVALUATION = ("seed", "batch_size", "eval_batches", "seq_len")  # the run's settings its evaluation repeats
 
 
 def evaluate_model(model_path: str | Path, data: list[str], **settings: Any) -> Record:
@@ -104,6 +106,11 @@ def evaluate_models(
         masking = MaskingConfig.for_evaluation(seq_len, own.get("whole_word_mask", False))
         collator = MaskingCollator(tokenizer, masking, seed=mask_seed, document_ids=document_mask)
         batches = fixed_batches(dataset, collator, batch_size, max_batches)
+    if not any(bool((batch["mlm_labels"] != IGNORE_INDEX).any()) for batch in batches):
+        raise UserError(
+            f"{', '.join(data)}: no token of it could be masked to score (too little text besides the "
+            "special tokens); a loss or perplexity over zero tokens means nothing"
+        )
     results = []
     for files, model, _ in loaded:
         scored = pair_objective if model.nsp_head is not None else NO_PAIRS  # a masked LM: MLM on the same pairs
@@ -145,19 +152,29 @@ def own_evaluation(model_path: str | Path, data: list[str]) -> dict[str, Any]:
     run_config = model_dir.parent / "config.json"
     if model_dir.name != "model" or len(data) != 1 or not run_config.is_file():
         return {}
+    run = read_json(run_config, "config")
+    ran_on = run.get("data") if isinstance(run, dict) else None
+    if not isinstance(ran_on, str) or not Path(ran_on).is_dir() or not Path(data[0]).is_dir():
+        return {}
+    if not Path(ran_on).samefile(data[0]):
+        return {}
+    train = run.get("train")
+    lacking = [key for key in OWN_EVALUATION if not isinstance(train, dict) or key not in train]
+    if lacking:
+        raise UserError(
+            f"{run_config}: the run's train settings lack {', '.join(lacking)}; its evaluation cannot be "
+            "repeated on its data directory; evaluate the model on text files instead"
+        )
     try:
-        run = json.loads(run_config.read_text(encoding="utf-8"))
-        train, ran_on = run["train"], Path(run["data"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    if not ran_on.is_dir() or not Path(data[0]).is_dir() or not ran_on.samefile(data[0]):
-        return {}
+        cfg = TrainConfig.from_dict(train)
+    except UserError as e:
+        raise UserError(f"{run_config}: {e}; the run's evaluation cannot be repeated on its data directory") from None
     return {
-        "seeds": (train["seed"], train["seed"] + 1),
-        "batch_size": train["batch_size"],
-        "eval_batches": train["eval_batches"],
-        "seq_len": train["seq_len"],
-        "whole_word_mask": train.get("whole_word_mask", False),
+        "seeds": (cfg.seed, cfg.seed + 1),
+        "batch_size": cfg.batch_size,
+        "eval_batches": cfg.eval_batches,
+        "seq_len": cfg.seq_len,
+        "whole_word_mask": cfg.whole_word_mask,
     }
 
 

@@ -31,6 +31,7 @@ from ..modelfiles.directory import (
     read_model_files,
     save_model,
 )
+from ..modelfiles.heads import read_task_head
 from ..modelfiles.origin import read_origin
 from ..tokenizer import count_words, special_ids, special_tokens, token_text, with_words, word_pieces
 
@@ -102,6 +103,7 @@ def extend_vocabulary(
     unk = special_ids(tokenizer).unk  # a piece the vocabulary has no entry for (a character it lacks) is [UNK]
     pieces = {i: [_id(tokenizer, piece, unk) for piece in before[word]] for word, i in zip(chosen, ids)}
     grown = with_new_tokens(model, pieces)
+    grown.task_head = read_task_head(model_files, trust_pickle)  # a classifier goes back out as one, labels and all
     facts = {"vocabulary_extended": {"from": str(model_files.directory.absolute()), "words": len(chosen)}}
     origin = read_origin(model_files)
     origin.check_computable()

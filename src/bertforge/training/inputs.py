@@ -29,7 +29,9 @@ def check_data(
         check_split(data_dir, split, tokenizer.get_vocab_size())
     start = check_start(init_from, model_config, tokenizer) if init_from else None
     if start is not None:  # a released model's table may have rows past its tokenizer's ids (ModernBERT's)
-        check_vocab(tokenizer, model_config.vocab_size, f"--init-from {init_from}", model_config.type_vocab_size)
+        check_vocab(
+            tokenizer, model_config.vocab_size, f"--init-from {init_from}", model_config.type_vocab_size, predicts=True
+        )
     elif model_config.vocab_size != meta["vocab_size"]:
         raise UserError(
             f"model vocab_size {model_config.vocab_size} does not match the data's tokenizer "

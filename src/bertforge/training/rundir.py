@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,16 @@ class TrainerState:
     tokens_seen: int = 0
     bad_steps: int = 0  # non-finite losses skipped, in total
     warmup_elapsed: float = 0.0  # seconds when a new head's warm-up ended (the encoder's schedule starts there)
+
+
+@dataclass
+class RunResult:
+    """How a run ended: where it is, the signal that stopped it, its last held-out scores."""
+
+    state: TrainerState
+    interrupted: int = 0  # the signal that stopped the run, 0 if it finished
+    final_eval: dict[str, Any] = field(default_factory=dict)
+    is_main: bool = True  # rank 0, the process that reports
 
 
 def save_checkpoint(
@@ -100,7 +110,7 @@ def load_checkpoint(
         state_dict, _ = from_hf_state_dict(weights, part.config)
         expected = part.state_dict().keys()  # the tied decoder is implied for a model with no MLM head too
         part.load_state_dict({k: v for k, v in state_dict.items() if k in expected})
-    restore_optimizer_and_rng(load_tensors(directory / "optimizer.pt"), optimizer, scaler)
+    restore_optimizer_and_rng(load_tensors(directory / "optimizer.pt"), optimizer, scaler, directory / "optimizer.pt")
     return TrainerState(**info["state"])
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +51,7 @@ from ..labels import IGNORE_INDEX
 from ..model.bert import hidden_matrices, set_activation_checkpointing, use_fast_paths
 from ..model.config import ModelConfig
 from ..modelfiles.directory import PRETRAINING_KEY, load_weights, read_model_files, save_model
+from ..modelfiles.heads import read_task_head
 from ..modelfiles.origin import Origin, read_origin
 from ..objectives import pair_objective
 from ..progress import TrainingProgress
@@ -67,6 +67,7 @@ from .objectives import pretraining_model
 from .rundir import (
     METRICS,
     TENSORBOARD,
+    RunResult,
     TrainerState,
     card_facts,
     check_run_dir,
@@ -77,14 +78,6 @@ from .rundir import (
     save_checkpoint,
 )
 from .schedule import Schedule
-
-
-@dataclass
-class RunResult:
-    state: TrainerState
-    interrupted: int = 0  # the signal that stopped the run, 0 if it finished
-    final_eval: dict[str, Any] = field(default_factory=dict)
-    is_main: bool = True  # rank 0, the process that reports
 
 
 class Trainer:
@@ -131,6 +124,7 @@ class Trainer:
             self.origin.check_computable()
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
             load_weights(self.model, start, cfg.trust_pickle, longer_positions=True)
+            self.model.task_head = read_task_head(start, cfg.trust_pickle)  # a classifier goes back out as one
             self.schedule = Schedule.for_model(cfg, self.model)
         check_run_dir(self.run_dir, self.configs, resume, overwrite)
         lock_together(self.locks, self.processes, self.device, self.run_dir, self.data_dir)
@@ -138,11 +132,12 @@ class Trainer:
         if resume and checkpoint is None:
             raise UserError(f"{self.run_dir}: every checkpoint is damaged (set aside as *.damaged); nothing to resume")
         if start is None:  # a new model, or a resumed run's: a continued run's checkpoint is its origin, as saved
-            if checkpoint is not None and cfg.init_from:
-                saved = read_model_files(checkpoint)
+            saved = read_model_files(checkpoint) if checkpoint is not None and cfg.init_from else None
+            if saved is not None:
                 self.origin = read_origin(saved)
                 self.schedule = Schedule.recorded(cfg, saved.pretraining)
             self.model = pretraining_model(model_config, cfg, pooler=self._keeps_pooler(model_config))
+            self.model.task_head = read_task_head(saved)
         self.model.untrained_heads = frozenset()  # every head of a pre-training model trains in the run
         self.extra_config[PRETRAINING_KEY].update(self.schedule.record())
         if self.processes.is_main:
@@ -165,8 +160,9 @@ class Trainer:
         if self.device == "cpu":
             keep_freed_memory()  # the steps' tensors live in host memory: map them once, not every step
         muon = hidden_matrices(self.model) if cfg.optimizer == "muon" else None  # what Muon steps; AdamW the rest
-        betas = (cfg.adam_beta1, cfg.adam_beta2)
-        self.optimizer = build_optimizer(self.model, self.device, cfg.lr, cfg.weight_decay, betas, cfg.adam_eps, muon)
+        self.optimizer = build_optimizer(
+            self.model, self.device, cfg.lr, cfg.weight_decay, cfg.betas, cfg.adam_eps, muon
+        )
         self.state, self.window = TrainerState(), MetricSums()
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -188,13 +184,9 @@ class Trainer:
             "tokenizer_fingerprint": fingerprint(self.tokenizer),
             **({"recipe": recipe} if recipe else {}),
         }
-        self.extra_config = {PRETRAINING_KEY: {"pair_objective": cfg.pair_objective, "objective": cfg.objective}}
-        if cfg.document_mask:
-            self.extra_config[PRETRAINING_KEY]["document_mask"] = True
-        if recipe:
-            self.extra_config[PRETRAINING_KEY]["recipe"] = recipe
-        if cfg.init_from:
-            self.extra_config[PRETRAINING_KEY]["init_from"] = cfg.init_from
+        record = {"pair_objective": cfg.pair_objective, "objective": cfg.objective, "document_mask": cfg.document_mask,
+                  "recipe": recipe, "init_from": cfg.init_from}  # fmt: skip
+        self.extra_config = {PRETRAINING_KEY: {key: value for key, value in record.items() if value}}
 
     def _build_steps(self, cfg: TrainConfig) -> None:
         """What the steps read and run: the training instances, their masking, the held-out batches, the model as
@@ -285,6 +277,10 @@ class Trainer:
                     elapsed, stop = self._agree(time.perf_counter() - started, signals.received)
                     if stop or self.schedule.spent(self.state.step, elapsed):
                         break
+                    if (shorter := self.schedule.cut_short(self.state.step, elapsed)) is not None:  # on time
+                        self._say(shorter.cut_notice(self.schedule.head_steps))
+                        self.schedule, self.state.warmup_elapsed = shorter, elapsed
+                        self.extra_config[PRETRAINING_KEY].update(shorter.record())
                     run_progress = self.schedule.progress(self.state.step, elapsed, self.state.warmup_elapsed)
                     lr = self.schedule.lr(self.state.step, run_progress)
                     set_lr(self.optimizer, lr)
@@ -312,6 +308,8 @@ class Trainer:
             finally:
                 stop_workers(batches)
         self.save()
+        if not stop and (notice := self.schedule.ceiling_notice(self.state.step)):
+            self._say(notice)
         if stop:
             signal_number = signals.received or 15  # another process may have been the one signalled (SIGTERM)
             self._say(
