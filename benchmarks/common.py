@@ -37,10 +37,11 @@ def machine_description() -> str:
     except OSError:
         pass
     model += family
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
+    shown = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+    wanted = [f for f in shown if f in flags]
     return (
         f"machine: {model}; {torch.get_num_threads()} torch threads; "
-        f"flags: {' '.join(wanted) or 'none of avx2/avx512f/avx512_bf16/amx'}; torch {torch.__version__}"
+        f"flags: {' '.join(wanted) or 'none of avx2/avx512f/vnni/avx512_bf16/amx'}; torch {torch.__version__}"
     )
 
 

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("the figures: a run's curves, a model's views (matplotlib; no model code)", ["plots"]),
     ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
     ("the answers a model gives", ["inference"]),
-    ("sweeps, downstream scores, replicates, the demo", ["studies"]),
+    ("sweeps, downstream scores, replicates, the demo; the HTTP service", ["studies", "service"]),
     ("the command line", ["cli"]),
     ("python -m bertforge, and the package's lazy public names", ["__main__", "__init__"]),
 ]  # fmt: skip

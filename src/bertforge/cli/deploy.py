@@ -1,11 +1,12 @@
-"""Verbs that prepare a model for serving: `export`."""
+"""Verbs that prepare a model for serving and serve it: `export`, `serve`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .flags import add_verb, column_flags, output_flags, print_json
+from ..errors import UserError
+from .flags import add_config_flags, add_verb, column_flags, config_values, output_flags, print_json
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -28,6 +29,20 @@ def cmd_export(args: argparse.Namespace) -> None:
         print_json({k: (str(v) if k == "out" else v) for k, v in vars(made).items()})
     else:
         print(made.summary(), file=sys.stderr)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from ..service.config import ServeConfig
+
+    try:
+        from ..service.server import serve
+    except ImportError as e:
+        if e.name not in ("uvicorn", "starlette", "orjson"):
+            raise
+        raise UserError(
+            "the service runs on uvicorn, starlette and orjson, which are not installed: pip install 'bertforge[serve]'"
+        ) from None
+    serve(args.model, ServeConfig(**config_values(args, ServeConfig)))
 
 
 def register(verbs) -> None:
@@ -72,3 +87,15 @@ def register(verbs) -> None:
         help="read a model that has only pytorch_model.bin (tensors alone are unpickled): for sources you trust",
     )
     output_flags(p, quiet=False)
+
+    from ..service.config import ServeConfig
+
+    p = add_verb(
+        verbs,
+        "serve",
+        cmd_serve,
+        "answer HTTP requests with a model or an export: OpenAI's /v1/embeddings, /embed, /rerank, /classify, /tag, "
+        "/answer, /fill-mask, batched dynamically; /health, /metrics, /info (docs/serving.md)",
+    )
+    p.add_argument("model", help="run directory, model directory or `bertforge export` directory")
+    add_config_flags(p, ServeConfig, keep_defaults=True)
