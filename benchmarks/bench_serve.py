@@ -20,6 +20,7 @@ batch 1 (the median milliseconds a text, over 100):
                               and normalised by hand
     st onnx, O3, int8         sentence-transformers' ONNX backends (benchmarks/st_backends.py), with --st-python:
                               the python of an environment that has them (benchmarks/st_env.sh builds one)
+    ct2 int8                  CTranslate2's int8 encoder, in the same environment
 
 Every contender's vectors are checked against sentence-transformers' PyTorch ones (median and least cosine over
 every text), so no speed is bought with a wrong answer. The run first measures the CPU's matrix-product peaks at the
@@ -198,7 +199,7 @@ def st_backends(st_python: str, model: Path, batch: list[str], scratch: Path, ro
 def contenders(model: Path, scratch: Path) -> dict:
     """name -> embed(list of texts, batch size) -> (N, D) array, each with its model loaded."""
     import bertforge
-    from bertforge.modelfiles.export import export_model
+    from bertforge.serving.export import export_model
 
     scratch.mkdir(parents=True, exist_ok=True)
     export_model(model, scratch / "onnx-fp32")

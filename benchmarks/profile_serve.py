@@ -9,7 +9,7 @@ The model is bench_serve.py's bertforge-saved one (MiniLM's size: 6 layers, widt
 tokenizer; the batches are 32 of SST-2 dev's sentences each, sorted by length and padded to their longest, as
 `embed` makes them (or, with --arrival, as they come). Every batch runs once unprofiled first (ONNX Runtime plans
 its memory, oneDNN builds its kernels), then once profiled. ONNX Runtime runs the graph twice: set up as
-modelfiles/onnx.py sets it up, subnormal floats taken as zero, and with its default, keeping them.
+serving/served.py sets it up, subnormal floats taken as zero, and with its default, keeping them.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def padded_batches(
 def onnx_profile(
     graph: Path, batches: list[dict], zero_subnormals: bool = True, by_operator: bool = False
 ) -> tuple[float, dict[str, float]]:
-    """(seconds for the batches, seconds by kind of op, or by operator) of the graph run as modelfiles/onnx.py runs
+    """(seconds for the batches, seconds by kind of op, or by operator) of the graph run as serving/served.py runs
     it, or, without `zero_subnormals`, keeping subnormal floats (ONNX Runtime's default)."""
     import onnxruntime as ort
 
@@ -115,8 +115,8 @@ def torch_profile(model, batches: list[dict]) -> tuple[float, dict[str, float]]:
 
 def profile_int8(model: Path, sentences: list[str], count: int) -> None:
     """The model's int8 export (`export --quantize int8`) on `count` sorted batches of 32: seconds by operator."""
-    from bertforge.modelfiles.export import export_model
-    from bertforge.modelfiles.onnx import GRAPH
+    from bertforge.modelfiles.exported import GRAPH
+    from bertforge.serving.export import export_model
     from bertforge.tokenizer import load_tokenizer
 
     batches = padded_batches(load_tokenizer(model), sentences, 32, count)
@@ -144,8 +144,8 @@ def main() -> None:
     print(machine_description(), flush=True)
     from bertforge.model.heads import BertForSentenceEmbedding
     from bertforge.modelfiles.directory import load_model
-    from bertforge.modelfiles.export import export_model
-    from bertforge.modelfiles.onnx import GRAPH
+    from bertforge.modelfiles.exported import GRAPH
+    from bertforge.serving.export import export_model
 
     data = Path(args.data)
     sentences = texts(data)

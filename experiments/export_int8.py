@@ -7,7 +7,7 @@ From one pre-trained model (all-MiniLM-L6-v2's directory), each task fine-tuned 
 the same settings for every seed): GLUE SST-2 (sentence sentiment; --sst2-steps steps of its training file) and
 WNUT-17 (entity tags in tweets; 3 epochs). Each fine-tuned model is exported twice (`bertforge export`, fp32 and
 --quantize int8), and the three are scored on the task's dev set by the task's own evaluation, the exports served
-by ONNX Runtime in the PyTorch model's place (modelfiles/onnx.py). Resumable: what has finished is kept.
+by ONNX Runtime in the PyTorch model's place (serving/served.py). Resumable: what has finished is kept.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def dev_scores(model: Path, task: str, train: Path, dev: Path, flags: list[str])
     """The task's dev scores of the model in `model` (a PyTorch directory or an export), by the task's own
     evaluation: what `finetune` reports."""
     from bertforge.engine.runtime import MixedPrecision
-    from bertforge.modelfiles.directory import load_model_and_tokenizer
+    from bertforge.serving.served import load_served
     from bertforge.tasks.config import FinetuneConfig
     from bertforge.tasks.registry import ColumnNames, task_record
     from bertforge.tokenizer import load_tokenizer
@@ -45,7 +45,7 @@ def dev_scores(model: Path, task: str, train: Path, dev: Path, flags: list[str])
     record = task_record(task)
     names = ColumnNames(text="sentence", label="label") if task == "classification" else ColumnNames()
     built = record.build(load_tokenizer(model), train, dev, 128, FinetuneConfig(), record.columns(names))
-    _, loaded, _ = load_model_and_tokenizer(model, built.model_class, serve=True, **built.model_kwargs())
+    _, loaded, _ = load_served(model, built.model_class, **built.model_kwargs())
     return built.evaluate(loaded, MixedPrecision("cpu", "fp32"))
 
 

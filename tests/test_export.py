@@ -19,7 +19,7 @@ from bertforge.model.heads import (
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertforge.modelfiles.onnx import EXPORT_KEY, GRAPH
+from bertforge.modelfiles.exported import EXPORT_KEY, GRAPH
 
 from conftest import MODERN, bertforge, bertforge_ok, needs, one_line_error, randomised
 from released import DISCRIMINATORS, LAYOUTS, build
@@ -151,7 +151,7 @@ def test_any_model_exports_its_encoder_for_embeddings(tmp_path, wordpiece_tokeni
             vectors.append(np.load(out))
         np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-4)
     one_line_error(bertforge("classify", tmp_path / "classification-encoder", "the cat sat."), "feature-extraction")
-    from bertforge.modelfiles.export import export_model
+    from bertforge.serving.export import export_model
 
     with pytest.raises(UserError, match="--task fill-mask"):
         export_model(masked, tmp_path / "x", task="fill-mask")
@@ -178,10 +178,10 @@ def test_the_serving_runner_takes_subnormal_floats_as_zero(tmp_path, wordpiece_t
     the hidden states it gets alone."""
     import torch
 
-    from bertforge.modelfiles.directory import load_model_and_tokenizer
+    from bertforge.serving.served import load_served
 
     export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
-    _, served, _ = load_model_and_tokenizer(tmp_path / "onnx", BertForSentenceEmbedding, serve=True)
+    _, served, _ = load_served(tmp_path / "onnx", BertForSentenceEmbedding)
     assert served.runner.get_session_options().get_session_config_entry("session.set_denormal_as_zero") == "1"
     short, long = (wordpiece_tokenizer.encode(text).ids for text in (TEXTS[2], TEXTS[1]))
     ids = torch.tensor([short + [0] * (len(long) - len(short)), long])
@@ -222,11 +222,12 @@ def test_the_int8_graph_fuses_bert_attention_into_onnx_runtimes_operator(tmp_pat
     bias (ALiBi) or turns its queries (rotary) is traced as it is, and the export says nothing of the operator."""
     import onnx
 
-    from bertforge.modelfiles import export as exporting
+    from bertforge.serving import export as exporting
+    from bertforge.serving import precisions
 
     variant = {"bert": {}, "alibi": {"attention_bias": "alibi"}, "rotary": {"position_embedding": "rotary"}}[shape]
     model = head_model(tmp_path, wordpiece_tokenizer, "classification", variant)
-    monkeypatch.setattr(exporting, "_quantize", lambda path: None)
+    monkeypatch.setattr(precisions.Int8, "convert", lambda self, path: None)
     fused = exporting.export_model(model, tmp_path / "fused", quantize="int8")
     assert fused.max_difference < 1e-5
     operators = {node.op_type for node in onnx.load(str(tmp_path / "fused" / GRAPH)).graph.node}
@@ -249,9 +250,10 @@ def test_smoothing_keeps_the_float_model_and_evens_out_an_outlier_channel(tmp_pa
     import torch
     from safetensors.torch import load_file, save_file
 
-    from bertforge.modelfiles import export as exporting
     from bertforge.modelfiles.directory import load_model
-    from bertforge.modelfiles.smoothing import smooth_activations
+    from bertforge.serving import export as exporting
+    from bertforge.serving import precisions
+    from bertforge.serving.smoothing import smooth_activations
 
     model = head_model(tmp_path, wordpiece_tokenizer, "sentence", {"hidden_size": 64, "intermediate_size": 128})
     weights = load_file(model / "model.safetensors")
@@ -266,7 +268,7 @@ def test_smoothing_keeps_the_float_model_and_evens_out_an_outlier_channel(tmp_pa
     assert smooth_activations(loaded, lambda: loaded.bert(ids, None, mask)) == 4  # 2 layers x (QKV, up)
     torch.testing.assert_close(loaded.bert(ids, None, mask).sequence_output, before, atol=1e-5, rtol=1e-5)
     smoothed = exporting.export_model(model, tmp_path / "smoothed", quantize="int8", accept_quality_loss=True)
-    monkeypatch.setattr(exporting, "smooth_activations", lambda model, calibrate: 0)
+    monkeypatch.setattr(precisions, "smooth_activations", lambda model, calibrate: 0)
     plain = exporting.export_model(model, tmp_path / "plain", quantize="int8", accept_quality_loss=True)
     assert smoothed.cosine[1] > plain.cosine[1] and smoothed.cosine[0] > plain.cosine[0], (
         smoothed.cosine,
@@ -317,24 +319,24 @@ def test_export_refuses_in_one_line(tmp_path, wordpiece_tokenizer, monkeypatch):
     one_line_error(bertforge("fill-mask", tmp_path / "mlm-onnx", "the [MASK] sat."), "exported model")
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(UserError, match=r"pip install 'bertforge\[onnx\]'"):
-        from bertforge.modelfiles.export import export_model
+        from bertforge.serving.export import export_model
 
         export_model(model, tmp_path / "none")
     assert not (tmp_path / "none").exists()
 
 
 def test_an_export_serves_and_nothing_trains_it(tmp_path, wordpiece_tokenizer):
-    """A served export is its own type, handed out only to the verbs that answer (serve=True); loading it as a
+    """A served export is its own type, handed out only to the verbs that answer (load_served); loading it as a
     trainable model (finetune, evaluate, extend, pretrain --init-from all do) is refused in one line, never a
     graph where a module is expected."""
     from bertforge.modelfiles.directory import load_model, load_model_and_tokenizer, load_weights, read_model_files
-    from bertforge.modelfiles.onnx import OnnxModel
+    from bertforge.serving.served import ServedGraph, load_served
 
     model = head_model(tmp_path, wordpiece_tokenizer, "classification")
     export(model, tmp_path / "onnx")
     files = read_model_files(tmp_path / "onnx")
-    _, served, _ = load_model_and_tokenizer(files, BertForSequenceClassification, serve=True, num_labels=3)
-    assert isinstance(served, OnnxModel)
+    _, served, _ = load_served(files, BertForSequenceClassification, num_labels=3)
+    assert isinstance(served, ServedGraph)
     trainable = load_model(BertForSequenceClassification, model, num_labels=3)
     for attempt in (
         lambda: load_model(BertForSequenceClassification, files, num_labels=2),
@@ -374,7 +376,7 @@ def changed_graph(source, out, change, record_digest=True):
 
     import onnx
 
-    from bertforge.modelfiles.graph import graph_digest
+    from bertforge.serving.graph import graph_digest
 
     shutil.copytree(source, out)
     model = onnx.load(str(out / GRAPH))
@@ -450,11 +452,10 @@ def test_a_run_past_its_time_is_terminated_in_one_line(tmp_path, wordpiece_token
     """A served graph runs under a watchdog: a run past RUN_SECONDS (here none at all) is terminated, one line."""
     import torch
 
-    from bertforge.modelfiles import onnx as served
-    from bertforge.modelfiles.directory import load_model_and_tokenizer
+    from bertforge.serving import served
 
     export(head_model(tmp_path, wordpiece_tokenizer, "sentence"), tmp_path / "onnx")
-    _, model, _ = load_model_and_tokenizer(tmp_path / "onnx", BertForSentenceEmbedding, serve=True)
+    _, model, _ = served.load_served(tmp_path / "onnx", BertForSentenceEmbedding)
     monkeypatch.setattr(served, "RUN_SECONDS", 0.0)
     ids = torch.randint(5, 50, (64, 64))
     with pytest.raises(UserError, match="could not answer"):

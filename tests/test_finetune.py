@@ -497,7 +497,8 @@ def test_the_guides_task_with_a_new_head_touches_only_its_own_files(pretrained, 
     BertForTokenRegression with a card the record wrote, read back, and exported to a graph within tolerance."""
     from bertforge.families.architectures import ARCHITECTURES
     from bertforge.modelfiles.directory import load_model
-    from bertforge.modelfiles.export import export_model
+    from bertforge.serving.export import export_model
+    from bertforge.serving.kinds import KINDS
 
     block = re.search(r"### A task with a new head.*?```python\n(.*?)```", GUIDE.read_text(encoding="utf-8"), re.S)
     monkeypatch.setattr(registry, "TASKS", registry.TASKS.copy())  # the task is forgotten after the test
@@ -525,3 +526,5 @@ def test_the_guides_task_with_a_new_head_touches_only_its_own_files(pretrained, 
     finally:
         if "BertForTokenRegression" in ARCHITECTURES:
             ARCHITECTURES.unregister("BertForTokenRegression")
+        if "token-regression" in KINDS:
+            KINDS.unregister("token-regression")

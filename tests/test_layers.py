@@ -28,8 +28,9 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("prepared data, instances and masking; the network; devices, precision, processes, optimizer, checkpoints, "
      "metrics log (no model)", ["data", "model", "engine"]),
     ("model directories: read through the one boundary, written whole; their HF mapping, cards, "
-     "sentence-transformers modules; exports and the served-export type", ["modelfiles"]),
-    ("the figures: a run's curves, a model's views (matplotlib; no model code)", ["plots"]),
+     "sentence-transformers modules; an export's layout", ["modelfiles"]),
+    ("the figures: a run's curves, a model's views (matplotlib; no model code); the serving unit: exports, "
+     "answer kinds, precisions, graph checks, the served graph", ["plots", "serving"]),
     ("pre-training; fine-tuning (never each other)", ["training", "tasks"]),
     ("the answers a model gives", ["inference"]),
     ("sweeps, downstream scores, replicates, the demo; the HTTP service", ["studies", "service"]),
@@ -300,6 +301,37 @@ def test_no_objective_is_compared_by_name_outside_its_records(tmp_path):
     planted.mkdir()
     (planted / "loop.py").write_text('if cfg.pair_objective != "none":\n    pass\n')
     assert objective_comparisons(planted) == ["loop.py:1"]  # the check sees one
+
+
+ANSWER_NAMES = {"MASKED_LM", "SEQUENCE", "TOKENS", "SPANS", "CHOICE", "ENCODER"}  # families/architectures.py's
+ANSWERS_OWNED_BY = ("families/architectures.py", "serving/kinds.py")  # the records, and the kinds that act on them
+
+
+def answer_comparisons(package: Path = PACKAGE) -> list[str]:
+    """Places outside the architecture records and the answer kinds that compare what a model answers with one of
+    its names (`record.answers == MASKED_LM`, `answers in (SEQUENCE, TOKENS)`) instead of asking its kind."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() in ANSWERS_OWNED_BY:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                named = {
+                    n.id for side in (node.left, *node.comparators) for n in ast.walk(side) if isinstance(n, ast.Name)
+                }
+                if named & ANSWER_NAMES:
+                    found.append(f"{path.relative_to(package)}:{node.lineno}")
+    return found
+
+
+def test_no_answer_kind_is_compared_by_name_outside_its_records(tmp_path):
+    """What differs between a masked LM's, a classifier's, a reader's ... graph is its kind's (serving/kinds.py):
+    the export, the graph checks and the served graph ask it, and compare no names."""
+    assert not answer_comparisons(), answer_comparisons()
+    planted = tmp_path / "pkg"
+    planted.mkdir()
+    (planted / "graph.py").write_text("if record.answers == SPANS:\n    pass\n")
+    assert answer_comparisons(planted) == ["graph.py:1"]  # the check sees one
 
 
 MAX_MODULE_LINES = 600

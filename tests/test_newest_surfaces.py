@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from bertforge.errors import UserError
 from bertforge.families.architectures import ARCHITECTURES, BATCH, Architecture
-from bertforge.modelfiles.onnx import EXPORT_KEY, GRAPH
+from bertforge.modelfiles.exported import EXPORT_KEY, GRAPH
 
 from conftest import (
     TINY_MODEL,
@@ -563,7 +563,8 @@ def test_a_continued_or_extended_classifier_comes_back_as_a_classifier(classifie
 def test_the_int8_gate_reads_a_pair_classifiers_pairs_and_a_bounded_sample(classifier, tmp_path):
     """--check-data with --pair-column feeds the gate pairs as the classifier reads them ([CLS] a [SEP] b [SEP],
     segment 1 for b); a file of 5,000 lines is checked on a seeded sample of 2,000, said in the summary."""
-    from bertforge.modelfiles import export as exporting
+    from bertforge.serving import export as exporting
+    from bertforge.serving.kinds import KINDS
     from bertforge.tokenizer import load_tokenizer
 
     pairs = [f"{a}\t{b}" for a, b in zip(sentences(5000, seed=1), sentences(5000, seed=2))]
@@ -577,10 +578,9 @@ def test_the_int8_gate_reads_a_pair_classifiers_pairs_and_a_bounded_sample(class
     config = json.loads((classifier[0] / "config.json").read_text())
     from bertforge.model.config import ModelConfig
 
-    batches = exporting._batches(
-        tokenizer, ModelConfig(vocab_size=config["vocab_size"], hidden_size=32, num_heads=2, intermediate_size=64,
-                               max_position_embeddings=64), texts[:16], exporting.SEQUENCE, seconds[:16]
-    )  # fmt: skip
+    shape = ModelConfig(vocab_size=config["vocab_size"], hidden_size=32, num_heads=2, intermediate_size=64,
+                        max_position_embeddings=64)  # fmt: skip
+    batches = exporting._batches(tokenizer, shape, texts[:16], KINDS.get("sequence-classification"), seconds[:16])
     assert all(int(batch["token_type_ids"].max()) == 1 for batch in batches)
     done = bertforge_ok("export", classifier[0], "--out", tmp_path / "x", "--check-data", tmp_path / "pairs.txt",
                         "--pair-column", "1", "--json")  # fmt: skip

@@ -29,11 +29,11 @@ from .engine.runtime import autocast, resolve_device, resolve_precision
 from .errors import UserError
 from .model.bert import BertForPreTraining
 from .model.heads import pool, unit_length
-from .modelfiles.directory import electra_generator, load_model_and_tokenizer, read_model_files
-from .modelfiles.onnx import OnnxModel
+from .modelfiles.directory import electra_generator, read_model_files
 from .modelfiles.origin import Origin, read_origin
 from .modelfiles.sentence import POOLING_MODES
 from .objectives import objective, pair_objective
+from .serving.served import ServedGraph, load_served
 from .tasks.classification import Classifier
 from .tasks.similarity import nearest
 from .tokenizer import (
@@ -96,9 +96,7 @@ class Bert:
         files = read_model_files(path)
         info = files.pretraining
         discriminator = objective(info.get("objective")).discriminator  # it embeds, and fills in nothing
-        _, model, tokenizer = load_model_and_tokenizer(
-            files, trust_pickle=trust_pickle, keep_heads=not discriminator, serve=True
-        )
+        _, model, tokenizer = load_served(files, trust_pickle=trust_pickle, keep_heads=not discriminator)
         generator = electra_generator(files.directory, info) if discriminator else None
         pair = info.get("pair_objective", "nsp")
         return cls(model, tokenizer, device, pair, precision, read_origin(files), generator)
@@ -107,7 +105,7 @@ class Bert:
         """Refuse to answer from a head the model does not have (it would be new random weights), saying why it
         has none: an ELECTRA discriminator's generator has it; a released encoder (BertModel, a sentence-embedding
         model) was saved without heads; a fine-tuned model kept only its task's; a masked LM never had a pair head."""
-        if isinstance(self.model, OnnxModel):
+        if isinstance(self.model, ServedGraph):
             raise UserError(
                 f"{self.origin.directory} is an exported model, which serves embed, classify, tag and answer; "
                 f"{what} reads the PyTorch model it was exported from"
@@ -154,7 +152,7 @@ class Bert:
         threads still hold the cores, and two torch threads waiting for them made `embed` on all-MiniLM-L6-v2's
         int8 export 0.85x as fast (938 against 1,106 sentences/s, 2 cores). The PyTorch model keeps every thread."""
         threads = torch.get_num_threads()
-        if isinstance(self.model, OnnxModel):
+        if isinstance(self.model, ServedGraph):
             torch.set_num_threads(1)
         try:
             yield

@@ -11,7 +11,7 @@ from .flags import add_config_flags, add_verb, column_flags, config_values, outp
 
 def cmd_export(args: argparse.Namespace) -> None:
     from ..formats.corpus import read_texts
-    from ..modelfiles.export import export_model
+    from ..serving.export import export_model
 
     texts, pairs = read_texts(args.check_data, args.text_column, args.pair_column) if args.check_data else (None, None)
     made = export_model(

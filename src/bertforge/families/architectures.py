@@ -64,6 +64,17 @@ class Architecture:
         """The class that computes it (imported on first use)."""
         return resolve(self.model)
 
+    @property
+    def task_head(self) -> bool:
+        """Whether a fine-tuned task's head answers (neither a masked LM nor an encoder): a continued or extended
+        model keeps it, and goes back out as its class."""
+        return self.answers not in (MASKED_LM, ENCODER)
+
+    @property
+    def labelled(self) -> bool:
+        """Whether its head answers with config.json's labels (a sequence's, or each token's)."""
+        return self.answers in (SEQUENCE, TOKENS)
+
 
 ENCODER_MODULE = "bert"  # every class's encoder, whose weights no head may claim
 ENCODER_HEADS = ("bert.pooler",)  # the one module under it that is a head's: sequence heads read [CLS] through it

@@ -10,9 +10,6 @@ network and the families. A model directory is read here once, through the one b
     card          the model card (README.md) of every model directory
     sentence      sentence-transformers' modules (pooling, Normalize): read, and written back
     origin        what a model read from a directory goes back out with: its class, modules and card
-    export        `bertforge export`: a model directory as an ONNX graph, checked against PyTorch, optionally int8
-    onnx          an exported directory, served by ONNX Runtime: its own type, which no verb that trains accepts;
-                  each run bounded in time
-    graph         an exported graph checked against its config, its recorded digest and the verb's head before
-                  it is served
+    exported      an export's layout (its graph's path, what config.json records of it): what tells it from a
+                  model with weights; what it computes and how it is served is serving/'s
 """

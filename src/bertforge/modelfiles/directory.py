@@ -47,6 +47,7 @@ from ..tokenizer import (
     special_ids,
 )
 from .card import CARD, card_with_section, model_card
+from .exported import is_exported
 from .header import WeightIndex, weight_index
 from .hf import (
     HF_IGNORED,
@@ -59,7 +60,6 @@ from .hf import (
     their_name,
     to_hf_state_dict,
 )
-from .onnx import OnnxModel, is_exported
 from .schema import check_config
 from .sentence import SentencePipeline, write_pipeline
 
@@ -70,7 +70,7 @@ PRETRAINING_KEY = "bertforge_pretrain"  # config.json's record of how a model wa
 
 
 def is_model_dir(path: Path) -> bool:
-    """A Hugging Face model directory: config.json and its weights, or its exported graph (onnx.py)."""
+    """A Hugging Face model directory: config.json and its weights, or its exported graph (exported.py)."""
     return (path / "config.json").is_file() and (
         (path / "model.safetensors").is_file() or (path / "pytorch_model.bin").is_file() or is_exported(path)
     )
@@ -144,8 +144,8 @@ class ModelFiles:
 
     @property
     def exported(self) -> bool:
-        """`bertforge export`'s directory: a graph that serves (load_model_and_tokenizer(..., serve=True)), no
-        weights to train."""
+        """`bertforge export`'s directory: a graph that serves (serving/served.py's `load_served`), no weights to
+        train."""
         return self.index is None and is_exported(self.directory)
 
     def refuse_export(self) -> None:
@@ -537,26 +537,30 @@ def load_model_and_tokenizer(
     cls=BertForPreTraining,
     trust_pickle: bool = False,
     keep_heads: bool = True,
-    serve: bool = False,
     **model_kwargs,
 ) -> tuple[ModelFiles, Any, LoadedTokenizer]:
     """(the directory's files, model, tokenizer) from a run or model directory (or its files read already), each
-    file read once; `keep_heads=False` as for `load_model`. `serve=True` (the verbs that answer: embed, classify,
-    tag, answer, choose) takes an exported directory too, as its own type (onnx.py's `OnnxModel`), answering from
-    its graph; every other caller gets a trainable model or one line refusing the export."""
+    file read once; `keep_heads=False` as for `load_model`. Always the network: an export is refused in one line
+    (the verbs that answer load through serving/served.py's `load_served`, which serves its graph)."""
     files = path if isinstance(path, ModelFiles) else read_model_files(path)
+    refuse_discriminator(files, cls, keep_heads)
+    model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
+    return files, model, model_tokenizer(files, model, cls)
+
+
+def refuse_discriminator(files: ModelFiles, cls, keep_heads: bool) -> None:
+    """One line where a masked LM is asked of an ELECTRA discriminator, saying where its generator is."""
     info = files.pretraining if cls is BertForPreTraining else {}
     if objective(info.get("objective")).discriminator and keep_heads:
         raise UserError(
             f"{files.directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"
         )
-    if serve and files.exported:
-        model = OnnxModel(files.directory, cls, files.config, files.raw, **model_kwargs)
-    else:
-        model = load_model(cls, files, trust_pickle, keep_heads, **model_kwargs)
-        if serve and cls is not BertForPreTraining:  # a task's head answers, never a new one
-            refuse_fresh_heads(model, files.directory)
+
+
+def model_tokenizer(files: ModelFiles, model, cls=BertForPreTraining) -> LoadedTokenizer:
+    """The directory's tokenizer, checked against the `model` (of `cls`) it was read with: one with more ids than
+    the model's table, or a segment past its segment table, is refused (`check_vocab`)."""
     if not has_tokenizer(files.directory):
         raise UserError(
             f"{files.directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
@@ -565,7 +569,7 @@ def load_model_and_tokenizer(
     tokenizer = load_tokenizer(files.directory, files.raw)
     predicts = cls is BertForPreTraining and "mlm_head" not in getattr(model, "untrained_heads", {"mlm_head"})
     check_vocab(tokenizer, model.config.vocab_size, str(files.directory), model.config.type_vocab_size, predicts)
-    return files, model, tokenizer
+    return tokenizer
 
 
 def refuse_fresh_heads(model, directory: Path) -> None:

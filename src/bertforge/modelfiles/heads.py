@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError
-from ..families.architectures import ARCHITECTURES, ENCODER, MASKED_LM, SEQUENCE, TOKENS, Architecture
+from ..families.architectures import ARCHITECTURES, Architecture
 from .directory import ModelFiles, read_weights
 from .hf import from_hf_state_dict
 
@@ -44,8 +44,7 @@ def _labelled_class(config: dict[str, Any]) -> bool:
     """Whether config.json names a class whose head answers one of a set of labels (a sequence's or each token's)."""
     named = config.get("architectures")
     first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else ""
-    labelled = (r for r in ARCHITECTURES.records() if r.answers in (SEQUENCE, TOKENS))
-    return any(first.endswith(record.suffix) for record in labelled)
+    return any(first.endswith(record.suffix) for record in ARCHITECTURES.records() if record.labelled)
 
 
 TASK_KEYS = ("id2label", "label2id", "problem_type", "label_thresholds")  # config.json's keys of a task's labels
@@ -74,7 +73,7 @@ def read_task_head(files: ModelFiles | None, trust_pickle: bool = False) -> Task
         return None
     family = files.family
     named = [r for r in ARCHITECTURES.records() if family.hf_architecture(r.name) == files.architecture]
-    record = next((r for r in named if r.answers not in (MASKED_LM, ENCODER)), None)
+    record = next((r for r in named if r.task_head), None)
     if record is None:
         return None
     prefixes = tuple(f"{head}." for head in record.heads)

@@ -31,9 +31,9 @@ from starlette.routing import Route
 from ..errors import UserError
 from ..families import family_of
 from ..modelfiles.directory import read_model_files
-from ..modelfiles.export import what_it_answers
-from ..modelfiles.onnx import EXPORT_KEY
+from ..modelfiles.exported import export_facts
 from ..modelfiles.origin import read_origin
+from ..serving.export import what_it_answers
 from ..tokenizer import load_tokenizer, max_input_length
 from .answers import KINDS
 from .batching import Batcher, Full
@@ -226,7 +226,7 @@ def _answers(files) -> str:
     """What the directory's model answers: its export's kind, or its class's record's (a masked LM without its
     head, a bare encoder: its encoder's)."""
     if files.exported:
-        return str((files.raw.get(EXPORT_KEY) or {}).get("answers"))
+        return str(export_facts(files.raw).get("answers"))
     origin = read_origin(files)
     record, _ = what_it_answers(files.directory, files.raw, files.config, origin)
     return record.answers
@@ -243,7 +243,7 @@ def _facts(files, answers: str, name: str) -> dict[str, Any]:
     """What /info says of the model beside its kinds' own: its family and class, precision, the longest input it
     reads, and an export's check against PyTorch (difference, agreement, cosine)."""
     config = files.config
-    export = files.raw.get(EXPORT_KEY) or {}
+    export = export_facts(files.raw)
     tokenizer = load_tokenizer(files.directory, files.raw)
     check = {key: export[key] for key in ("max_difference", "agreement", "cosine", "texts") if key in export}
     return {

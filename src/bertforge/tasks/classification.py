@@ -44,8 +44,9 @@ from ..formats.corpus import read_documents
 from ..formats.rows import class_label_names, label_name, read_rows
 from ..formats.textfiles import format_of, open_text
 from ..model.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL, BertForSequenceClassification
-from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import read_model_files
 from ..modelfiles.heads import label_names
+from ..serving.served import load_served
 from ..tokenizer import max_input_length
 from . import registry
 from .targets import TARGETS, THRESHOLD, TunedLabelSet
@@ -366,9 +367,7 @@ class Classifier:
             raise UserError(f"{directory}: unknown problem_type {self.problem_type!r} in config.json")
         self.thresholds = _label_thresholds(config.get("label_thresholds"), self.labels, directory)
         kwargs = {"num_labels": len(self.labels), "problem_type": self.problem_type}
-        _, self.model, tokenizer = load_model_and_tokenizer(
-            files, BertForSequenceClassification, trust_pickle, serve=True, **kwargs
-        )
+        _, self.model, tokenizer = load_served(files, BertForSequenceClassification, trust_pickle, **kwargs)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
         self.batcher = TextBatcher(tokenizer, max_input_length(tokenizer, self.model.config.max_position_embeddings))

@@ -27,7 +27,8 @@ from ..engine.runtime import MixedPrecision, resolve_device
 from ..errors import UserError
 from ..formats.rows import read_rows
 from ..model.heads import BertForMultipleChoice
-from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import read_model_files
+from ..serving.served import load_served
 from ..tokenizer import max_input_length
 from .registry import MULTIPLE_CHOICE, ColumnNames, MissingColumns
 
@@ -186,7 +187,7 @@ class Chooser:
                 f"{files.directory}: not a multiple-choice model ({files.architecture or 'none'}); make one with "
                 f"`bertforge finetune MODEL --task {MULTIPLE_CHOICE.name} ...`"
             )
-        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForMultipleChoice, trust_pickle, serve=True)
+        _, self.model, tokenizer = load_served(files, BertForMultipleChoice, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device)
         self.batcher = ChoiceBatcher(tokenizer, max_input_length(tokenizer, self.model.config.max_position_embeddings))

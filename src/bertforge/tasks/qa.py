@@ -45,7 +45,8 @@ from ..errors import UserError
 from ..formats.rows import read_rows
 from ..formats.textfiles import format_of
 from ..model.heads import BertForQuestionAnswering
-from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import read_model_files
+from ..serving.served import load_served
 from ..tokenizer import max_input_length, special_ids
 from .cuts import best_cut
 
@@ -484,7 +485,7 @@ class Answerer:
         if not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
             raise UserError(f"{directory / 'config.json'}: {NULL_THRESHOLD_KEY} is {threshold!r}, not a number")
         self.null_threshold = float(threshold) if self.allow_no_answer else None
-        _, self.model, tokenizer = load_model_and_tokenizer(files, BertForQuestionAnswering, trust_pickle, serve=True)
+        _, self.model, tokenizer = load_served(files, BertForQuestionAnswering, trust_pickle)
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()
         self.tokenizer = windowing_tokenizer(

@@ -44,8 +44,9 @@ from ..formats.rows import class_label_names, label_name, read_rows
 from ..formats.textfiles import format_of, open_text
 from ..labels import IGNORE_INDEX
 from ..model.heads import BertForTokenClassification
-from ..modelfiles.directory import load_model_and_tokenizer, read_model_files
+from ..modelfiles.directory import read_model_files
 from ..modelfiles.heads import label_names
+from ..serving.served import load_served
 from ..tokenizer import max_input_length, special_ids
 from .registry import ColumnNames
 
@@ -434,8 +435,8 @@ class Tagger:
     def __init__(self, path: str | Path, device: str = "cpu", trust_pickle: bool = False):
         files = read_model_files(path)
         self.tags = label_names(files.directory, files.raw, "tagging")
-        _, self.model, self.tokenizer = load_model_and_tokenizer(
-            files, BertForTokenClassification, trust_pickle, serve=True, num_labels=len(self.tags)
+        _, self.model, self.tokenizer = load_served(
+            files, BertForTokenClassification, trust_pickle, num_labels=len(self.tags)
         )
         self.precision = MixedPrecision(resolve_device(device), "fp32")
         self.model.to(self.precision.device).eval()

@@ -10,19 +10,17 @@ hidden states (a sentence-embedding model's pooled, normalised vectors beside th
 Inputs and outputs are named as `transformers`' ONNX exports name them, batch and length dynamic.
 
 The export checks itself: the same texts (--check-data's, or a few of its own) through PyTorch and ONNX Runtime,
-the largest difference said, and a float graph further than TOLERANCE from PyTorch refused, nothing written. An
-int8 graph (dynamic quantisation: int8 weights, activations quantised as they come) is said by how often its
-answers agree with PyTorch's and how close its vectors lie. The directory keeps the config, tokenizer files, card
-and sentence-transformers modules, the graph at onnx/model.onnx.
+the largest difference said, and held to its precision's gate (precisions.py): a float graph further than 1e-3
+from PyTorch is refused, nothing written; an int8 graph (dynamic quantisation: int8 weights, activations quantised
+as they come) is said by how often its answers agree with PyTorch's and how close its vectors lie, and refused
+below the quality gate. What the graph computes for each head is its answer kind's (kinds.py). The directory keeps
+the config, tokenizer files, card and sentence-transformers modules, the graph at onnx/model.onnx.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import logging
 import random
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -31,41 +29,29 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.batching import TextBatcher, length_buckets
-from ..errors import UserError, one_line
+from ..data.batching import TextBatcher
+from ..errors import UserError
 from ..families import ARCHITECTURES, Architecture, family_of
-from ..families.architectures import BATCH, CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS
+from ..families.architectures import ENCODER
 from ..fileio import atomic_directory, check_not_inputs, check_output_dir, read_bounded, write_json
 from ..model.config import ModelConfig
-from ..model.heads import pool, sentence_vectors
+from ..model.heads import pool
 from ..model.unpadding import unpadding_mode
+from ..modelfiles.card import CARD, card_with_section
+from ..modelfiles.directory import check_vocab, load_model, read_model_files, refuse_fresh_heads, resolve_model_dir
+from ..modelfiles.exported import EXPORT_KEY, GRAPH, is_exported
+from ..modelfiles.hf import OWN_MODEL_TYPE
+from ..modelfiles.origin import Origin, read_origin
+from ..modelfiles.sentence import write_pipeline
 from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
-from .card import CARD, card_with_section
-from .directory import (
-    check_vocab,
-    load_model,
-    read_model_files,
-    refuse_fresh_heads,
-    resolve_model_dir,
-)
 from .fused import DOMAIN as FUSED_DOMAIN
-from .fused import fuse_attention
 from .graph import graph_digest, graph_inputs
-from .heads import label_names
-from .hf import OWN_MODEL_TYPE
-from .onnx import EXPORT_KEY, GRAPH, graph_runner, is_exported, onnx_runtime
-from .origin import Origin, read_origin
-from .sentence import write_pipeline
-from .smoothing import smooth_activations
+from .kinds import AnswerKind, kind_of
+from .precisions import PRECISIONS, QUANTIZATIONS, Precision
+from .served import graph_runner, onnx_runtime
 
 OPSET = 17  # LayerNormalization as one op; every ONNX Runtime since 1.14 runs it
-TOLERANCE = 1e-3  # the largest difference a float graph may have from PyTorch, on any output
-QUANTIZATIONS = ("int8",)
-# The int8 graph's quality gate, against the PyTorch model on the check texts: what an export must keep to be written
-# without --accept-quality-loss. ONNX Runtime's dynamic int8 keeps all-MiniLM-L6-v2's vectors at median 0.992, least
-# 0.964 on SST-2 dev (experiments/export.md), and its SST-2 labels within 0.4 points: a graph below these has lost more
-# than quantisation usually costs (an outlier layer, a model trained in another range).
-GATE_MEDIAN_COSINE, GATE_LEAST_COSINE, GATE_AGREEMENT = 0.99, 0.95, 0.95
+ENCODER_ONLY = ENCODER  # --task's one value: any model's encoder alone, as optimum names that task
 SAMPLE_TEXTS = [  # what the check reads without --check-data: lengths apart, so that batches are padded
     "The cat sat on the mat.",
     "She deposited the money in the bank by the river, then walked home along the water.",
@@ -90,19 +76,8 @@ class Export:
     agreement: float | None = None  # int8: the share of answers (labels, tags, tokens, spans) PyTorch gives too
     cosine: tuple[float, float] | None = None  # int8 encoder: median and least cosine of the vectors to PyTorch's
     megabytes: float = 0.0
-    accepted_below_gate: bool = False  # int8 written under the gate, as --accept-quality-loss asked
+    accepted_below_gate: bool = False  # written under its precision's gate, as --accept-quality-loss asked
     texts_given: int = 0  # the check texts --check-data held, of which `texts` were drawn (CHECK_SAMPLE at most)
-
-    def below_gate(self) -> list[str]:
-        """What of the int8 graph's quality falls short of the gate, said with its figure; empty when it passes."""
-        short = []
-        if self.cosine is not None and self.cosine[0] < GATE_MEDIAN_COSINE:
-            short.append(f"vectors' median cosine {self.cosine[0]:.4f} < {GATE_MEDIAN_COSINE}")
-        if self.cosine is not None and self.cosine[1] < GATE_LEAST_COSINE:
-            short.append(f"least cosine {self.cosine[1]:.4f} < {GATE_LEAST_COSINE}")
-        if self.agreement is not None and self.agreement < GATE_AGREEMENT:
-            short.append(f"answers agreeing with PyTorch's {self.agreement:.1%} < {GATE_AGREEMENT:.0%}")
-        return short
 
     def summary(self) -> str:
         drawn = f" (a seeded sample of the {self.texts_given:,} given)" if self.texts_given > self.texts else ""
@@ -120,12 +95,13 @@ class Export:
 
 class Graph(nn.Module):
     """What the exported graph computes: the model's own forward, its outputs named as its architecture's record says
-    (as `transformers`' ONNX exports name them). An encoder's graph gives the sentence vectors beside the hidden
-    states where the model has a pooling of its own (a sentence-embedding model's, normalised as its modules say)."""
+    (as `transformers`' ONNX exports name them) and computed as its answer kind says (kinds.py). An encoder's graph
+    gives the sentence vectors beside the hidden states where the model has a pooling of its own (a
+    sentence-embedding model's, normalised as its modules say)."""
 
     def __init__(self, model: nn.Module, record: Architecture, origin: Origin):
         super().__init__()
-        self.model, self.record, self.answers = model, record, record.answers
+        self.model, self.record, self.kind = model, record, kind_of(record)
         sentence = origin.sentence
         self.pooling = sentence.pooling if sentence is not None else None
         self.normalize = sentence is not None and sentence.normalize
@@ -133,25 +109,14 @@ class Graph(nn.Module):
     @property
     def axes(self) -> dict[str, tuple[str, ...]]:
         """Each output's dynamic axes."""
-        pooled = {"sentence_embedding": (BATCH,)} if self.answers == ENCODER and self.pooling else {}
-        return {**self.record.outputs, **pooled}
+        return self.kind.axes(self.record, self.pooling)
 
     @property
     def outputs(self) -> list[str]:
         return list(self.axes)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        if self.answers == MASKED_LM:
-            hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
-            B, T, _ = hidden.shape
-            return self.model.mlm_head(hidden.flatten(0, 1), bias_inside=True).view(B, T, -1)  # (B, T, V)
-        if self.answers == ENCODER:
-            hidden = self.model.bert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
-            if not self.pooling:
-                return hidden
-            return hidden, sentence_vectors(hidden, attention_mask, self.pooling, self.normalize)  # (B, T, H), (B, D)
-        logits, _ = self.model(input_ids, token_type_ids, attention_mask)
-        return logits.unbind(-1) if self.answers == SPANS else logits  # QA: (B, T) start, (B, T) end
+        return self.kind.outputs(self.model, input_ids, attention_mask, token_type_ids, self.pooling, self.normalize)
 
 
 def what_it_answers(
@@ -167,22 +132,15 @@ def what_it_answers(
     family = family_of(config)
     # several of ours may share their class (BertModel: a bare encoder, a sentence encoder, BERT's discriminator)
     ours = [record for record in ARCHITECTURES.records() if family.hf_architecture(record.name) == theirs]
-    record = next((r for r in ours if r.answers not in (MASKED_LM, ENCODER)), None)
+    record = next((r for r in ours if r.task_head), None)
     discriminator = ARCHITECTURES.get("BertForReplacedTokenDetection")
     if record is None and discriminator in ours and theirs != family.hf_architecture("BertModel"):
         record = discriminator
     if record is None and "mlm" in origin.heads and not origin.encoder_only:
         record = ARCHITECTURES.get("BertForPreTraining")
-    record = record or ARCHITECTURES.get("BertForSentenceEmbedding")
-    if record.answers == SEQUENCE:
-        labels = label_names(directory, raw, "classifier")
-        problem = raw.get("problem_type") or "single_label_classification"
-        return record, {"num_labels": len(labels), "problem_type": problem}
-    if record.answers == TOKENS:
-        return record, {"num_labels": len(label_names(directory, raw, "tagger"))}
-    if record.answers == ENCODER and record.name == "BertForSentenceEmbedding":
+    if record is None or record.name == "BertForSentenceEmbedding":
         return _encoder(origin)
-    return record, {}
+    return record, kind_of(record).model_arguments(directory, raw)
 
 
 def _encoder(origin: Origin) -> tuple[Architecture, dict[str, Any]]:
@@ -207,8 +165,9 @@ def export_model(
     onnx_runtime()  # one line naming the extra, before any work
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise UserError(f"--quantize {quantize}: bertforge quantizes to {', '.join(QUANTIZATIONS)}")
-    if task not in (None, ENCODER):
-        raise UserError(f"--task {task}: export the model's own head (no --task) or its encoder ({ENCODER})")
+    precision = PRECISIONS.get(quantize or "fp32")
+    if task not in (None, ENCODER_ONLY):
+        raise UserError(f"--task {task}: export the model's own head (no --task) or its encoder ({ENCODER_ONLY})")
     directory, out = resolve_model_dir(model_path), Path(out)
     check_not_inputs({"--out": out}, {"MODEL": directory})
     check_output_dir(out, overwrite, "an exported model", out.is_dir() and is_exported(out))
@@ -217,59 +176,59 @@ def export_model(
     files = read_model_files(directory)
     config, origin = files.config, read_origin(files)
     origin.check_computable()
-    record, kwargs = what_it_answers(directory, files.raw, config, origin, encoder_only=task == ENCODER)
-    answers = record.answers
-    if answers == MASKED_LM and "mlm" not in files.heads:
-        raise UserError(f"{origin.describes} has no trained masked-LM head to export")
-    model = load_model(record.model_class(), files, trust_pickle, keep_heads=answers != ENCODER, **kwargs)
-    if answers != ENCODER:
+    record, kwargs = what_it_answers(directory, files.raw, config, origin, encoder_only=task == ENCODER_ONLY)
+    kind = kind_of(record)
+    kind.check_exportable(files, origin)
+    model = load_model(record.model_class(), files, trust_pickle, keep_heads=kind.has_head, **kwargs)
+    if kind.has_head:
         refuse_fresh_heads(model, directory)
     model = model.float().eval()
     tokenizer = load_tokenizer(directory, files.raw)
-    check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size, predicts=answers == MASKED_LM)
+    check_vocab(tokenizer, config.vocab_size, str(directory), config.type_vocab_size, kind.predicts_tokens)
     graph = Graph(model, record, origin)
     inputs = graph_inputs(config)
     given = len(check_texts or ())
     check_texts, check_pairs = check_sample(check_texts, check_pairs)
-    batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, answers, check_pairs)
-    if quantize:  # outliers moved into the weights (smoothing.py), attention as one operator (fused.py)
+    batches = _batches(tokenizer, config, check_texts or SAMPLE_TEXTS, kind, check_pairs)
 
-        def calibrate() -> None:  # each batch's outputs dropped as it goes: a masked LM's are (B, T, V)
-            for batch in batches:
-                graph(*_arguments(batch, inputs))
+    def calibrate() -> None:  # each batch's outputs dropped as it goes: a masked LM's are (B, T, V)
+        for batch in batches:
+            graph(*_arguments(batch, inputs))
 
-        smooth_activations(model, calibrate)
-    wrapped = fuse_attention(model) if quantize else []
+    wrapped = precision.ready(model, calibrate)
     # traced on texts of different lengths whatever the check's: a batch without padding would build a graph
     # that ignores attention_mask (one text, or identical lines)
-    trace = _batches(tokenizer, config, SAMPLE_TEXTS, answers)[0]
+    trace = _batches(tokenizer, config, SAMPLE_TEXTS, kind)[0]
     if wrapped:
         with torch.no_grad(), unpadding_mode("never"):
             graph(*_arguments(trace, inputs))  # which layers the operator computes (a bias or window: none)
     with atomic_directory(out) as tmp:
         (tmp / GRAPH).parent.mkdir()
         _export(graph, trace, inputs, tmp / GRAPH, any(w.fused for w in wrapped))
-        if quantize:
-            _quantize(tmp / GRAPH)
-        report = _compare(graph, graph_runner(tmp / GRAPH), batches, inputs, answers, quantize)
-        if not quantize and report["max_difference"] > TOLERANCE:
-            raise UserError(
-                f"the exported graph differs from PyTorch by {report['max_difference']:.2e} (more than {TOLERANCE:g}): "
-                "nothing was written"
-            )
-        made = Export(out, answers, quantize, inputs, graph.outputs, len(check_texts or SAMPLE_TEXTS), **report)
+        precision.convert(tmp / GRAPH)
+        report = _compare(graph, graph_runner(tmp / GRAPH), batches, inputs, precision)
+        made = Export(out, kind.name, quantize, inputs, graph.outputs, len(check_texts or SAMPLE_TEXTS), **report)
         made.texts_given = given
-        short = made.below_gate()
-        if short and not accept_quality_loss:
-            raise UserError(
-                f"the int8 graph falls below the quality gate on {made.texts} check texts ({'; '.join(short)}): "
-                "nothing was written; keep fp32 (no --quantize), check on more of your own texts (--check-data), "
-                "or write it anyway with --accept-quality-loss"
-            )
-        made.accepted_below_gate = bool(short)
+        made.accepted_below_gate = _gate(precision, made, accept_quality_loss)
         made.megabytes = (tmp / GRAPH).stat().st_size / 1e6
         _write_files(tmp, files.raw, tokenizer, config, origin, made)
     return made
+
+
+def _gate(precision: Precision, made: Export, accept_quality_loss: bool) -> bool:
+    """Whether the export is written below its precision's gate (as `accept_quality_loss` asks for a quantized
+    one); one line, nothing written, where it falls short otherwise. A float graph past TOLERANCE is a fault of
+    the export, never accepted."""
+    short = precision.short_of(made.max_difference, made.agreement, made.cosine)
+    if short and not precision.quantized:
+        raise UserError(f"the exported graph differs from PyTorch ({short[0]}): nothing was written")
+    if short and not accept_quality_loss:
+        raise UserError(
+            f"the {precision.name} graph falls below the quality gate on {made.texts} check texts "
+            f"({'; '.join(short)}): nothing was written; keep fp32 (no --quantize), check on more of your own texts "
+            "(--check-data), or write it anyway with --accept-quality-loss"
+        )
+    return bool(short)
 
 
 CHECK_SAMPLE = 2000  # the most check texts an export runs: a seeded sample of a larger --check-data
@@ -287,28 +246,13 @@ def check_sample(texts: list[str] | None, pairs: list[str] | None) -> tuple[list
 
 
 def _batches(
-    tokenizer, config: ModelConfig, texts: list[str], answers: str, pairs: list[str] | None = None
+    tokenizer, config: ModelConfig, texts: list[str], kind: AnswerKind, pairs: list[str] | None = None
 ) -> list[dict[str, torch.Tensor]]:
-    """The texts (with their `pairs`, as a pair classifier reads them) as padded batches of 8, short and long texts
-    together; a multiple-choice model reads each text as a question with two choices."""
+    """The texts (with their `pairs`, as a pair classifier reads them) as the graph of `kind` reads them."""
     if not texts:
         raise UserError("--check-data holds no texts")
-    if pairs is not None and answers != SEQUENCE:
-        raise UserError(f"--pair-column: a {answers} model reads single texts; pairs are for a classifier")
     batcher = TextBatcher(tokenizer, max_input_length(tokenizer, config.max_position_embeddings))
-    if answers == CHOICE:
-        encoded = batcher.encode(texts * 2, list(reversed(texts)) + texts)  # (question, choice) pairs, 2 a question
-        batches = []
-        for start in range(0, len(texts), 4):
-            rows = [i for q in range(start, min(start + 4, len(texts))) for i in (q, q + len(texts))]
-            batch = batcher.batch(encoded, rows)
-            batches.append({k: v.view(-1, 2, v.shape[-1]) for k, v in batch.items()})  # (B, 2, T)
-        return batches
-    encoded = batcher.encode(texts, pairs)
-    order = [i for bucket in length_buckets(encoded, 8) for i in bucket]  # shortest first
-    mixed = [order[i::2] for i in range(2)] if len(order) > 1 else [order]  # short and long texts together
-    batches = [batcher.batch(encoded, rows[s : s + 8]) for rows in mixed for s in range(0, len(rows), 8)]
-    return batches + [batcher.batch(encoded, order[-1:])]  # and the longest alone: another batch size and length
+    return kind.check_batches(batcher, texts, pairs)
 
 
 def _arguments(batch: dict[str, torch.Tensor], inputs: list[str]) -> tuple[torch.Tensor, ...]:
@@ -330,41 +274,11 @@ def _export(graph: Graph, batch: dict[str, torch.Tensor], inputs: list[str], pat
     graph.eval()  # the exporter puts the training mode back as it found it: the module's own, set here
 
 
-def _quantize(path: Path) -> None:
-    """Dynamic int8 quantisation in place: int8 weights for every matrix product, activations quantised per batch
-    as they come (onnxruntime.quantization), which runs on VNNI's int8 dot products where the CPU has them."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with tempfile.TemporaryDirectory(dir=path.parent) as scratch, _quiet_root_logger():
-        quantized = Path(scratch) / "model.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                quantize_dynamic(str(path), str(quantized), weight_type=QuantType.QInt8, per_channel=True)
-            except Exception as e:  # the quantizer's own assertions: weights it finds no int8 scale for
-                raise UserError(
-                    f"ONNX Runtime's quantizer could not make this model int8 ({one_line(e)[:120]}): nothing was "
-                    "written; export it in fp32 (no --quantize)"
-                ) from None
-        quantized.replace(path)
-
-
-@contextlib.contextmanager
-def _quiet_root_logger():
-    """The quantizer's advice goes to the root logger as a warning for every export; a user is told the result."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
-
-
-def _compare(graph: Graph, runner, batches, inputs: list[str], answers: str, quantize) -> dict[str, Any]:
-    """The largest difference between the graph's outputs and PyTorch's, on real tokens; for an int8 graph also how
-    often their answers agree (a row's argmax: its label, a token's tag or prediction, a span's start and end) and
-    how close their vectors lie (cosine of the sentence vectors, or of the mean hidden state)."""
+def _compare(graph: Graph, runner, batches, inputs: list[str], precision: Precision) -> dict[str, Any]:
+    """The largest difference between the graph's outputs and PyTorch's, on real tokens; for a quantized graph also
+    how often their answers agree (as its answer kind reads an answer: a label, a token's tag or prediction, a
+    span's start and end) and how close their vectors lie (cosine of the sentence vectors, or of the mean hidden
+    state)."""
     largest, agree, total, cosines = 0.0, 0, 0, []
     for batch in batches:
         with torch.no_grad(), unpadding_mode("never"):
@@ -380,7 +294,7 @@ def _compare(graph: Graph, runner, batches, inputs: list[str], answers: str, qua
             raise UserError("the exported graph answers values that are not numbers: nothing was written")
         mask = batch["attention_mask"].bool()  # (B, T), or (B, C, T) for multiple choice
         for name, ref, out in zip(graph.outputs, expected, got):
-            per_token = answers in (TOKENS, MASKED_LM, SPANS) or name == "last_hidden_state"
+            per_token = graph.kind.per_token or name == "last_hidden_state"
             real = mask if per_token else torch.ones(ref.shape[:-1], dtype=torch.bool)  # the rows compared
             largest = max(largest, float((ref - out).abs()[real].max()))
             if name == "last_hidden_state":
@@ -388,17 +302,11 @@ def _compare(graph: Graph, runner, batches, inputs: list[str], answers: str, qua
                 cosines += nn.functional.cosine_similarity(*vectors, dim=-1).tolist()
             elif name == "sentence_embedding":
                 cosines += nn.functional.cosine_similarity(ref, out, dim=-1).tolist()
-            elif answers == SPANS:  # where the span starts (ends): the argmax over the real tokens
-                hidden = ~mask
-                agree += int(
-                    (ref.masked_fill(hidden, -1e9).argmax(-1) == out.masked_fill(hidden, -1e9).argmax(-1)).sum()
-                )
-                total += len(ref)
-            else:
-                agree += int((ref.argmax(-1) == out.argmax(-1))[real].sum())
-                total += int(real.sum())
+            elif precision.quantized:
+                same, compared = graph.kind.agreement(ref, out, mask)
+                agree, total = agree + same, total + compared
     report: dict[str, Any] = {"max_difference": largest}
-    if quantize:
+    if precision.quantized:
         report["agreement"] = agree / total if total else None
         report["cosine"] = (float(np.median(cosines)), float(min(cosines))) if cosines else None
     return report

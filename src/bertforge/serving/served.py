@@ -1,13 +1,14 @@
-"""A model exported to ONNX (`bertforge export`), served by ONNX Runtime as the PyTorch model of its class is.
+"""A model exported to ONNX (`bertforge export`), served by ONNX Runtime as the PyTorch model of its class is, and
+the one loader of the verbs that answer (embed, classify, tag, answer, choose): a model directory gives its network,
+an export its served graph.
 
-    directory/onnx/model.onnx   the graph: input_ids, attention_mask (and token_type_ids where the model has
-                                segments) in; the head's outputs, named as `transformers`' ONNX exports name them
-    directory/config.json       the model's config, with what the export recorded under EXPORT_KEY
+    load_served(path, cls)   (files, network or ServedGraph, tokenizer), checked against each other
 
-`OnnxModel` answers the calls `classify`, `tag`, `answer` and `embed` make of a model (`model(input_ids,
-token_type_ids, attention_mask)` and `model.bert(...)`), and everything else a model is asked (its config, a
-classifier's `probabilities`) from the same class built on the meta device, which holds no weights. ONNX Runtime
-is an optional dependency (pip install 'bertforge[onnx]'): without it, one line names the extra.
+`ServedGraph` answers the calls those verbs make of a model (`model(input_ids, token_type_ids, attention_mask)` and
+`model.bert(...)`), and everything else a model is asked (its config, a classifier's `probabilities`) from the same
+class built on the meta device, which holds no weights. What its graph must hold and what each answer may be is its
+answer kind's (kinds.py). ONNX Runtime is an optional dependency (pip install 'bertforge[onnx]'): without it, one
+line names the extra.
 """
 
 from __future__ import annotations
@@ -20,18 +21,45 @@ import numpy as np
 import torch
 
 from ..errors import UserError, one_line
-from ..families.architectures import ARCHITECTURES, ENCODER, MASKED_LM, SEQUENCE, TOKENS
-from ..model.bert import EncoderOutput
+from ..families.architectures import ARCHITECTURES
+from ..model.bert import BertForPreTraining, EncoderOutput
+from ..modelfiles.directory import (
+    ModelFiles,
+    load_model_and_tokenizer,
+    model_tokenizer,
+    read_model_files,
+    refuse_discriminator,
+    refuse_fresh_heads,
+)
+from ..modelfiles.exported import GRAPH, export_facts
 from .graph import RUN_SECONDS, check_graph
-
-WHOLE_MODEL = (MASKED_LM, ENCODER)  # what a pre-training class serves: `embed` reads either graph's hidden states
-GRAPH = Path("onnx") / "model.onnx"  # where sentence-transformers' ONNX backend and transformers.js look for it
-EXPORT_KEY = "bertforge_export"  # config.json: how the graph was exported (inputs, outputs, quantisation, check)
+from .kinds import KINDS, kind_of
 
 
-def is_exported(directory: Path) -> bool:
-    """A directory `bertforge export` wrote: config.json and the graph, no PyTorch weights."""
-    return (directory / "config.json").is_file() and (directory / GRAPH).is_file()
+def load_served(
+    path: str | Path | ModelFiles,
+    cls=BertForPreTraining,
+    trust_pickle: bool = False,
+    keep_heads: bool = True,
+    **model_kwargs,
+) -> tuple[ModelFiles, Any, Any]:
+    """(the directory's files, what answers, its tokenizer) for a verb that answers with `cls`: the network of a model
+    directory (a task's head refused where its weights lack it: it would answer at random), or the served graph of
+    an export, checked against its config and the head `cls` computes before it runs."""
+    files = path if isinstance(path, ModelFiles) else read_model_files(path)
+    if not files.exported:
+        files, model, tokenizer = load_model_and_tokenizer(files, cls, trust_pickle, keep_heads, **model_kwargs)
+        if cls is not BertForPreTraining:
+            refuse_fresh_heads(model, files.directory)
+        return files, model, tokenizer
+    refuse_discriminator(files, cls, keep_heads)
+    graph = ServedGraph(files.directory, cls, files.config, files.raw, **model_kwargs)
+    return files, graph, model_tokenizer(files, graph, cls)
+
+
+def _whole_model(answers: Any) -> bool:
+    """Whether an export that says it answers `answers` holds a whole model (a masked LM's, an encoder's)."""
+    return isinstance(answers, str) and answers in KINDS and KINDS.get(answers).whole_model
 
 
 def onnx_runtime():
@@ -76,23 +104,21 @@ def bounded_run(runner, feeds: dict[str, np.ndarray], directory: Path) -> list[n
         watchdog.cancel()
 
 
-class OnnxModel:
+class ServedGraph:
     """An exported model in the place of the PyTorch model of `cls`: called as it is, answering from the graph,
     which is checked against config.json (`raw`) and the head `cls` computes before it is run (graph.py)."""
 
     def __init__(self, directory: Path, cls, config, raw: dict[str, Any], **model_kwargs):
         with torch.device("meta"):  # the class's attributes and methods, without its weights
             self.meta = cls(config, **model_kwargs)
-        facts = raw.get(EXPORT_KEY) if isinstance(raw.get(EXPORT_KEY), dict) else {}
-        answers = facts.get("answers")
+        facts = export_facts(raw)
         record = ARCHITECTURES.get(self.meta.hf_architecture)
-        if record.answers in WHOLE_MODEL and answers in WHOLE_MODEL:  # embed and search read an encoder or a masked
-            record = next(r for r in ARCHITECTURES.records() if r.answers == answers)  # LM's graph as it was exported
-        widths = {"last_hidden_state": config.hidden_size}
-        if record.answers in (SEQUENCE, TOKENS):
-            widths["logits"] = self.meta.num_labels  # a classifier's labels, a tagger's tags
-        check_graph(directory / GRAPH, config, record, facts, widths)
-        self.widths, self.answers = widths, record.answers
+        kind, exported = kind_of(record), facts.get("answers")
+        if kind.whole_model and _whole_model(exported):  # embed reads an encoder's or a masked LM's graph
+            record = next(r for r in ARCHITECTURES.records() if r.answers == exported)
+            kind = kind_of(record)
+        self.kind, self.widths = kind, kind.widths(config, getattr(self.meta, "num_labels", None))
+        check_graph(directory / GRAPH, config, record, facts, self.widths)
         self.runner = graph_runner(directory / GRAPH)
         self.input_names = [i.name for i in self.runner.get_inputs()]
         self.output_names = [o.name for o in self.runner.get_outputs()]
@@ -103,10 +129,10 @@ class OnnxModel:
             raise AttributeError(name)
         return getattr(self.meta, name)
 
-    def to(self, *args, **kwargs) -> OnnxModel:
+    def to(self, *args, **kwargs) -> ServedGraph:
         return self  # ONNX Runtime runs it on the CPU
 
-    def eval(self) -> OnnxModel:
+    def eval(self) -> ServedGraph:
         return self
 
     def run(self, input_ids, token_type_ids=None, attention_mask=None) -> dict[str, torch.Tensor]:
@@ -124,8 +150,9 @@ class OnnxModel:
 
     def _check_answer(self, name: str, out: np.ndarray, batch: int) -> None:
         """An output as the model's head gives it, whatever the graph declared: floats, one row per input, as wide
-        as the labels (or the hidden size) config.json names, and numbers; a masked LM's padded vocabulary alone
-        answers -inf. Anything else ends in one line, never in probabilities computed from it."""
+        as the labels (or the hidden size) config.json names, and what its kind's answers hold (numbers; a masked
+        LM's padded vocabulary answers -inf). Anything else ends in one line, never in probabilities computed
+        from it."""
         said = f"{self.directory}: the exported graph answered {name}"
         if out.dtype.kind != "f":
             raise UserError(f"{said} as {out.dtype}, not as floats")
@@ -134,16 +161,12 @@ class OnnxModel:
         width = self.widths.get(name)
         if width is not None and out.shape[-1] != width:
             raise UserError(f"{said} {out.shape[-1]} wide; config.json makes {width}")
-        unbounded = np.isnan(out) | (np.isposinf(out) if self.answers == MASKED_LM else np.isinf(out))
-        if bool(unbounded.any()):
+        if bool(self.kind.unbounded(out).any()):
             raise UserError(f"{said} with values that are not numbers (nan or infinity)")
 
     def __call__(self, input_ids, token_type_ids=None, attention_mask=None, labels=None):
-        """(logits, None) as a task head returns them: QA's start and end logits stacked, (B, T, 2)."""
-        outputs = self.run(input_ids, token_type_ids, attention_mask)
-        if "start_logits" in outputs:
-            return torch.stack([outputs["start_logits"], outputs["end_logits"]], dim=-1), None
-        return outputs["logits"], None
+        """(logits, None) as a task head returns them (a reader's start and end logits stacked: (B, T, 2))."""
+        return self.kind.head_answer(self.run(input_ids, token_type_ids, attention_mask)), None
 
     @property
     def bert(self):

@@ -6,7 +6,7 @@
         int64, rank), its outputs (names, rank, widths), the head kind the verb needs, weights that are numbers,
         a token table of config.json's shape, no control flow, no foreign operator
 
-A graph that passes runs bounded in time (onnx.py's `OnnxModel.run`): a watchdog terminates a run past RUN_SECONDS.
+A graph that passes runs bounded in time (served.py's `ServedGraph.run`): a watchdog terminates a run past RUN_SECONDS.
 The graph file is parsed with the `onnx` package (the [onnx] extra); its tensors stored outside the file are never
 followed (ONNX Runtime refuses such references outside the export itself).
 """
@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError, one_line
-from ..families.architectures import CHOICE, ENCODER, MASKED_LM, SEQUENCE, SPANS, TOKENS, Architecture
+from ..families.architectures import Architecture
+from .kinds import kind_of
 
 CONTROL_FLOW = {"Loop", "Scan", "If"}  # the exporter never writes them: a graph with one may never end
 DOMAINS = {"", "ai.onnx", "com.microsoft"}  # ONNX's own operators, and the ones its int8 quantizer writes
-KINDS = (MASKED_LM, SEQUENCE, TOKENS, SPANS, CHOICE, ENCODER)  # the built-in heads, whose outputs' ranks are known
 RUN_SECONDS = 300.0  # the longest one run of a served graph may take before it is terminated
 
 
@@ -123,7 +123,7 @@ def _check_inputs(path: Path, graph, config, record: Architecture) -> None:
         raise UserError(
             f"{path}: the graph takes {', '.join(names) or 'nothing'}; this model takes {', '.join(expected)}"
         )
-    rank = 3 if record.answers == CHOICE else 2
+    rank = kind_of(record).input_rank
     for value in inputs:
         if value.type.tensor_type.elem_type != 7 or len(_dims(value)) != rank:  # 7: int64
             raise UserError(f"{path}: the graph's {value.name} is not a rank-{rank} int64 input")
@@ -131,17 +131,14 @@ def _check_inputs(path: Path, graph, config, record: Architecture) -> None:
 
 def _check_outputs(path: Path, graph, record: Architecture, widths: dict[str, int]) -> None:
     names = [value.name for value in graph.output]
-    expected = list(record.outputs)
-    pooled = record.answers == ENCODER and names == [*expected, "sentence_embedding"]
-    if names != expected and not pooled:
-        raise UserError(
-            f"{path}: the graph answers {', '.join(names) or 'nothing'}; the verb reads {', '.join(expected)}"
-        )
+    kind = kind_of(record)
+    bare, pooled = kind.axes(record, None), kind.axes(record, ("mean",))  # an encoder's vectors may come beside
+    if names not in (list(bare), list(pooled)):
+        raise UserError(f"{path}: the graph answers {', '.join(names) or 'nothing'}; the verb reads {', '.join(bare)}")
     for value in graph.output:
         dims = _dims(value)
-        axes = record.outputs.get(value.name, ("batch_size",))  # the dynamic ones; a width follows, but for a
-        rank = len(axes) + (record.answers not in (SPANS, CHOICE))  # span's logit or a choice's score
-        if record.answers in KINDS and len(dims) != rank:
+        rank = kind.output_rank(pooled[value.name])
+        if len(dims) != rank:
             raise UserError(f"{path}: the graph's {value.name} has rank {len(dims)}, not {rank}")
         width = widths.get(value.name)
         if width is not None and isinstance(dims[-1], int) and dims[-1] not in (0, width):
