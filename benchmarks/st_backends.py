@@ -10,6 +10,8 @@ The contenders, each exported or quantized as sentence-transformers' documentati
     st onnx O3          export_optimized_onnx_model(..., "O3"): ONNX Runtime's fused attention, layer norms, GELU
     st onnx int8        export_dynamic_quantized_onnx_model(..., "avx512_vnni"): its recommended int8 on this CPU
     st onnx O3 int8     the O3 graph, quantized the same way
+    ct2 int8            CTranslate2's int8 encoder (a hand-written C++ transformer), converted by its own converter;
+                        mean pooling and Normalize in numpy, as all-MiniLM-L6-v2's modules pool
 
 A line of JSON each: name, texts/s at --batch (median of --rounds), and the vectors' file (.npy) for the check.
 """
@@ -50,7 +52,40 @@ def loaders(model: Path):
         export_dynamic_quantized_onnx_model(onnx("onnx/model_O3.onnx"), "avx512_vnni", str(model), "O3_qint8")
         return onnx("onnx/model_O3_qint8.onnx")
 
-    return {"st onnx": onnx, "st onnx O3": o3, "st onnx int8": int8, "st onnx O3 int8": o3_int8}
+    def ct2_int8():
+        return CTranslate2Encoder(model)
+
+    return {"st onnx": onnx, "st onnx O3": o3, "st onnx int8": int8, "st onnx O3 int8": o3_int8, "ct2 int8": ct2_int8}
+
+
+class CTranslate2Encoder:
+    """CTranslate2's int8 encoder (its own C++ transformer, converted by its `transformers` converter as its
+    documentation shows), with the model's mean pooling and Normalize done here in numpy: a contender with an
+    `encode` like SentenceTransformer's."""
+
+    def __init__(self, model: Path):
+        import ctranslate2
+        from ctranslate2.converters import TransformersConverter
+        from transformers import AutoTokenizer
+
+        converted = model.parent / "ct2-int8"
+        if not converted.exists():
+            TransformersConverter(str(model)).convert(str(converted), quantization="int8")
+        self.encoder = ctranslate2.Encoder(str(converted), device="cpu", compute_type="int8", intra_threads=2)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model))
+        self.max_length = json.loads((model / "sentence_bert_config.json").read_text())["max_seq_length"]
+
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        vectors = []
+        for start in range(0, len(texts), batch_size):
+            ids = self.tokenizer(texts[start : start + batch_size], truncation=True, max_length=self.max_length)
+            ids = ids["input_ids"]
+            hidden = np.array(self.encoder.forward_batch(ids).last_hidden_state)  # (B, T, H), padded
+            lengths = np.array([len(row) for row in ids])
+            mask = np.arange(hidden.shape[1])[None, :] < lengths[:, None]  # (B, T)
+            mean = (hidden * mask[..., None]).sum(1) / lengths[:, None]  # (B, H)
+            vectors.append(mean / np.linalg.norm(mean, axis=1, keepdims=True))
+        return np.concatenate(vectors)
 
 
 def main() -> None:
