@@ -1,4 +1,4 @@
-"""Verbs that train and look at pre-training: `pretrain`, `sweep`, `evaluate`, `plot`, `demo`."""
+"""Verbs that train and look at pre-training: `pretrain`, `subclone`, `sweep`, `evaluate`, `plot`, `demo`."""
 
 from __future__ import annotations
 
@@ -150,6 +150,25 @@ def cmd_plot(args: argparse.Namespace) -> None:
     print(plot_run(run_dir, with_format(args.out, args.format) if args.out else default))
 
 
+def cmd_subclone(args: argparse.Namespace) -> None:
+    from ..training.subclone import subclone
+
+    out, plan = subclone(
+        args.model, args.data, args.out, args.preset, args.batches, args.overwrite, args.trust_pickle,
+        num_layers=args.num_layers, hidden_size=args.hidden_size, intermediate_size=args.intermediate_size,
+    )  # fmt: skip
+    width = len(plan.dims) // len(plan.heads[0])
+    if args.json:
+        print_json({"out": str(out), "layers": plan.layers, "hidden_size": len(plan.dims),
+                    "num_heads": len(plan.heads[0]), "intermediate_size": len(plan.neurons[0])})  # fmt: skip
+        return
+    print(
+        f"wrote {out}: layers {', '.join(map(str, plan.layers))} of the source, {len(plan.dims)} of its residual "
+        f"dimensions, {len(plan.heads[0])} heads of {width} and {len(plan.neurons[0])} feed-forward neurons a layer, "
+        f"ranked on {args.data}; continue it with: bertforge pretrain --data {args.data} --out RUN --init-from {out}"
+    )
+
+
 def cmd_demo(args: argparse.Namespace) -> None:
     from ..studies.demo import run_demo
 
@@ -181,6 +200,26 @@ def register(verbs) -> None:
     p.add_argument("--tensorboard", action="store_true", help="also write TensorBoard event files")
     output_flags(p)
     run_flags(p)
+
+    p = add_verb(
+        verbs,
+        "subclone",
+        cmd_subclone,
+        "cut a smaller model of a preset's shape out of a larger released one (weight subcloning): its most "
+        "important dimensions, heads, neurons and layers on your text, a start for pretrain --init-from",
+    )
+    p.add_argument("model", help="the larger model (a BERT-style encoder: BertModel, a sentence-embedding model, ...)")
+    p.add_argument("--data", required=True, help="your text, prepared with the model's tokenizer (bertforge prepare)")
+    p.add_argument("--out", required=True, help="directory for the smaller model")
+    p.add_argument("--preset", choices=list(PRESETS), help="the smaller model's layers and widths (heads keep theirs)")
+    for name, what in (("num-layers", "layers"), ("hidden-size", "width"), ("intermediate-size", "feed-forward width")):
+        p.add_argument(f"--{name}", type=POSITIVE, help=f"its {what}, in place of the preset's")
+    p.add_argument(
+        "--batches", type=POSITIVE, default=16, help="batches of 16 windows of 128 tokens the parts are ranked on"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace the model already in --out")
+    p.add_argument("--trust-pickle", action="store_true", help="read a model that has only pytorch_model.bin")
+    output_flags(p, quiet=False)
 
     p = add_verb(
         verbs, "sweep", cmd_sweep, "pre-train every combination of a grid (ablations) and tabulate the results"

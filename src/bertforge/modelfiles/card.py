@@ -76,6 +76,9 @@ def _bertforge_section(facts: dict[str, Any]) -> tuple[str, list[str]]:
             "- serve it with ONNX Runtime alone, or with `bertforge embed`, `classify`, `tag` or `answer` here",
         ]
         return "Exported to ONNX with bertforge", lines
+    subcloned = facts.get("subcloned")
+    if subcloned and not facts.get("training"):
+        return "Subcloned with bertforge", [_subcloned(subcloned)]
     if not facts.get("training"):
         extended = facts.get("vocabulary_extended") or {}
         words = f"{extended['words']:,} words" if extended else "words"
@@ -143,6 +146,8 @@ def _architecture(config: ModelConfig, saved_as: str, facts: dict[str, Any]) -> 
         lines.append(f"- recipe: `{facts['recipe']}`; objective: {objectives}")
     if facts.get("init_from"):
         lines.append(f"- started from the weights of `{facts['init_from']}`")
+    if facts.get("subcloned"):
+        lines.append(_subcloned(facts["subcloned"]))
     if facts.get("vocabulary_extended"):
         extended = facts["vocabulary_extended"]
         lines.append(
@@ -152,6 +157,16 @@ def _architecture(config: ModelConfig, saved_as: str, facts: dict[str, Any]) -> 
     if facts.get("base_model"):
         lines.append(f"- fine-tuned from `{facts['base_model']}`")
     return lines
+
+
+def _subcloned(subcloned: dict[str, Any]) -> str:
+    """Where a subclone (bertforge subclone) was cut from: its source, the layers kept, its width."""
+    kept = subcloned.get("layers")
+    layers = ", ".join(map(str, kept)) if isinstance(kept, list) else ""
+    return (
+        f"- a subclone of `{subcloned.get('from')}` (bertforge subclone): its layers {layers} and its "
+        f"{subcloned.get('hidden_size')} most important dimensions, heads and neurons on the user's text"
+    )
 
 
 def _corpus(facts: dict[str, Any]) -> list[str]:

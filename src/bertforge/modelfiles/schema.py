@@ -37,6 +37,7 @@ PRETRAINING: dict[str, Key] = {
     "document_mask": FLAG,
     **dict.fromkeys(("recipe", "init_from"), Key((str,), "a name or a path", lambda v: len(v) <= 4096)),
     "vocabulary_extended": TABLE,
+    "subcloned": TABLE,
 }
 
 
