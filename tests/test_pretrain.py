@@ -338,6 +338,32 @@ def test_time_budget_stops_the_run(workdir):
     assert time.perf_counter() - started < 40
 
 
+def test_a_time_limit_ends_a_run_of_steps_on_a_slow_machine_with_its_schedule_run_out(workdir, monkeypatch):
+    """--time-limit caps --max-steps: steps slowed to 0.25 s end the 1,000-step run at its 2 s ceiling, its
+    learning rate decayed to the schedule's end by the clock (not a tenth of the way by its steps), the notice
+    said and the model written; the demo's books stage runs on it."""
+    run = workdir / "ceiling"
+    model_config = tiny_model_config(workdir / "data")
+    cfg = TrainConfig(seq_len=64, batch_size=8, max_steps=1000, time_limit=2.0, warmup=0.0, precision="fp32",
+                      num_workers=0, eval_every=0, save_every=0, log_every=1)  # fmt: skip
+    said = []
+    trainer = Trainer(workdir / "data", run, model_config, cfg, progress=False)
+    step, trainer._say = trainer._step, said.append
+
+    def slow_step(micro_batches):
+        time.sleep(0.25)
+        return step(micro_batches)
+
+    monkeypatch.setattr(trainer, "_step", slow_step)
+    result = trainer.train()
+    assert 2 <= result.state.step < 20 and (run / "model" / "model.safetensors").is_file()
+    lrs = [row["lr"] for row in train_metrics(run)]
+    assert lrs[-1] < 0.5 * cfg.lr  # by its steps alone it would still be above 0.98 of the peak
+    assert any("--time-limit 2s reached at step" in line for line in said), said
+    with pytest.raises(UserError, match="time_limit caps a run of --max-steps"):
+        TrainConfig(time_budget=60.0, time_limit=30.0)
+
+
 def test_a_time_budget_run_whose_last_step_overshoots_ends_with_its_model(workdir, monkeypatch):
     """Steps longer than half a second overshoot the budget at the end: the bar must not crash, the model is written."""
     run = workdir / "overshoot"
