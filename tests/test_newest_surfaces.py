@@ -395,6 +395,27 @@ def test_every_deberta_key_left_out_means_what_transformers_takes_it_to_mean(deb
     assert {"relative_attention", "norm_rel_ebd", "position_buckets", "share_att_key"} <= set(refused)
 
 
+def test_every_mpnet_key_left_out_means_what_transformers_takes_it_to_mean(tmp_path):
+    """The same for MPNet (microsoft/mpnet-base's layout, MPNetForMaskedLM by save_pretrained, its relative
+    attention table drawn wide): each key deleted in turn computes `transformers`' logits or is refused naming it."""
+    needs("transformers")
+    model = build("mpnet", tmp_path)
+    weights = load_file(model / "model.safetensors")
+    table = "mpnet.encoder.relative_attention_bias.weight"
+    weights[table] = torch.randn_like(weights[table]) * 3.0
+    save_file(weights, model / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((model / "config.json").read_text())
+    for key in sorted(set(config) - {"architectures", "model_type", "transformers_version", "dtype"}):
+        case = shutil.copytree(model, tmp_path / key)
+        (case / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k != key}))
+        try:
+            mine, theirs = _their_and_our_logits(case)
+        except UserError as e:
+            assert key in str(e), (key, str(e))
+            continue
+        torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5, msg=f"without {key}")
+
+
 # ----------------------------------------------------------------------------- released layouts as they are
 
 

@@ -4,6 +4,7 @@ network and the families. A model directory is read here once, through the one b
     directory     model directories: read once (`read_model_files`), loaded checked, saved whole; ours or
                   `transformers`'
     schema        what a model directory's config.json may hold, checked once when it is read
+    vocabulary    a tokenizer checked against the model it is read with (ids, segments, a padded table)
     header        a safetensors file's index from its header's bytes alone, never mapping the file
     heads         a task model's labels, and its head carried through `pretrain --init-from` and `tokenizer extend`
     hf            our weights and configs as a `transformers` family's and back, through its record (families/)

@@ -38,10 +38,7 @@ from ..tokenizer import (
     ROLES,
     TOKENIZER_FILES,
     LoadedTokenizer,
-    has_tokenizer,
     hf_tokenizer_class,
-    highest_segment,
-    load_tokenizer,
     max_input_length,
     save_tokenizer,
     special_ids,
@@ -62,6 +59,7 @@ from .hf import (
 )
 from .schema import check_config
 from .sentence import SentencePipeline, write_pipeline
+from .vocabulary import model_tokenizer
 
 if TYPE_CHECKING:
     from .origin import Origin
@@ -196,6 +194,10 @@ class ModelFiles:
             return dict(self.family.pretraining_classes.get(self.architecture, {"pair_objective": "none"}))
         return {"pair_objective": "nsp" if "nsp" in self.heads else "none"}
 
+    def stored_shapes(self, part: str) -> list[tuple[int, ...]]:
+        """The shapes the weights' index gives the family's `part` (a parameter), under any name it may have."""
+        return [self.index[name][0] for name in self.stored_as(part) if name in (self.index or {})]
+
     def stored_as(self, part: str) -> tuple[str, ...]:
         """The names the family's `part` (a parameter, or a module) may have in the file: under the encoder's
         prefix, or, in a bare encoder's own file (BertModel's), without it."""
@@ -317,15 +319,24 @@ def load_model(
 
 
 def check_shapes(files: ModelFiles) -> None:
-    """The token table's shape in the weights' index against config.json, before a model of that config is built:
-    a config that disagrees with its weights is refused without allocating what it asks for."""
-    config, table = files.config, files.family.modules["bert.embeddings.token"] + ".weight"
-    shapes = [files.index[name][0] for name in files.stored_as(table) if name in (files.index or {})]
+    """The token and position tables' shapes in the weights' index against config.json, before a model of that
+    config is built: a config that disagrees with its weights is refused without allocating what it asks for (a
+    position table longer than max_position_embeddings makes, which `transformers` refuses too, is never cut)."""
+    config, family = files.config, files.family
+    shapes = files.stored_shapes(family.modules["bert.embeddings.token"] + ".weight")
     if shapes and shapes[0] != (config.vocab_size, config.embedding_width):
         width = "embedding_size" if config.embedding_size else "hidden_size"
         raise UserError(
             f"{files.directory}: weights do not match config.json (the token table is {shapes[0][0]} x "
             f"{shapes[0][1]}; config.json says vocab_size {config.vocab_size}, {width} {config.embedding_width})"
+        )
+    table = family.modules.get("bert.embeddings.position")
+    rows = [shape[0] for shape in files.stored_shapes(table + ".weight")] if table else []
+    expected = config.max_position_embeddings + family.position_offset(config)
+    if rows and rows[0] != expected:
+        raise UserError(
+            f"{files.directory}: weights do not match config.json (the position table has {rows[0]:,} rows; its "
+            f"max_position_embeddings makes {expected:,})"
         )
 
 
@@ -500,38 +511,6 @@ def save_model(
     return Path(directory)
 
 
-VOCAB_PADDING = 128  # a table padded for speed has fewer than this many rows beyond its tokenizer's ids
-
-
-def check_vocab(
-    tokenizer: Tokenizer, vocab_size: int, where: str, type_vocab_size: int = 0, predicts: bool = False
-) -> None:
-    """A tokenizer with more ids than the model's table would index out of range, and one with far fewer was not
-    trained with the model (its ids mean other words): both are refused, and so is one that gives a segment id past
-    the model's segment table (of two rows or more: one row, RoBERTa's, and none take every id as the first). A
-    table padded to a round size for speed (fewer than VOCAB_PADDING spare rows) is only said, and only where the
-    model `predicts` tokens (pre-training, fill-mask, evaluate, a masked LM's export): those ids are never
-    predicted, which a classifier's or an encoder's user has no reason to hear."""
-    segment = highest_segment(tokenizer)
-    if type_vocab_size > 1 and segment >= type_vocab_size:
-        raise UserError(
-            f"{where}: the tokenizer gives segment id {segment}, but the model has {type_vocab_size} segments; "
-            "they were not made together"
-        )
-    size = tokenizer.get_vocab_size()
-    if size > vocab_size or size <= vocab_size - VOCAB_PADDING:
-        raise UserError(
-            f"{where}: tokenizer has {size} tokens but the model's vocabulary has {vocab_size}; "
-            "they were not trained together"
-        )
-    if size < vocab_size and predicts:
-        warnings.warn(
-            f"{where}: tokenizer has {size} tokens, the model's vocabulary {vocab_size}; "
-            f"ids {size}..{vocab_size - 1} have no token and are never predicted",
-            stacklevel=3,
-        )
-
-
 def load_model_and_tokenizer(
     path: str | Path | ModelFiles,
     cls=BertForPreTraining,
@@ -556,20 +535,6 @@ def refuse_discriminator(files: ModelFiles, cls, keep_heads: bool) -> None:
             f"{files.directory} is an ELECTRA discriminator: it tells replaced tokens from original ones and has no "
             f"masked-LM head; its generator fills in blanks: {electra_generator(files.directory, info)}"
         )
-
-
-def model_tokenizer(files: ModelFiles, model, cls=BertForPreTraining) -> LoadedTokenizer:
-    """The directory's tokenizer, checked against the `model` (of `cls`) it was read with: one with more ids than
-    the model's table, or a segment past its segment table, is refused (`check_vocab`)."""
-    if not has_tokenizer(files.directory):
-        raise UserError(
-            f"{files.directory}: no tokenizer (tokenizer.json, vocab.txt, ...); the model was saved without one: "
-            "save it with its tokenizer, or copy the tokenizer's files into the directory"
-        )
-    tokenizer = load_tokenizer(files.directory, files.raw)
-    predicts = cls is BertForPreTraining and "mlm_head" not in getattr(model, "untrained_heads", {"mlm_head"})
-    check_vocab(tokenizer, model.config.vocab_size, str(files.directory), model.config.type_vocab_size, predicts)
-    return tokenizer
 
 
 def refuse_fresh_heads(model, directory: Path) -> None:

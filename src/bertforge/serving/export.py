@@ -38,11 +38,12 @@ from ..model.config import ModelConfig
 from ..model.heads import pool
 from ..model.unpadding import unpadding_mode
 from ..modelfiles.card import CARD, card_with_section
-from ..modelfiles.directory import check_vocab, load_model, read_model_files, refuse_fresh_heads, resolve_model_dir
+from ..modelfiles.directory import load_model, read_model_files, refuse_fresh_heads, resolve_model_dir
 from ..modelfiles.exported import EXPORT_KEY, GRAPH, is_exported
 from ..modelfiles.hf import OWN_MODEL_TYPE
 from ..modelfiles.origin import Origin, read_origin
 from ..modelfiles.sentence import write_pipeline
+from ..modelfiles.vocabulary import check_vocab
 from ..tokenizer import load_tokenizer, max_input_length, save_tokenizer
 from .fused import DOMAIN as FUSED_DOMAIN
 from .graph import graph_digest, graph_inputs

@@ -26,12 +26,12 @@ from ..model.bert import BertForPreTraining, EncoderOutput
 from ..modelfiles.directory import (
     ModelFiles,
     load_model_and_tokenizer,
-    model_tokenizer,
     read_model_files,
     refuse_discriminator,
     refuse_fresh_heads,
 )
 from ..modelfiles.exported import GRAPH, export_facts
+from ..modelfiles.vocabulary import model_tokenizer
 from .graph import RUN_SECONDS, check_graph
 from .kinds import KINDS, kind_of
 

@@ -33,8 +33,9 @@ from ..fileio import check_not_inputs, directory_lock, write_json
 from ..model.bert import set_activation_checkpointing, set_dropout, use_fast_paths
 from ..model.heads import BertForSentenceEmbedding
 from ..model.unpadding import unpadding_mode
-from ..modelfiles.directory import PRETRAINING_KEY, check_vocab, load_model, read_model_files, save_model
+from ..modelfiles.directory import PRETRAINING_KEY, load_model, read_model_files, save_model
 from ..modelfiles.origin import FINETUNE_KEY, Origin, read_origin
+from ..modelfiles.vocabulary import check_vocab
 from ..progress import Progress, say
 from ..tokenizer import load_tokenizer, max_input_length
 from .config import FinetuneConfig

@@ -10,7 +10,8 @@ from tokenizers import Tokenizer
 from ..data.directory import SPLITS, check_split, read_meta
 from ..errors import UserError
 from ..model.config import ModelConfig
-from ..modelfiles.directory import ModelFiles, check_vocab
+from ..modelfiles.directory import ModelFiles
+from ..modelfiles.vocabulary import check_vocab
 from ..tokenizer import fingerprint, load_tokenizer
 from .config import TrainConfig
 from .continued import check_start
