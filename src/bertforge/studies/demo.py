@@ -57,8 +57,8 @@ BOOK_PAIRS = [
 ]
 
 
-BOOK_STEPS = 2000  # the books stage's steps: about 125 s on a quiet 2-core Zen 5, 300 s on an AVX2-only EPYC
-BOOK_CEILING = 600.0  # seconds: the books stage ends here whatever its steps, on a machine far slower than those
+BOOK_STEPS = 2000  # the books stage's steps: 159 s on a quiet 2-core Zen 5 (benchmarks/README.md)
+BOOK_CEILING = 600.0  # seconds: the books stage ends here whatever its steps, on a machine far slower than that
 
 
 @dataclass
