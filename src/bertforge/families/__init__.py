@@ -54,48 +54,31 @@ __all__ = [
     "family_of",
     "family_computes",
     "family_named",
-    "is_deberta",
-    "is_modernbert",
-    "is_mpnet",
+    "shaped_family",
     "titles",
     "tokenizer_specials",
 ]
 
 
-def is_modernbert(config: ModelConfig) -> bool:
-    """Whether `transformers`' ModernBERT computes this model: its shape, whatever its sizes, biases and windows."""
-    return all(getattr(config, name) == value for name, value in MODERNBERT_SHAPE.items())
-
-
-def is_mpnet(config: ModelConfig) -> bool:
-    """Whether `transformers`' MPNet computes this model: its shape (a relative attention bias, no segments)."""
-    return all(getattr(config, name) == value for name, value in MPNET_SHAPE.items())
-
-
-def is_deberta(config: ModelConfig) -> bool:
-    """Whether `transformers`' DeBERTa-v2 computes this model: its shape (disentangled attention, post-LN)."""
-    return all(getattr(config, name) == value for name, value in DEBERTA_SHAPE.items())
+def shaped_family(config: ModelConfig) -> Family | None:
+    """The family whose own classes compute a model of this shape (`Family.shape`: ModernBERT's, MPNet's,
+    DeBERTa's), the first registered; None for BERT's computation and its variants."""
+    return next((family for family in FAMILIES.records() if family.has_shape(config)), None)
 
 
 def family_of(config: ModelConfig) -> Family:
-    """The family a model is saved in: its own, if it was read from one; else the family of its shape: ModernBERT's,
-    MPNet's, DeBERTa's, RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
+    """The family a model is saved in: its own, if it was read from one; else the family of its shape; else
+    RoBERTa-PreLayerNorm for a pre-LN BERT, BERT."""
     if config.family:
         return family_named(config.family)
-    if is_modernbert(config):
-        return MODERNBERT
-    if is_mpnet(config):
-        return MPNET
-    if is_deberta(config):
-        return DEBERTA
-    return ROBERTA_PRE_LN if config.norm_style == "pre" else BERT
+    return shaped_family(config) or (ROBERTA_PRE_LN if config.norm_style == "pre" else BERT)
 
 
 def family_computes(config: ModelConfig) -> bool:
-    """Whether the family's own `transformers` class computes the model, whatever its variant settings: a
-    ModernBERT, or one read from a family other than the two bertforge's own BERTs are saved in (BERT's and
+    """Whether the family's own `transformers` class computes the model, whatever its variant settings: one of a
+    family's shape, or one read from a family other than the two bertforge's own BERTs are saved in (BERT's and
     RoBERTa-PreLayerNorm's, whose classes compute the paper's settings only)."""
-    return is_modernbert(config) or family_of(config) not in (BERT, ROBERTA_PRE_LN)
+    return shaped_family(config) is not None or family_of(config) not in (BERT, ROBERTA_PRE_LN)
 
 
 def family_named(model_type: Any, source: str = "config.json") -> Family:

@@ -19,7 +19,7 @@ from .bert import BERT_KEYS, BERT_SPECIALS, bert_style_config, bert_style_module
 from .family import Family, ModelConfig
 
 # DeBERTa's shape, whatever its sizes: what `transformers`' DeBERTa-v2 classes compute with the settings below, so a
-# model of this shape is saved as one (`is_deberta`), and one read back has it.
+# model of this shape is saved as one (`Family.has_shape`), and one read back has it.
 DEBERTA_SHAPE = {
     "norm_style": "post",
     "position_embedding": "disentangled",
@@ -121,6 +121,7 @@ def _deberta_modules() -> dict[str, str]:
 
 
 DEBERTA = Family(
+    shape=DEBERTA_SHAPE,
     model_type="deberta-v2",
     title="DeBERTa-v2",
     tokenizer_class="DebertaV2",

@@ -61,6 +61,14 @@ class Family:
     # The family's classes that tell how a model saved as one was pre-trained (modelfiles/directory.py, `ModelFiles`):
     # BertForPreTraining had a next-sentence head, ElectraForPreTraining is a discriminator. Any other: MLM alone.
     pretraining_classes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The settings of the computation its own classes hold, whatever the sizes (ModernBERT's, DeBERTa's, ...): a
+    # model bertforge builds with them is saved in this family, and one read from it has them. Empty for a family
+    # whose computation is BERT's (RoBERTa, ELECTRA, ...), which only a model read from it is saved in.
+    shape: dict[str, Any] = field(default_factory=dict)
+
+    def has_shape(self, config: ModelConfig) -> bool:
+        """Whether the family's own classes compute `config`'s model: it has the family's shape."""
+        return bool(self.shape) and all(getattr(config, name) == value for name, value in self.shape.items())
 
     def position_offset(self, config: ModelConfig) -> int:
         """Rows of their position table before our position 0."""

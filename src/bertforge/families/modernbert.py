@@ -15,7 +15,7 @@ from .bert import BERT_SPECIALS
 from .family import Family, ModelConfig, require_keys
 
 # ModernBERT's shape (Warner et al. 2024), whatever its sizes, biases and windows: what `transformers`' own
-# ModernBERT classes compute, so a model of this shape is saved as one (`is_modernbert`) and one read back has it.
+# ModernBERT classes compute, so a model of this shape is saved as one (`Family.has_shape`) and one read back has it.
 MODERNBERT_SHAPE = {
     "norm_style": "pre",
     "position_embedding": "rotary",
@@ -137,6 +137,7 @@ def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 MODERNBERT = Family(
+    shape=MODERNBERT_SHAPE,
     model_type="modernbert",
     title="ModernBERT",
     tokenizer_class="PreTrained",  # PreTrainedTokenizerFast: its files name every special token

@@ -17,8 +17,8 @@ from .family import Family, ModelConfig
 MPNET_SPECIALS = {"pad": "<pad>", "unk": "[UNK]", "cls": "<s>", "sep": "</s>", "mask": "<mask>"}
 
 # MPNet's shape, whatever its sizes: what `transformers`' MPNet classes compute, so a model of this shape is saved as
-# one (`is_mpnet`), and one read back has it. Its buckets are fixed: MPNetEncoder buckets relative positions into
-# 32 whatever relative_attention_num_buckets says (it sizes the table only).
+# one (`Family.has_shape`), and one read back has it. Its buckets are fixed: MPNetEncoder buckets relative positions
+# into 32 whatever relative_attention_num_buckets says (it sizes the table only).
 MPNET_SHAPE = {
     "norm_style": "post",
     "position_embedding": "learned",
@@ -56,6 +56,7 @@ def _write(config: ModelConfig, architecture: str) -> dict[str, Any]:
 LAYER = "mpnet.encoder.layer.{i}"
 
 MPNET = Family(
+    shape=MPNET_SHAPE,
     model_type="mpnet",
     title="MPNet",
     tokenizer_class="MPNet",
