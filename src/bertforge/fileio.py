@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import hashlib
 import importlib.resources
 import io
 import json
@@ -428,3 +429,12 @@ def _holder(fd: int) -> str:
     except OSError:
         pass
     return "its pid unknown"
+
+
+def sha256_of(path: Path) -> str:
+    """A file's sha256, read a few MB at a time: a checkpoint's checksums, an export's graph digest."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

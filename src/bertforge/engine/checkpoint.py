@@ -9,7 +9,6 @@ without unpickling arbitrary objects. Knows no model: pre-training's and fine-tu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -20,7 +19,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError, one_line
-from ..fileio import read_json, remove_abandoned, write_json
+from ..fileio import read_json, remove_abandoned, sha256_of, write_json
 from .optim import load_optimizer_state
 
 STEP_DIR = re.compile(r"step_(\d{6,})$")
@@ -50,18 +49,10 @@ def remove_stale_temporaries(run_dir: Path) -> None:
 # ---------------------------------------------------------------- integrity
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def write_checksums(directory: Path) -> None:
     """Record the sha256 of every file below `directory` (a checkpoint being written) in its checksums.json."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != CHECKSUMS)
-    write_json(directory / CHECKSUMS, {p.relative_to(directory).as_posix(): _sha256(p) for p in files})
+    write_json(directory / CHECKSUMS, {p.relative_to(directory).as_posix(): sha256_of(p) for p in files})
 
 
 def damage(directory: Path) -> str | None:
@@ -78,7 +69,7 @@ def damage(directory: Path) -> str | None:
         file = directory / name
         if not file.is_file():
             return f"{name} is missing"
-        if _sha256(file) != digest:
+        if sha256_of(file) != digest:
             return f"{name} does not match its checksum"
     return None
 

@@ -181,16 +181,12 @@ class Embeddings:
     def rerank(self, body: Any) -> Job:
         """TEI's /rerank by cosine: {query, texts, return_text, raw_scores, truncate} -> [{index, score, text?}],
         best first; the query read with the model's query prompt, the texts with its document prompt."""
-        body = fields(body, ("query", "texts"), ("return_text", "raw_scores", "truncate", "top_n"))
-        query = text(body["query"], "query", self.limits)
-        documents = texts(body["texts"], "texts", self.limits)
-        keep = flag(body.get("return_text", False), "return_text")
-        top_n = integer(body.get("top_n", len(documents)), "top_n", 1, len(documents))
+        query, documents, ranking = Ranking.read(body, self.limits)
         work = self._work([query], role="query") + self._work(documents, role="document")
 
         def respond(vectors: list[np.ndarray]) -> list[dict[str, Any]]:
             rows = shaped(np.stack(vectors), unit=True)  # (1 + n, D): cosines as dot products
-            return _ranked((rows[1:] @ rows[0]).tolist(), documents, keep, top_n)
+            return ranking.ranked((rows[1:] @ rows[0]).tolist(), documents)
 
         return Job(work, respond)
 
@@ -276,11 +272,7 @@ class Classifications:
         return Job(self._work(first, second), lambda results: [_labelled(r) for r in results])
 
     def rerank(self, body: Any) -> Job:
-        body = fields(body, ("query", "texts"), ("return_text", "raw_scores", "truncate", "top_n", "label"))
-        query = text(body["query"], "query", self.limits)
-        documents = texts(body["texts"], "texts", self.limits)
-        keep = flag(body.get("return_text", False), "return_text")
-        top_n = integer(body.get("top_n", len(documents)), "top_n", 1, len(documents))
+        query, documents, ranking = Ranking.read(body, self.limits, ("label",))
         try:
             label = self.classifier.relevant_label(body.get("label"))
         except UserError as e:
@@ -288,7 +280,7 @@ class Classifications:
 
         def respond(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             scores = [r["value"] if label is None else r["probabilities"][label] for r in results]
-            return _ranked(scores, documents, keep, top_n)
+            return ranking.ranked(scores, documents)
 
         return Job(self._work([query] * len(documents), documents), respond)
 
@@ -375,9 +367,24 @@ def _encoded(row: np.ndarray, encoding: str) -> np.ndarray | str:
     return row  # (D,), serialised as it is (app.FastJSON)
 
 
-def _ranked(scores: list[float], documents: list[str], keep: bool, top_n: int) -> list[dict[str, Any]]:
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])[:top_n]
-    return [{"index": i, "score": float(scores[i]), **({"text": documents[i]} if keep else {})} for i in order]
+@dataclass(frozen=True)
+class Ranking:
+    """A /rerank request's answer settings, TEI's: the best `top_n` texts, with their text where `keep`."""
+
+    keep: bool
+    top_n: int
+
+    @classmethod
+    def read(cls, body: Any, limits: Limits, more: tuple[str, ...] = ()) -> tuple[str, list[str], Ranking]:
+        """(the query, the texts, how to answer) from a /rerank body taking `more` fields beside TEI's."""
+        body = fields(body, ("query", "texts"), ("return_text", "raw_scores", "truncate", "top_n", *more))
+        query, documents = text(body["query"], "query", limits), texts(body["texts"], "texts", limits)
+        keep = flag(body.get("return_text", False), "return_text")
+        return query, documents, cls(keep, integer(body.get("top_n", len(documents)), "top_n", 1, len(documents)))
+
+    def ranked(self, scores: list[float], documents: list[str]) -> list[dict[str, Any]]:
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[: self.top_n]
+        return [{"index": i, "score": float(scores[i]), **({"text": documents[i]} if self.keep else {})} for i in order]
 
 
 def _labelled(result: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:

@@ -13,7 +13,6 @@ followed (ONNX Runtime refuses such references outside the export itself).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from ..errors import UserError, one_line
 from ..families.architectures import Architecture
+from ..fileio import sha256_of
 from .kinds import kind_of
 
 CONTROL_FLOW = {"Loop", "Scan", "If"}  # the exporter never writes them: a graph with one may never end
@@ -53,11 +53,7 @@ def check_graph(path: Path, config, record: Architecture, facts: dict[str, Any],
 
 def graph_digest(path: Path) -> str:
     """The sha256 of a graph file: recorded by the export, checked before the graph is served."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return sha256_of(path)
 
 
 def _check_digest(path: Path, recorded: Any) -> None:
