@@ -33,6 +33,14 @@ HF_CONFIGS = [
         hidden_act="relu",
     ),
     dict(
+        vocab_size=110,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        hidden_act="silu",
+    ),  # fmt: skip
+    dict(
         vocab_size=130,
         hidden_size=64,
         num_hidden_layers=3,
@@ -222,6 +230,24 @@ REMOTE_VARIANTS = {
     "rotary": {"position_embedding": "rotary"},
     "rotary-glu": {"position_embedding": "rotary", "feed_forward": "glu"},
 }
+# (norm style, variant): each variant in both places of the norms, and SwiGLU on post-LN alone (a pre-LN BERT is saved
+# as RoBERTa-PreLayerNorm, whose masked-LM head applies gelu whatever hidden_act says: refused, as the test below)
+REMOTE_CASES = [(style, name) for name in REMOTE_VARIANTS for style in ("post", "pre")] + [("post", "rotary-swiglu")]
+REMOTE_VARIANTS["rotary-swiglu"] = {"position_embedding": "rotary", "feed_forward": "glu", "hidden_act": "silu"}
+
+
+def test_an_activation_a_familys_head_does_not_apply_is_refused_built_or_read(tmp_path):
+    """RoBERTa's and ELECTRA's masked-LM heads apply gelu whatever hidden_act says: a pre-LN BERT (saved as
+    RoBERTa-PreLayerNorm) with relu is refused when built, and a RoBERTa config.json with silu when read."""
+    transformers = needs("transformers")
+    with pytest.raises(UserError, match="applies gelu whatever hidden_act says"):
+        ModelConfig(vocab_size=100, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                    norm_style="pre", hidden_act="relu")  # fmt: skip
+    config = transformers.RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=64, hidden_act="silu")  # fmt: skip
+    transformers.RobertaForMaskedLM(config).save_pretrained(tmp_path / "roberta")
+    with pytest.raises(UserError, match="RoBERTa family's masked-LM head applies gelu"):
+        load_model(BertForPreTraining, tmp_path / "roberta")
 
 
 def test_every_variant_transformers_lacks_is_raced_against_the_modeling_file():
@@ -240,8 +266,7 @@ def test_every_variant_transformers_lacks_is_raced_against_the_modeling_file():
     assert lacking and set(lacking) <= raced, "add it to REMOTE_VARIANTS, and compute it in modeling_bertforge.py"
 
 
-@pytest.mark.parametrize("norm_style", ["post", "pre"])
-@pytest.mark.parametrize("variant", REMOTE_VARIANTS)
+@pytest.mark.parametrize(("norm_style", "variant"), REMOTE_CASES)
 def test_variants_load_in_transformers_through_their_own_code_with_the_same_outputs(
     norm_style, variant, wordpiece_tokenizer, tmp_path
 ):

@@ -9,15 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import COUNT
-from ..errors import UserError
 from .bert import BERT_KEYS, BERT_SPECIALS, bert_style_config, bert_style_modules, bert_style_values
 from .family import Family, ModelConfig
 
 
 def _read(hf: dict[str, Any], source: str) -> dict[str, Any]:
     values = bert_style_values(hf, source)
-    if values["hidden_act"] != "gelu":  # ElectraGeneratorPredictions applies GELU whatever hidden_act says
-        raise UserError(f"{source}: hidden_act {values['hidden_act']!r}; bertforge reads ELECTRA with gelu")
     embedding = hf.get("embedding_size", values["hidden_size"])
     narrower = embedding if embedding != values["hidden_size"] else 0
     return values | {"embedding_size": narrower, "pooler_activation": "gelu"}
@@ -47,6 +44,7 @@ ELECTRA = Family(
     params={"mlm_head.bias": "generator_lm_head.bias", "mlm_head.decoder_weight": "generator_lm_head.weight"},
     classes={"BertForReplacedTokenDetection": "ElectraForPreTraining"},
     config_class="ElectraConfig",
+    head_activation="gelu",  # ElectraGeneratorPredictions applies gelu whatever hidden_act says
     config_keys={**BERT_KEYS, "embedding_size": COUNT},
     pretraining_classes={"ElectraForPreTraining": {"objective": "electra", "pair_objective": "none"}},
     read_config=_read,

@@ -65,6 +65,9 @@ class Family:
     # model bertforge builds with them is saved in this family, and one read from it has them. Empty for a family
     # whose computation is BERT's (RoBERTa, ELECTRA, ...), which only a model read from it is saved in.
     shape: dict[str, Any] = field(default_factory=dict)
+    # The activation its masked-LM head applies whatever hidden_act says (RobertaLMHead's and ELECTRA's generator's
+    # gelu); None: hidden_act's, as BERT's own head. A model whose hidden_act differs is refused, read or built.
+    head_activation: str | None = None
 
     def has_shape(self, config: ModelConfig) -> bool:
         """Whether the family's own classes compute `config`'s model: it has the family's shape."""

@@ -61,6 +61,7 @@ def _roberta(model_type: str, title: str, body: str, prefix: str, tokenizer: str
         write_config=write,
         positions_after_pad=True,
         special_token_ids={"pad_token_id": "pad", "bos_token_id": "cls", "eos_token_id": "sep"},
+        head_activation="gelu",  # RobertaLMHead applies gelu itself
     )
 
 

@@ -47,9 +47,12 @@ GATHERED_ROWS_MULTIPLE = 64  # the MLM head's row count is rounded up to this (s
 POOLER_ACTIVATIONS = {"tanh": torch.tanh, "relu": F.relu, "gelu": F.gelu}
 
 
+ACTIVATIONS = {"gelu": F.gelu, "relu": F.relu, "silu": F.silu}  # hidden_act's choices (SiLU makes a GLU a SwiGLU)
+
+
 def activation(config: ModelConfig):
-    """The feed-forward and head non-linearity the config names: gelu (BERT) or relu."""
-    return F.gelu if config.hidden_act == "gelu" else F.relu
+    """The feed-forward and head non-linearity the config names: gelu (BERT), relu or silu."""
+    return ACTIVATIONS[config.hidden_act]
 
 
 def additive_mask(attn_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -78,7 +81,7 @@ class Embeddings(nn.Module):
         self.token = nn.Embedding(config.padded_vocab_size, E, padding_idx=config.pad_token_id)
         self.segment = blocks.segments(config)  # (2, E): A and B
         self.position = blocks.positions(config)  # (max_position_embeddings, E), learned
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.norm = blocks.norm(config, E)
         self.dropout = Dropout(config.hidden_dropout)
         self.project = nn.Linear(E, config.hidden_size) if E != config.hidden_size else nn.Identity()
 
@@ -227,13 +230,13 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig, blocks: Blocks, index: int = 0):
         super().__init__()
         self.attention = blocks.attention(config)
-        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.attention_norm = blocks.norm(config, config.hidden_size)
         self.ffn = blocks.feed_forward(config)
-        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.ffn_norm = blocks.norm(config, config.hidden_size)
         self.dropout = Dropout(config.hidden_dropout)
 
     @staticmethod
-    def final_norm(config: ModelConfig) -> nn.Module:
+    def final_norm(config: ModelConfig, blocks: Blocks) -> nn.Module:
         """What the stack ends with: post-LN's output is normalised already."""
         return nn.Identity()
 
@@ -273,7 +276,7 @@ class BertModel(nn.Module):
         blocks = blocks_of(config)  # the paper's blocks, or a variant's where the config names one
         self.embeddings = Embeddings(config, blocks)
         self.layers = nn.ModuleList(blocks.layer(config, blocks, i) for i in range(config.num_layers))
-        self.final_norm = blocks.layer.final_norm(config)
+        self.final_norm = blocks.layer.final_norm(config, blocks)
         self.pooler = Pooler(config) if pooler else None
         self.sight = blocks.sight(config)
         self.recompute_layers = False  # set_activation_checkpointing: a training-time choice, not the architecture
@@ -342,7 +345,7 @@ class MaskedLMHead(nn.Module):
         E = config.embedding_width
         self.transform = nn.Linear(config.hidden_size, E, bias=config.linear_bias)
         self.act = activation(config)
-        self.norm = nn.LayerNorm(E, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.norm = blocks_of(config).norm(config, E)
         if config.tie_word_embeddings:
             self.decoder_weight = token_embedding.weight  # the same Parameter: one matrix, two uses
         else:

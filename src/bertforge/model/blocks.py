@@ -3,7 +3,8 @@
 
     RotarySelfAttention   queries and keys turned by their positions' angles (RoPE, Su et al. 2021)
     GatedFeedForward      a gated linear unit (Shazeer 2020)
-    PreNormEncoderLayer   LayerNorm before each sub-layer, and one at the top
+    PreNormEncoderLayer   the norm before each sub-layer, and one at the top
+    layer_norm            what every norm of a model is (`Blocks.norm`): BERT's LayerNorm
     VariantSight          sliding windows (ModernBERT's local layers), ALiBi's bias, rotary angles
     segment_table         RoBERTa's one segment, or none (ModernBERT's)
     position_table        a fixed (sinusoidal) table, or none (positions in attention)
@@ -25,6 +26,11 @@ from .bert import EncoderLayer, FeedForward, SelfAttention, Sight, View
 from .config import ModelConfig
 from .positions import rotary_angles, rotate
 from .variants import Blocks
+
+
+def layer_norm(config: ModelConfig, width: int) -> nn.LayerNorm:
+    """BERT's LayerNorm: centred, scaled, then its gain (and bias, where the config has norm biases)."""
+    return nn.LayerNorm(width, eps=config.layer_norm_eps, bias=config.norm_bias)
 
 
 def sliding_window(seq_len: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -80,9 +86,9 @@ class PreNormEncoderLayer(EncoderLayer):
             self.attention_norm = nn.Identity()
 
     @staticmethod
-    def final_norm(config: ModelConfig) -> nn.Module:
-        """Pre-LN leaves the residual stream unnormalised, so the stack ends with one LayerNorm."""
-        return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+    def final_norm(config: ModelConfig, blocks: Blocks) -> nn.Module:
+        """Pre-LN leaves the residual stream unnormalised, so the stack ends with one norm."""
+        return blocks.norm(config, config.hidden_size)
 
     def forward(self, x: torch.Tensor, view: View, need_weights: bool = False):
         attended, probs = self.attention(self.attention_norm(x), view, need_weights)

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config import Configurable, check_choices, documented, require
 from ..errors import UserError
-from ..families import FAMILIES
+from ..families import FAMILIES, family_of
 from .variants import (
     ATTENTION_BIASES,
     FEED_FORWARDS,
@@ -106,7 +106,9 @@ class ModelConfig(Configurable):
     hidden_dropout: float = documented(0.1, "dropout on embeddings and sub-layer outputs")
     attention_dropout: float = documented(0.1, "dropout on attention probabilities")
     layer_norm_eps: float = documented(1e-12, "LayerNorm epsilon")
-    hidden_act: str = documented("gelu", "feed-forward activation", ("gelu", "relu"))
+    hidden_act: str = documented(
+        "gelu", "feed-forward activation (silu with a glu feed-forward: SwiGLU)", ("gelu", "relu", "silu")
+    )
     norm_style: str = documented("post", choices_help(NORM_STYLES), NORM_STYLES)
     position_embedding: str = documented(
         "learned",
@@ -237,6 +239,12 @@ class ModelConfig(Configurable):
                     )
                     if getattr(self, field) in registry
                     for name, value in registry[getattr(self, field)].requires.items()
+                ),
+                (
+                    family_of(self).head_activation in (None, self.hidden_act),
+                    f"hidden_act {self.hidden_act}: the {family_of(self).title} family's masked-LM head applies "
+                    f"{family_of(self).head_activation} whatever hidden_act says, so transformers would compute "
+                    "another model; use gelu",
                 ),
                 (
                     self.first_attention_norm or self.norm_style == "pre",

@@ -17,6 +17,7 @@ from ..labels import IGNORE_INDEX
 from .bert import BertModel, EncoderOutput, activation, init_weights
 from .config import ModelConfig
 from .dropout import Dropout
+from .variants import blocks_of
 
 
 class PoolerReads(nn.Module):
@@ -42,7 +43,7 @@ class HeadTransform(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.linear_bias)
         self.act = activation(config)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias)
+        self.norm = blocks_of(config).norm(config, config.hidden_size)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.norm(self.act(self.dense(hidden)))  # (..., H)

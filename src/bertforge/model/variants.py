@@ -111,7 +111,8 @@ class Blocks:
 
     attention: Callable  # (config) -> a SelfAttention
     feed_forward: Callable  # (config) -> a FeedForward
-    layer: Callable  # (config, blocks, index) -> an EncoderLayer, and its final_norm(config)
+    norm: Callable  # (config, width) -> the normalisation every norm of the model is
+    layer: Callable  # (config, blocks, index) -> an EncoderLayer, and its final_norm(config, blocks)
     sight: Callable  # (config) -> what each layer's attention may see, per call: a bert.Sight
     segments: Callable  # (config) -> the segment table
     positions: Callable  # (config) -> the position table
@@ -123,6 +124,7 @@ def blocks_of(config: ModelConfig) -> Blocks:
     return Blocks(
         attention=resolve(config.position_scheme.attention),
         feed_forward=resolve(config.feed_forward_kind.block),
+        norm=resolve("bertforge.model.blocks:layer_norm"),
         layer=resolve(config.norm.layer),
         sight=resolve(
             config.bias_variant.sight
